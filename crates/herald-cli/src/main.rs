@@ -1,0 +1,69 @@
+//! The `herald` binary: parses the command line, runs one command, prints a human report
+//! (or JSON with `--json`) and turns any error into one line on stderr and exit code 1.
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod demo;
+mod migrate;
+
+/// The default database: an SQLite file in the working directory.
+const DB_DEFAULT: &str = "herald.db";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "herald",
+    version,
+    about = "A durable delivery engine: side effects that happen once and are paid for once."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create or upgrade herald's schema (also done automatically on every start).
+    Migrate(migrate::Args),
+    /// Show, with real transactions and real contention, why herald exists.
+    Demo(demo::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::query=error")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // `{:#}` joins the cause chain into one line.
+            eprintln!("error: {}", one_line(&format!("{e:#}")));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Migrate(args) => migrate::run(args).await,
+        Command::Demo(args) => demo::run(args).await,
+    }
+}
+
+/// Errors from drivers sometimes carry newlines; an operator's terminal gets one line.
+fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,41 @@
+//! `herald migrate`: apply pending schema migrations and report the version.
+
+use anyhow::Result;
+use herald_store::{DbUrl, Store, StoreOptions};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Database: a file path or sqlite://PATH (created if missing), or postgres://…
+    #[arg(long, env = "HERALD_DB", default_value = crate::DB_DEFAULT)]
+    db: String,
+    /// Print JSON instead of a sentence.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> Result<()> {
+    let url = DbUrl::parse(&args.db)?;
+    let store = Store::connect(&url, &StoreOptions::default()).await?;
+    let report = store.migrate().await;
+    store.close().await;
+    let report = report?;
+    if args.json {
+        let value = serde_json::json!({
+            "backend": store.backend().name(),
+            "applied": report.applied,
+            "version": report.version,
+        });
+        println!("{value}");
+    } else if report.applied.is_empty() {
+        println!("schema is current (version {}) on {}", report.version, store.backend().name());
+    } else {
+        let applied: Vec<String> = report.applied.iter().map(i64::to_string).collect();
+        println!(
+            "applied migration(s) {} on {}; schema version {}",
+            applied.join(", "),
+            store.backend().name(),
+            report.version
+        );
+    }
+    Ok(())
+}

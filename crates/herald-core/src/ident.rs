@@ -1,0 +1,96 @@
+//! Validated identifiers for receipts: a scope (what kind of operation) and an operation
+//! id (which one). Both are checked once at the boundary, so the store never sees an empty
+//! or oversized key.
+
+use crate::limits::{OPERATION_ID_LEN_MAX, SCOPE_LEN_MAX};
+use std::fmt;
+
+/// Why an identifier was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentError {
+    #[error("{what} must not be empty")]
+    Empty { what: &'static str },
+    #[error("{what} is {len} bytes long, the limit is {max}")]
+    TooLong { what: &'static str, len: usize, max: usize },
+    #[error("{what} must not contain control characters")]
+    ControlCharacter { what: &'static str },
+}
+
+fn check(what: &'static str, value: &str, max: usize) -> Result<(), IdentError> {
+    if value.is_empty() {
+        return Err(IdentError::Empty { what });
+    }
+    if value.len() > max {
+        return Err(IdentError::TooLong { what, len: value.len(), max });
+    }
+    if value.chars().any(char::is_control) {
+        return Err(IdentError::ControlCharacter { what });
+    }
+    Ok(())
+}
+
+macro_rules! ident {
+    ($(#[$doc:meta])* $name:ident, $what:literal, $max:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn new(value: impl Into<String>) -> Result<Self, IdentError> {
+                let value = value.into();
+                check($what, &value, $max)?;
+                Ok(Self(value))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl TryFrom<&str> for $name {
+            type Error = IdentError;
+            fn try_from(value: &str) -> Result<Self, IdentError> {
+                Self::new(value)
+            }
+        }
+    };
+}
+
+ident!(
+    /// The kind of operation a receipt guards, e.g. `invoice-adjustments`.
+    Scope, "receipt scope", SCOPE_LEN_MAX
+);
+ident!(
+    /// The identity of one operation within a scope, stable across retries (an event id,
+    /// never a key generated per attempt).
+    OperationId, "operation id", OPERATION_ID_LEN_MAX
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_are_checked() {
+        let cases: &[(&str, Result<(), IdentError>)] = &[
+            ("evt-17", Ok(())),
+            ("", Err(IdentError::Empty { what: "operation id" })),
+            ("a\nb", Err(IdentError::ControlCharacter { what: "operation id" })),
+        ];
+        for (input, expect) in cases {
+            assert_eq!(&OperationId::new(*input).map(|_| ()), expect, "input {input:?}");
+        }
+        let long = "x".repeat(OPERATION_ID_LEN_MAX + 1);
+        assert_eq!(
+            OperationId::new(long).map(|_| ()),
+            Err(IdentError::TooLong { what: "operation id", len: 256, max: 255 })
+        );
+        assert!(Scope::new("x".repeat(SCOPE_LEN_MAX)).is_ok());
+    }
+}

@@ -1,0 +1,186 @@
+//! Store errors and their classification. Classification is by error *code* — SQLSTATE on
+//! PostgreSQL, the primary result code on SQLite, the error number on MySQL — never by
+//! message text, which changes with versions and locales.
+
+use sqlx::error::DatabaseError;
+
+/// An error from the store, with its cause kept as a source.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("invalid database URL: {0}")]
+    InvalidUrl(String),
+    #[error("cannot open database {target}")]
+    Connect {
+        target: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error(
+        "database schema is at version {found}, newer than this herald understands (up to {known}); upgrade herald, nothing was changed"
+    )]
+    SchemaNewer { found: i64, known: i64 },
+    #[error("database migration failed")]
+    Migrate(#[source] sqlx::migrate::MigrateError),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// The kinds of error after which re-running the whole transaction can succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Concurrency {
+    /// PostgreSQL 40001: the transaction conflicted with a concurrent one.
+    SerializationFailure,
+    /// PostgreSQL 40P01: chosen as the victim of a deadlock.
+    Deadlock,
+    /// SQLite BUSY (5, any extended code): another connection holds the lock.
+    SqliteBusy,
+    /// SQLite LOCKED (6, any extended code): a conflict inside one shared cache.
+    SqliteLocked,
+    /// MySQL 1213 (ER_LOCK_DEADLOCK). No MySQL backend yet: this is where it plugs in.
+    MysqlDeadlock,
+    /// MySQL 1205 (ER_LOCK_WAIT_TIMEOUT): a lock wait ran out; the transaction may retry.
+    MysqlLockWaitTimeout,
+}
+
+/// What an error means for the transaction runner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// Roll back and run the whole closure again.
+    Concurrency(Concurrency),
+    /// A lock or statement wait ran out (PostgreSQL 55P03 / 57014). The runner sets these
+    /// bounds to the time left before its deadline, so this usually means "deadline".
+    WaitTimeout,
+    /// The connection broke. During COMMIT this means the outcome is unknown.
+    ConnectionLost,
+    /// Anything else: propagate at once.
+    Other,
+}
+
+impl StoreError {
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            StoreError::Database(e) => classify(e),
+            StoreError::Connect { .. } => ErrorClass::ConnectionLost,
+            _ => ErrorClass::Other,
+        }
+    }
+
+    /// The driver's code for a database error (SQLSTATE, SQLite extended code), if any.
+    pub fn code(&self) -> Option<String> {
+        match self {
+            StoreError::Database(sqlx::Error::Database(e)) => e.code().map(|c| c.into_owned()),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a unique-constraint violation (on any backend).
+    pub fn is_unique_violation(&self) -> bool {
+        matches!(self, StoreError::Database(sqlx::Error::Database(e)) if e.is_unique_violation())
+    }
+}
+
+/// Classifies a driver error.
+pub fn classify(err: &sqlx::Error) -> ErrorClass {
+    match err {
+        sqlx::Error::Database(db) => classify_database(db.as_ref()),
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::PoolClosed => ErrorClass::ConnectionLost,
+        _ => ErrorClass::Other,
+    }
+}
+
+fn classify_database(db: &dyn DatabaseError) -> ErrorClass {
+    let Some(code) = db.code() else { return ErrorClass::Other };
+    if db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>().is_some() {
+        return classify_postgres_sqlstate(&code);
+    }
+    if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+        return match code.parse::<i32>() {
+            Ok(n) => classify_sqlite_code(n),
+            Err(_) => ErrorClass::Other,
+        };
+    }
+    ErrorClass::Other
+}
+
+/// PostgreSQL SQLSTATE → class.
+pub fn classify_postgres_sqlstate(sqlstate: &str) -> ErrorClass {
+    match sqlstate {
+        "40001" => ErrorClass::Concurrency(Concurrency::SerializationFailure),
+        "40P01" => ErrorClass::Concurrency(Concurrency::Deadlock),
+        // lock_not_available (lock_timeout), query_canceled (statement_timeout).
+        "55P03" | "57014" => ErrorClass::WaitTimeout,
+        // admin_shutdown, crash_shutdown, cannot_connect_now, and class 08 (connection).
+        "57P01" | "57P02" | "57P03" => ErrorClass::ConnectionLost,
+        s if s.starts_with("08") => ErrorClass::ConnectionLost,
+        _ => ErrorClass::Other,
+    }
+}
+
+/// SQLite result code (extended or primary) → class. Extended codes carry the primary
+/// code in their low byte (SQLITE_BUSY_SNAPSHOT = 517 = 5 | 2 << 8), so mask first.
+pub fn classify_sqlite_code(code: i32) -> ErrorClass {
+    const SQLITE_BUSY: i32 = 5;
+    const SQLITE_LOCKED: i32 = 6;
+    match code & 0xff {
+        SQLITE_BUSY => ErrorClass::Concurrency(Concurrency::SqliteBusy),
+        SQLITE_LOCKED => ErrorClass::Concurrency(Concurrency::SqliteLocked),
+        _ => ErrorClass::Other,
+    }
+}
+
+/// MySQL/MariaDB error number → class. herald has no MySQL backend yet; when it gets one,
+/// its driver errors are classified here and nowhere else. 1205 is a lock wait that ran
+/// out (`innodb_lock_wait_timeout`); it is retryable, but each attempt must be bounded by
+/// the runner's remaining time or five attempts become minutes.
+pub fn classify_mysql_error_number(number: u16) -> ErrorClass {
+    match number {
+        1213 => ErrorClass::Concurrency(Concurrency::MysqlDeadlock),
+        1205 => ErrorClass::Concurrency(Concurrency::MysqlLockWaitTimeout),
+        _ => ErrorClass::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_classify() {
+        use Concurrency::*;
+        let pg = [
+            ("40001", ErrorClass::Concurrency(SerializationFailure)),
+            ("40P01", ErrorClass::Concurrency(Deadlock)),
+            ("55P03", ErrorClass::WaitTimeout),
+            ("57014", ErrorClass::WaitTimeout),
+            ("57P01", ErrorClass::ConnectionLost),
+            ("08006", ErrorClass::ConnectionLost),
+            ("23505", ErrorClass::Other),
+            ("40002", ErrorClass::Other),
+        ];
+        for (code, expect) in pg {
+            assert_eq!(classify_postgres_sqlstate(code), expect, "sqlstate {code}");
+        }
+        let sqlite = [
+            (5, ErrorClass::Concurrency(SqliteBusy)),
+            (517, ErrorClass::Concurrency(SqliteBusy)), // BUSY_SNAPSHOT
+            (261, ErrorClass::Concurrency(SqliteBusy)), // BUSY_RECOVERY
+            (6, ErrorClass::Concurrency(SqliteLocked)),
+            (262, ErrorClass::Concurrency(SqliteLocked)), // LOCKED_SHAREDCACHE
+            (2067, ErrorClass::Other),                    // CONSTRAINT_UNIQUE
+            (8, ErrorClass::Other),                       // READONLY
+        ];
+        for (code, expect) in sqlite {
+            assert_eq!(classify_sqlite_code(code), expect, "sqlite code {code}");
+        }
+        assert_eq!(classify_mysql_error_number(1213), ErrorClass::Concurrency(MysqlDeadlock));
+        assert_eq!(
+            classify_mysql_error_number(1205),
+            ErrorClass::Concurrency(MysqlLockWaitTimeout)
+        );
+        assert_eq!(classify_mysql_error_number(1062), ErrorClass::Other);
+    }
+}

@@ -1,0 +1,145 @@
+//! The store handle: a connection pool to one database, SQLite or PostgreSQL.
+
+use crate::error::StoreError;
+use crate::url::DbUrl;
+use herald_core::limits::{CONNECT_TIMEOUT, SQLITE_BUSY_TIMEOUT_DEFAULT};
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use std::time::Duration;
+
+/// Which database a store talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// Pool settings, each with a named default.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Connections in the pool. SQLite still has one writer at a time; the others read.
+    pub connections_max: u32,
+    /// How long to wait for a connection (or for the server to answer) before giving up.
+    pub connect_timeout: Duration,
+    /// SQLite's busy timeout for statements that do not set their own.
+    pub sqlite_busy_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            connections_max: 10,
+            connect_timeout: CONNECT_TIMEOUT,
+            sqlite_busy_timeout: SQLITE_BUSY_TIMEOUT_DEFAULT,
+        }
+    }
+}
+
+/// A pool of connections to one database.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: Pool,
+}
+
+#[derive(Debug, Clone)]
+enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+impl Store {
+    /// Parses `url`, connects (one connection is made at once, so a bad URL or an
+    /// unreachable server fails here) and applies pending migrations.
+    pub async fn open(url: &str, options: &StoreOptions) -> Result<Store, StoreError> {
+        let store = Store::connect(&DbUrl::parse(url)?, options).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Connects without migrating.
+    pub async fn connect(url: &DbUrl, options: &StoreOptions) -> Result<Store, StoreError> {
+        let target = format!("{url:?}");
+        let connect_error = |source| StoreError::Connect { target: target.clone(), source };
+        let pool = match url {
+            DbUrl::Sqlite(o) => {
+                // WAL: readers never block the writer. synchronous=FULL: a committed
+                // delivery survives power loss, not only a process crash (herald's promise
+                // is "nothing lost after commit"). Foreign keys are off by default in SQLite.
+                let o = (**o)
+                    .clone()
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Full)
+                    .foreign_keys(true)
+                    .busy_timeout(options.sqlite_busy_timeout);
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(options.connections_max.max(2))
+                    .acquire_timeout(options.connect_timeout)
+                    .connect_with(o)
+                    .await
+                    .map_err(connect_error)?;
+                Pool::Sqlite(pool)
+            }
+            DbUrl::Postgres(o) => {
+                let o = (**o).clone().application_name("herald");
+                let pool = PgPoolOptions::new()
+                    .max_connections(options.connections_max.max(2))
+                    .acquire_timeout(options.connect_timeout)
+                    .connect_with(o)
+                    .await
+                    .map_err(connect_error)?;
+                Pool::Postgres(pool)
+            }
+        };
+        Ok(Store { pool })
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self.pool {
+            Pool::Sqlite(_) => Backend::Sqlite,
+            Pool::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// The SQLite pool, for applications that run their own SQL next to herald's.
+    pub fn sqlite_pool(&self) -> Option<&SqlitePool> {
+        match &self.pool {
+            Pool::Sqlite(p) => Some(p),
+            Pool::Postgres(_) => None,
+        }
+    }
+
+    /// The PostgreSQL pool, for applications that run their own SQL next to herald's.
+    pub fn postgres_pool(&self) -> Option<&PgPool> {
+        match &self.pool {
+            Pool::Postgres(p) => Some(p),
+            Pool::Sqlite(_) => None,
+        }
+    }
+
+    /// Closes every connection; waits for connections in use to come back.
+    pub async fn close(&self) {
+        match &self.pool {
+            Pool::Sqlite(p) => p.close().await,
+            Pool::Postgres(p) => p.close().await,
+        }
+    }
+
+    /// One round trip to the database (readiness).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        match &self.pool {
+            Pool::Sqlite(p) => sqlx::query("SELECT 1").execute(p).await?.rows_affected(),
+            Pool::Postgres(p) => sqlx::query("SELECT 1").execute(p).await?.rows_affected(),
+        };
+        Ok(())
+    }
+}

@@ -1,0 +1,121 @@
+//! Parsing the `--db` value: a PostgreSQL URL, an `sqlite:` URL, or a bare file path
+//! (which means SQLite). Parsed once, into a typed value, before anything connects.
+
+use crate::error::StoreError;
+use sqlx::postgres::PgConnectOptions;
+use sqlx::sqlite::SqliteConnectOptions;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// Where the database is.
+#[derive(Clone)]
+pub enum DbUrl {
+    Sqlite(Box<SqliteConnectOptions>),
+    Postgres(Box<PgConnectOptions>),
+}
+
+impl DbUrl {
+    /// Parses `value`. Anything with a scheme other than sqlite/postgres/postgresql is an
+    /// error (a typo must not silently become a file named `mysql:`).
+    pub fn parse(value: &str) -> Result<DbUrl, StoreError> {
+        let value = value.trim();
+        if value.is_empty() {
+            return Err(StoreError::InvalidUrl("the database URL is empty".into()));
+        }
+        let invalid = |e: sqlx::Error| StoreError::InvalidUrl(format!("{}: {e}", redact(value)));
+        if let Some((scheme, _)) = value.split_once(':')
+            && is_scheme(scheme)
+        {
+            return match scheme.to_ascii_lowercase().as_str() {
+                "postgres" | "postgresql" => Ok(DbUrl::Postgres(Box::new(
+                    PgConnectOptions::from_str(value).map_err(invalid)?,
+                ))),
+                "sqlite" => Ok(DbUrl::Sqlite(Box::new(
+                    SqliteConnectOptions::from_str(value).map_err(invalid)?,
+                ))),
+                other => Err(StoreError::InvalidUrl(format!(
+                    "unsupported database scheme {other:?}: use a file path, sqlite://PATH or postgres://…"
+                ))),
+            };
+        }
+        Ok(DbUrl::Sqlite(Box::new(SqliteConnectOptions::new().filename(PathBuf::from(value)))))
+    }
+}
+
+/// A scheme is letters, digits, `+`, `-`, `.`, starting with a letter, and longer than one
+/// character (so `C:\data\herald.db` stays a path).
+fn is_scheme(candidate: &str) -> bool {
+    candidate.len() > 1
+        && candidate.starts_with(|c: char| c.is_ascii_alphabetic())
+        && candidate.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+}
+
+/// The URL with any password replaced, fit for error messages and logs.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(start), Some(at)) if at > start => {
+            let userinfo = &url[start + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _password)) => format!("{}{user}:***{}", &url[..start + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+impl fmt::Debug for DbUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DbUrl::Sqlite(o) => write!(f, "sqlite:{}", o.get_filename().display()),
+            DbUrl::Postgres(o) => write!(
+                f,
+                "postgres://{}@{}:{}/{}",
+                o.get_username(),
+                o.get_host(),
+                o.get_port(),
+                o.get_database().unwrap_or("")
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(input: &str) -> &'static str {
+        match DbUrl::parse(input) {
+            Ok(DbUrl::Sqlite(_)) => "sqlite",
+            Ok(DbUrl::Postgres(_)) => "postgres",
+            Err(_) => "error",
+        }
+    }
+
+    #[test]
+    fn parses_the_forms_users_type() {
+        let cases = [
+            ("herald.db", "sqlite"),
+            ("./data/herald.db", "sqlite"),
+            ("sqlite://herald.db", "sqlite"),
+            ("sqlite:herald.db?mode=ro", "sqlite"),
+            ("postgres://postgres@127.0.0.1/test", "postgres"),
+            ("postgresql://u:p@localhost:5432/db", "postgres"),
+            ("mysql://root@localhost/test", "error"),
+            ("", "error"),
+            ("   ", "error"),
+            ("postgres://[::1", "error"),
+        ];
+        for (input, expect) in cases {
+            assert_eq!(kind(input), expect, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("herald.db"), "herald.db");
+    }
+}

@@ -1,0 +1,94 @@
+//! The library's error type. Causes are kept as sources; messages are lowercase and never
+//! contain payloads or secrets.
+
+use herald_core::IdentError;
+use herald_store::{Concurrency, ErrorClass, StoreError};
+use std::time::Duration;
+
+/// Any error an application's code wants to return from a transaction closure.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A database error that is not a concurrency conflict (or one raised inside a closure
+    /// and not yet judged by the runner).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+
+    /// Every attempt lost to a concurrency conflict.
+    #[error("transaction gave up after {attempts} attempts, each lost to a concurrency conflict")]
+    AttemptsExhausted {
+        attempts: u32,
+        #[source]
+        last: StoreError,
+    },
+
+    /// The deadline passed (while waiting for a lock, running the closure or backing off).
+    #[error("transaction deadline of {deadline:?} passed after {attempts} attempt(s)")]
+    DeadlineExceeded {
+        deadline: Duration,
+        attempts: u32,
+        #[source]
+        last: Option<StoreError>,
+    },
+
+    /// The connection broke during COMMIT: the transaction may or may not have committed.
+    /// Check the database (a receipt or the claim row) before doing the work again.
+    #[error("the outcome of COMMIT is unknown: the connection was lost during it")]
+    CommitOutcomeUnknown {
+        attempts: u32,
+        #[source]
+        source: StoreError,
+    },
+
+    /// `Herald::transaction` was called inside a running transaction closure. Its retries
+    /// could never happen (the outer transaction owns the rollback), so it is refused
+    /// rather than silently reduced to one attempt. Use [`crate::Tx::savepoint`].
+    #[error(
+        "a transaction with its own retries cannot start inside another transaction's closure; use Tx::savepoint"
+    )]
+    NestedTransaction,
+
+    /// A receipt was asked for on a connection that is not inside a transaction, where the
+    /// receipt and the state change could not commit together.
+    #[error("once() needs a connection inside a transaction")]
+    NotInTransaction,
+
+    /// Bad input (an empty or oversized identifier, an impossible option).
+    #[error("invalid input: {0}")]
+    Invalid(String),
+
+    /// An error from the application's own code inside a closure.
+    #[error(transparent)]
+    App(BoxError),
+}
+
+impl Error {
+    /// Wraps an application error so a closure can return it.
+    pub fn app(error: impl Into<BoxError>) -> Error {
+        Error::App(error.into())
+    }
+
+    /// The concurrency conflict this error is, if it is one.
+    pub fn concurrency(&self) -> Option<Concurrency> {
+        match self {
+            Error::Store(e) => match e.class() {
+                ErrorClass::Concurrency(c) => Some(c),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        Error::Store(StoreError::Database(e))
+    }
+}
+
+impl From<IdentError> for Error {
+    fn from(e: IdentError) -> Self {
+        Error::Invalid(e.to_string())
+    }
+}

@@ -1,0 +1,53 @@
+//! herald: a durable delivery engine for side effects that must happen once and be paid
+//! for once.
+//!
+//! This crate is what a Rust application depends on. Today it holds the foundation:
+//!
+//! - [`Herald::transaction`] — the transaction runner. It re-runs the *whole* closure on
+//!   concurrency errors only (deadlock, serialization failure, SQLite busy), bounded by
+//!   attempts and a deadline, and runs effects registered with [`Tx::after_commit`] once,
+//!   after the final commit, never for an attempt that rolled back.
+//! - [`once`] — receipts: apply an operation at most once per (scope, operation id),
+//!   inside the caller's transaction, without ever aborting it on a duplicate.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), herald::Error> {
+//! use herald::{Herald, Once};
+//! let herald = Herald::open("herald.db").await?;
+//! let done = herald
+//!     .transaction(|tx| {
+//!         Box::pin(async move {
+//!             let applied = herald::once(tx, "invoice-adjustments", "evt-17", |tx| {
+//!                 Box::pin(async move {
+//!                     // ... the state change, with tx's connection ...
+//!                     tx.after_commit(|| println!("adjusted"));
+//!                     Ok(())
+//!                 })
+//!             })
+//!             .await?;
+//!             Ok(matches!(applied, Once::Applied(())))
+//!         })
+//!     })
+//!     .await?;
+//! println!("applied: {}, attempts: {}", done.value, done.attempts);
+//! # Ok(()) }
+//! ```
+
+pub mod demo;
+mod error;
+mod once;
+mod runner;
+mod tx;
+
+pub use error::{BoxError, Error};
+pub use herald_core::{Backoff, OperationId, Scope};
+pub use herald_store::{AsConn, Backend, Concurrency, Conn, Isolation, StoreOptions};
+pub use once::{Once, once};
+pub use runner::{Committed, Herald, TxOptions};
+pub use tx::Tx;
+
+/// The sqlx this crate is built on, so applications use the very same types.
+pub use herald_store::sqlx;
+
+/// A boxed, sendable future: what transaction closures return.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;

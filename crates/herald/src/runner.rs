@@ -1,0 +1,240 @@
+//! The transaction runner: run a closure in a transaction and, on a concurrency error
+//! only, roll back and run the *whole* closure again — bounded by attempts and by a
+//! deadline that also bounds every lock and statement wait inside each attempt.
+//!
+//! Rules (ARCHITECTURE.md explains why):
+//! 1. Retry only on concurrency errors, classified by code (PostgreSQL 40001/40P01, SQLite
+//!    BUSY/LOCKED); anything else propagates after the first attempt.
+//! 2. Each attempt's waits are bounded by the time left: `lock_timeout` and
+//!    `statement_timeout` on PostgreSQL, the busy timeout on SQLite, and the closure
+//!    itself runs under a timer.
+//! 3. A concurrency error raised by COMMIT is retried; a broken connection during COMMIT
+//!    is [`Error::CommitOutcomeUnknown`], never success, never a plain failure.
+//! 4. Effects registered with `after_commit` run after the final COMMIT, in order, once.
+//! 5. No nested runner: calling `transaction` inside a closure is an error.
+
+use crate::BoxFuture;
+use crate::error::Error;
+use crate::tx::Tx;
+use herald_core::Backoff;
+use herald_core::limits::{
+    TX_ATTEMPTS_DEFAULT, TX_ATTEMPTS_MAX, TX_BACKOFF_BASE_DEFAULT, TX_BACKOFF_MAX_DEFAULT,
+    TX_DEADLINE_DEFAULT,
+};
+use herald_store::{
+    Backend, BeginOptions, ErrorClass, Isolation, SqliteLock, Store, StoreError, StoreOptions,
+};
+use std::time::Duration;
+use tokio::time::Instant;
+
+tokio::task_local! {
+    /// Set while a runner closure is being polled on this task.
+    static IN_RUNNER: ();
+}
+
+/// How the runner retries. Every field has a named default (see `herald_core::limits`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxOptions {
+    /// Runs of the closure at most (1 = no retry). Capped at `TX_ATTEMPTS_MAX`.
+    pub attempts_max: u32,
+    /// The whole call, all attempts, waits and backoffs included, ends by this.
+    pub deadline: Duration,
+    /// Full-jitter backoff between attempts.
+    pub backoff: Backoff,
+    /// PostgreSQL isolation level (SQLite is always serializable).
+    pub isolation: Isolation,
+}
+
+impl Default for TxOptions {
+    fn default() -> Self {
+        TxOptions {
+            attempts_max: TX_ATTEMPTS_DEFAULT,
+            deadline: TX_DEADLINE_DEFAULT,
+            backoff: Backoff { base: TX_BACKOFF_BASE_DEFAULT, max: TX_BACKOFF_MAX_DEFAULT },
+            isolation: Isolation::ReadCommitted,
+        }
+    }
+}
+
+/// A committed transaction's result and how many runs of the closure it took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed<T> {
+    pub value: T,
+    pub attempts: u32,
+}
+
+/// herald's handle on one database: the store plus the runner.
+#[derive(Debug, Clone)]
+pub struct Herald {
+    store: Store,
+}
+
+impl Herald {
+    /// Opens the database at `url` (a file path, `sqlite://…` or `postgres://…`), creating
+    /// an SQLite file if needed, and migrates it.
+    pub async fn open(url: &str) -> Result<Herald, Error> {
+        Herald::open_with(url, &StoreOptions::default()).await
+    }
+
+    pub async fn open_with(url: &str, options: &StoreOptions) -> Result<Herald, Error> {
+        Ok(Herald { store: Store::open(url, options).await? })
+    }
+
+    /// Wraps an already connected (and migrated) store.
+    pub fn from_store(store: Store) -> Herald {
+        Herald { store }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.store.backend()
+    }
+
+    pub async fn close(&self) {
+        self.store.close().await;
+    }
+
+    /// [`Herald::transaction_with`] with the default options.
+    pub async fn transaction<T, F>(&self, f: F) -> Result<Committed<T>, Error>
+    where
+        T: Send,
+        F: for<'t> FnMut(&'t mut Tx) -> BoxFuture<'t, Result<T, Error>> + Send,
+    {
+        self.transaction_with(&TxOptions::default(), f).await
+    }
+
+    /// Runs `f` in a transaction, retrying the whole closure on concurrency errors.
+    ///
+    /// `f` may run several times: it must contain database work only, plus effects
+    /// registered with [`Tx::after_commit`]. Database errors must reach the runner as
+    /// [`Error::Store`] (use `?` on sqlx and store results) or they cannot be classified.
+    pub async fn transaction_with<T, F>(
+        &self,
+        options: &TxOptions,
+        mut f: F,
+    ) -> Result<Committed<T>, Error>
+    where
+        T: Send,
+        F: for<'t> FnMut(&'t mut Tx) -> BoxFuture<'t, Result<T, Error>> + Send,
+    {
+        if IN_RUNNER.try_with(|_| ()).is_ok() {
+            return Err(Error::NestedTransaction);
+        }
+        if options.attempts_max == 0 {
+            return Err(Error::Invalid("attempts_max must be at least 1".into()));
+        }
+        let attempts_max = options.attempts_max.min(TX_ATTEMPTS_MAX);
+        let deadline = Instant::now() + options.deadline;
+        let expired =
+            |attempts, last| Error::DeadlineExceeded { deadline: options.deadline, attempts, last };
+
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(expired(attempt - 1, None));
+            }
+            let begin = BeginOptions {
+                isolation: options.isolation,
+                sqlite_lock: SqliteLock::Immediate,
+                wait_max: remaining,
+            };
+            let conflict = match tokio::time::timeout(remaining, self.store.begin(&begin)).await {
+                Err(_elapsed) => return Err(expired(attempt, None)),
+                Ok(Err(e)) => match judge(e, deadline) {
+                    Judged::Retry(e) => e,
+                    Judged::Expired(e) => return Err(expired(attempt, Some(e))),
+                    Judged::Fail(e) => return Err(Error::Store(e)),
+                },
+                Ok(Ok(store_tx)) => {
+                    let mut tx = Tx::new(store_tx, attempt);
+                    let remaining = deadline.saturating_duration_since(Instant::now());
+                    let run = IN_RUNNER.scope((), tokio::time::timeout(remaining, f(&mut tx)));
+                    match run.await {
+                        Err(_elapsed) => {
+                            rollback(tx).await;
+                            return Err(expired(attempt, None));
+                        }
+                        Ok(Err(error)) => {
+                            rollback(tx).await;
+                            match error {
+                                Error::Store(e) => match judge(e, deadline) {
+                                    Judged::Retry(e) => e,
+                                    Judged::Expired(e) => return Err(expired(attempt, Some(e))),
+                                    Judged::Fail(e) => return Err(Error::Store(e)),
+                                },
+                                other => return Err(other),
+                            }
+                        }
+                        Ok(Ok(value)) => {
+                            let (store_tx, effects) = tx.into_parts();
+                            match store_tx.commit().await {
+                                Ok(()) => {
+                                    for effect in effects {
+                                        effect();
+                                    }
+                                    return Ok(Committed { value, attempts: attempt });
+                                }
+                                Err(e) if e.class() == ErrorClass::ConnectionLost => {
+                                    return Err(Error::CommitOutcomeUnknown {
+                                        attempts: attempt,
+                                        source: e,
+                                    });
+                                }
+                                Err(e) => match judge(e, deadline) {
+                                    Judged::Retry(e) => e,
+                                    Judged::Expired(e) => return Err(expired(attempt, Some(e))),
+                                    Judged::Fail(e) => return Err(Error::Store(e)),
+                                },
+                            }
+                        }
+                    }
+                }
+            };
+
+            tracing::debug!(attempt, error = %conflict, "transaction conflict, retrying");
+            if attempt >= attempts_max {
+                return Err(Error::AttemptsExhausted { attempts: attempt, last: conflict });
+            }
+            let pause = options.backoff.full_jitter(attempt, fastrand::f64());
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if pause >= remaining {
+                return Err(expired(attempt, Some(conflict)));
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+}
+
+/// What to do with a database error from one attempt.
+enum Judged {
+    Retry(StoreError),
+    Expired(StoreError),
+    Fail(StoreError),
+}
+
+fn judge(error: StoreError, deadline: Instant) -> Judged {
+    // The per-attempt waits were set to the time left, so a wait that ran out at (or a
+    // hair before, by timer granularity) the deadline is the deadline.
+    let near_deadline =
+        deadline.saturating_duration_since(Instant::now()) <= Duration::from_millis(5);
+    match error.class() {
+        ErrorClass::Concurrency(_) if near_deadline => Judged::Expired(error),
+        ErrorClass::Concurrency(_) => Judged::Retry(error),
+        ErrorClass::WaitTimeout if near_deadline => Judged::Expired(error),
+        _ => Judged::Fail(error),
+    }
+}
+
+async fn rollback(tx: Tx) {
+    let (store_tx, _discarded_effects) = tx.into_parts();
+    if let Err(e) = store_tx.rollback().await {
+        // A broken connection cannot roll back, and needs not: the server ends the
+        // transaction when the connection goes. The pool drops such connections.
+        tracing::debug!(error = %e, "rollback failed");
+    }
+}
