@@ -1,0 +1,95 @@
+//! Test backends: every conformance test runs against each of them. SQLite (a fresh file
+//! in a temporary directory) always; PostgreSQL when `HERALD_TEST_POSTGRES_URL` is set —
+//! and then it is *required* when `CI` is set, so CI can never go green by skipping it.
+//! Each PostgreSQL test gets its own schema (via the connection's search_path), so tests
+//! run in parallel without seeing each other's rows.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use herald::sqlx::{self, Connection};
+use herald::{Backend, Herald, StoreOptions};
+
+pub const POSTGRES_ENV: &str = "HERALD_TEST_POSTGRES_URL";
+
+/// One database for one test.
+#[derive(Debug)]
+pub struct TestDb {
+    pub backend: Backend,
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+    pg_cleanup: Option<(String, String)>,
+}
+
+/// The PostgreSQL base URL, if tests should use PostgreSQL.
+pub fn postgres_url() -> Option<String> {
+    match std::env::var(POSTGRES_ENV) {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but {POSTGRES_ENV} is not: PostgreSQL tests must run in CI")
+        }
+        _ => None,
+    }
+}
+
+/// Every backend available to this run.
+pub async fn backends() -> Vec<TestDb> {
+    let mut dbs = vec![sqlite()];
+    if let Some(base) = postgres_url() {
+        dbs.push(postgres(&base).await);
+    }
+    dbs
+}
+
+pub fn sqlite() -> TestDb {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("herald.db").display());
+    TestDb { backend: Backend::Sqlite, url, _dir: Some(dir), pg_cleanup: None }
+}
+
+pub async fn postgres(base: &str) -> TestDb {
+    let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
+    let mut conn = sqlx::PgConnection::connect(base)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL at {base} is unreachable: {e}"));
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&mut conn)
+        .await
+        .expect("create schema");
+    conn.close().await.ok();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    TestDb { backend: Backend::Postgres, url, _dir: None, pg_cleanup: Some((base.into(), schema)) }
+}
+
+impl TestDb {
+    pub fn name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    /// A migrated herald on this database.
+    pub async fn herald(&self) -> Herald {
+        Herald::open_with(&self.url, &StoreOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("{}: open failed: {e}", self.name()))
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some((base, schema)) = self.pg_cleanup.take() else { return };
+        // Dropping runs outside any runtime we could borrow: use a small one of our own.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return;
+            };
+            rt.block_on(async move {
+                if let Ok(mut conn) = sqlx::PgConnection::connect(&base).await {
+                    let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
+                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+                    let _ = conn.close().await;
+                }
+            });
+        })
+        .join();
+    }
+}
