@@ -1,0 +1,34 @@
+//! `herald::demo` on every backend: the counts the README promises, observed for real.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use herald::Backend;
+use herald::demo::Runs;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_shows_the_article_counts() {
+    for db in common::backends().await {
+        let report =
+            herald::demo::run(&db.url).await.unwrap_or_else(|e| panic!("{}: {e:?}", db.name()));
+        let name = db.name();
+        assert_eq!(report.backend, db.backend);
+        assert_eq!(report.naive, Runs { closure_runs: 3, effects_fired: 3, job_rows: 1 }, "{name}");
+        let expected_herald_runs = match db.backend {
+            // Two real deadlocks, the closure re-run twice, the effect once.
+            Backend::Postgres => 3,
+            // BEGIN IMMEDIATE turns the competing writer into a wait: one run.
+            Backend::Sqlite => 1,
+        };
+        assert_eq!(
+            report.herald,
+            Runs { closure_runs: expected_herald_runs, effects_fired: 1, job_rows: 1 },
+            "{name}"
+        );
+        assert_eq!(report.herald_attempts, expected_herald_runs, "{name}");
+        assert_eq!((report.plain_error_runs, report.plain_error.as_str()), (1, "card declined"));
+        assert_eq!(report.receipts, (15, 2), "{name}");
+        assert_eq!(report.receipts_reopened, (15, 2), "{name}");
+    }
+}
