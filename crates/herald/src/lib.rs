@@ -10,28 +10,7 @@
 //! - [`once`] — receipts: apply an operation at most once per (scope, operation id),
 //!   inside the caller's transaction, without ever aborting it on a duplicate.
 //!
-//! ```no_run
-//! # async fn example() -> Result<(), herald::Error> {
-//! use herald::{Herald, Once};
-//! let herald = Herald::open("herald.db").await?;
-//! let done = herald
-//!     .transaction(|tx| {
-//!         Box::pin(async move {
-//!             let applied = herald::once(tx, "invoice-adjustments", "evt-17", |tx| {
-//!                 Box::pin(async move {
-//!                     // ... the state change, with tx's connection ...
-//!                     tx.after_commit(|| println!("adjusted"));
-//!                     Ok(())
-//!                 })
-//!             })
-//!             .await?;
-//!             Ok(matches!(applied, Once::Applied(())))
-//!         })
-//!     })
-//!     .await?;
-//! println!("applied: {}, attempts: {}", done.value, done.attempts);
-//! # Ok(()) }
-//! ```
+//! README.md shows both in use; its examples are compiled as doctests.
 
 pub mod demo;
 mod error;
@@ -48,6 +27,11 @@ pub use tx::Tx;
 
 /// The sqlx this crate is built on, so applications use the very same types.
 pub use herald_store::sqlx;
+
+/// README.md's examples, compiled by `cargo test --doc`.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 /// A boxed, sendable future: what transaction closures return.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -1,0 +1,531 @@
+//! End-to-end tests of the `herald` binary: run it as an operator would and check exit codes, output, and that every failure is one `error:` line that leaves the data untouched.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use herald_store::sqlx::sqlite::SqliteConnectOptions;
+use herald_store::sqlx::{self, Connection, PgConnection, Row, SqliteConnection};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const POSTGRES_ENV: &str = "HERALD_TEST_POSTGRES_URL";
+/// A password planted in URLs: it must never reach the terminal.
+const SECRET: &str = "hunter2";
+/// The CLI's connect timeout is 5 s; an unreachable server must be reported well before this.
+const UNREACHABLE_BOUND: Duration = Duration::from_secs(15);
+
+// ---------------------------------------------------------------------------------------
+// Running the binary
+
+/// What one run of the binary produced.
+#[derive(Debug)]
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
+/// Runs `herald args…` in `cwd`, with no inherited `HERALD_DB` or `RUST_LOG`.
+fn herald_in(cwd: &Path, args: &[&str]) -> Run {
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("HERALD_DB")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run the herald binary");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: started.elapsed(),
+    }
+}
+
+/// Runs `herald args…` in a scratch working directory, so nothing lands in the repository.
+fn herald(args: &[&str]) -> Run {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    herald_in(cwd.path(), args)
+}
+
+/// Asserts success without a panic; returns stdout.
+fn expect_success<'a>(run: &'a Run, what: &str) -> &'a str {
+    assert_eq!(run.code, Some(0), "{what}: expected exit 0\n{run:#?}");
+    assert!(!run.stderr.contains("panicked"), "{what}: panicked\n{run:#?}");
+    &run.stdout
+}
+
+/// Asserts the failure contract: a non-zero exit (not a signal), no panic, and stderr is
+/// exactly one non-empty line starting with `error:`. Returns that line.
+fn expect_error_line<'a>(run: &'a Run, what: &str) -> &'a str {
+    assert!(matches!(run.code, Some(c) if c != 0), "{what}: expected a non-zero exit\n{run:#?}");
+    assert!(!run.stderr.contains("panicked"), "{what}: panicked\n{run:#?}");
+    let lines: Vec<&str> = run.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{what}: expected exactly one stderr line\n{run:#?}");
+    assert!(lines[0].starts_with("error:"), "{what}: stderr must start with `error:`\n{run:#?}");
+    assert!(!run.stderr.contains(SECRET), "{what}: the password leaked\n{run:#?}");
+    lines[0]
+}
+
+fn parse_json(stdout: &str, what: &str) -> Value {
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{what}: stdout is not JSON ({e}):\n{stdout}"))
+}
+
+fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+// ---------------------------------------------------------------------------------------
+// Test databases
+
+/// The PostgreSQL base URL, if tests should use PostgreSQL (required when `CI` is set).
+fn postgres_url() -> Option<String> {
+    match std::env::var(POSTGRES_ENV) {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but {POSTGRES_ENV} is not: PostgreSQL tests must run in CI")
+        }
+        _ => None,
+    }
+}
+
+/// One empty database for one test: an SQLite file in its own directory, or a fresh
+/// PostgreSQL schema (dropped on drop).
+#[derive(Debug)]
+enum TestDb {
+    Sqlite { _dir: tempfile::TempDir, path: PathBuf },
+    Postgres { base: String, schema: String, url: String },
+}
+
+impl TestDb {
+    fn sqlite() -> TestDb {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("new.db");
+        TestDb::Sqlite { _dir: dir, path }
+    }
+
+    async fn postgres(base: &str) -> TestDb {
+        let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
+        let mut conn = PgConnection::connect(base)
+            .await
+            .unwrap_or_else(|e| panic!("PostgreSQL at {base} is unreachable: {e}"));
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+            .execute(&mut conn)
+            .await
+            .expect("create schema");
+        conn.close().await.ok();
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+        TestDb::Postgres { base: base.to_string(), schema, url }
+    }
+
+    /// SQLite always; PostgreSQL too when it is configured.
+    async fn all() -> Vec<TestDb> {
+        let mut dbs = vec![TestDb::sqlite()];
+        if let Some(base) = postgres_url() {
+            dbs.push(TestDb::postgres(&base).await);
+        }
+        dbs
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            TestDb::Sqlite { .. } => "sqlite",
+            TestDb::Postgres { .. } => "postgres",
+        }
+    }
+
+    /// The value to pass as `--db`.
+    fn url(&self) -> String {
+        match self {
+            TestDb::Sqlite { path, .. } => path.display().to_string(),
+            TestDb::Postgres { url, .. } => url.clone(),
+        }
+    }
+
+    /// Records version 999 in `herald_migrations`, as a newer herald would have.
+    async fn record_future_migration(&self) {
+        const SQL: &str = "INSERT INTO herald_migrations \
+                           (version, description, success, checksum, execution_time) \
+                           VALUES (999, 'from a newer herald', TRUE, $1, 1)";
+        let checksum = vec![0xa5_u8; 48];
+        match self {
+            TestDb::Sqlite { path, .. } => {
+                let mut c = sqlite_open(path, false).await;
+                sqlx::query(SQL).bind(checksum).execute(&mut c).await.expect(SQL);
+                c.close().await.expect("close");
+            }
+            TestDb::Postgres { url, .. } => {
+                let mut c = PgConnection::connect(url).await.expect("connect");
+                sqlx::query(SQL).bind(checksum).execute(&mut c).await.expect(SQL);
+                c.close().await.expect("close");
+            }
+        }
+    }
+
+    /// The tables in the database (in the test's schema on PostgreSQL), sorted.
+    async fn tables(&self) -> Vec<String> {
+        match self {
+            TestDb::Sqlite { path, .. } => sqlite_master(path).await,
+            TestDb::Postgres { url, .. } => {
+                let mut c = PgConnection::connect(url).await.expect("connect");
+                let names = sqlx::query_scalar::<_, String>(
+                    "SELECT table_name::text FROM information_schema.tables \
+                     WHERE table_schema = current_schema() ORDER BY 1",
+                )
+                .fetch_all(&mut c)
+                .await
+                .expect("list tables");
+                c.close().await.expect("close");
+                names
+            }
+        }
+    }
+
+    /// Every row of `herald_migrations`, every column, rendered as text.
+    async fn migration_rows(&self) -> Vec<String> {
+        const SQLITE: &str = "SELECT version, description, CAST(installed_on AS TEXT), success, \
+                              checksum, execution_time FROM herald_migrations ORDER BY version";
+        const POSTGRES: &str = "SELECT version, description, installed_on::text, success, \
+                                checksum, execution_time FROM herald_migrations ORDER BY version";
+        fn render(version: i64, d: String, at: String, ok: bool, sum: Vec<u8>, t: i64) -> String {
+            format!("{version}|{d}|{at}|{ok}|{sum:02x?}|{t}")
+        }
+        match self {
+            TestDb::Sqlite { path, .. } => {
+                let mut c = sqlite_open(path, false).await;
+                let rows = sqlx::query(SQLITE).fetch_all(&mut c).await.expect("migration rows");
+                c.close().await.expect("close");
+                rows.iter()
+                    .map(|r| render(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)))
+                    .collect()
+            }
+            TestDb::Postgres { url, .. } => {
+                let mut c = PgConnection::connect(url).await.expect("connect");
+                let rows = sqlx::query(POSTGRES).fetch_all(&mut c).await.expect("migration rows");
+                c.close().await.expect("close");
+                rows.iter()
+                    .map(|r| render(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)))
+                    .collect()
+            }
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let TestDb::Postgres { base, schema, .. } = self else { return };
+        let (base, schema) = (base.clone(), schema.clone());
+        // Drop runs outside any runtime we could borrow: use a small one of our own.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return;
+            };
+            rt.block_on(async move {
+                if let Ok(mut conn) = PgConnection::connect(&base).await {
+                    let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
+                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+                    let _ = conn.close().await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+async fn sqlite_open(path: &Path, create: bool) -> SqliteConnection {
+    let options = SqliteConnectOptions::new().filename(path).create_if_missing(create);
+    SqliteConnection::connect_with(&options)
+        .await
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
+}
+
+/// `SELECT name FROM sqlite_master`, sorted.
+async fn sqlite_master(path: &Path) -> Vec<String> {
+    let mut c = sqlite_open(path, false).await;
+    let names = sqlx::query_scalar::<_, String>("SELECT name FROM sqlite_master ORDER BY name")
+        .fetch_all(&mut c)
+        .await
+        .expect("read sqlite_master");
+    c.close().await.expect("close");
+    names
+}
+
+/// Migrates `db` with the binary and returns the schema version it reports.
+fn migrate_ok(db: &TestDb) -> i64 {
+    let what = format!("{}: migrate --json", db.name());
+    let run = herald(&["migrate", "--db", &db.url(), "--json"]);
+    let json = parse_json(expect_success(&run, &what), &what);
+    json["version"].as_i64().unwrap_or_else(|| panic!("{what}: no version in {json}"))
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. migrate on a fresh database, then again
+
+#[tokio::test]
+async fn migrate_applies_then_reports_current() {
+    for db in TestDb::all().await {
+        let name = db.name();
+        let url = db.url();
+        let first = herald(&["migrate", "--db", &url]);
+        let out = expect_success(&first, &format!("{name}: first migrate"));
+        assert!(out.starts_with("applied migration(s) 1"), "{name}: first migrate said {out:?}");
+        assert!(out.contains(&format!("on {name}")), "{name}: first migrate said {out:?}");
+
+        let second = herald(&["migrate", "--db", &url]);
+        let out = expect_success(&second, &format!("{name}: second migrate"));
+        assert!(out.starts_with("schema is current (version "), "{name}: second said {out:?}");
+
+        let rows = db.migration_rows().await;
+        let version = i64::try_from(rows.len()).expect("row count");
+        assert!(version >= 1, "{name}: no migration recorded");
+        assert!(
+            out.contains(&format!("(version {version}) on {name}")),
+            "{name}: second migrate said {out:?}, {version} rows recorded"
+        );
+        assert!(db.tables().await.contains(&"herald_migrations".to_string()), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn migrate_json_reports_backend_applied_and_version() {
+    for db in TestDb::all().await {
+        let name = db.name();
+        let url = db.url();
+        let what = format!("{name}: first migrate --json");
+        let first = parse_json(expect_success(&herald(&["migrate", "--db", &url, "--json"]), &what), &what);
+        assert_eq!(first["backend"], name, "{what}: {first}");
+        let version = first["version"].as_i64().unwrap_or_else(|| panic!("{what}: {first}"));
+        assert!(version >= 1, "{what}: {first}");
+        let expected: Vec<i64> = (1..=version).collect();
+        assert_eq!(first["applied"], serde_json::json!(expected), "{what}: {first}");
+
+        let what = format!("{name}: second migrate --json");
+        let second = parse_json(expect_success(&herald(&["migrate", "--db", &url, "--json"]), &what), &what);
+        assert_eq!(second, serde_json::json!({"backend": name, "applied": [], "version": version}));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. malformed or unsupported --db
+
+#[test]
+fn malformed_or_unsupported_db_is_one_error_line_and_creates_nothing() {
+    // (--db value, a word the error must contain)
+    let cases = [
+        ("mysql://root@localhost/test", "unsupported database scheme"),
+        ("mysql://root:hunter2@localhost/test", "unsupported database scheme"),
+        ("postgres://[::1", "invalid database URL"),
+        ("postgres://u:hunter2@[::1", "invalid database URL"),
+        ("", "empty"),
+        ("   ", "empty"),
+        ("sqlite://herald.db?mode=sideways", "invalid database URL"),
+    ];
+    for command in ["migrate", "demo"] {
+        for (value, expect) in cases {
+            let cwd = tempfile::tempdir().expect("tempdir");
+            let what = format!("{command} --db {value:?}");
+            let run = herald_in(cwd.path(), &[command, "--db", value]);
+            let line = expect_error_line(&run, &what);
+            assert!(line.contains(expect), "{what}: expected {expect:?} in {line:?}");
+            assert!(run.stdout.is_empty(), "{what}: printed to stdout: {:?}", run.stdout);
+            assert_eq!(file_names(cwd.path()), Vec::<String>::new(), "{what}: created files");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. unreachable PostgreSQL
+
+#[test]
+fn unreachable_postgres_fails_within_seconds() {
+    for command in ["migrate", "demo"] {
+        let url = format!("postgres://postgres:{SECRET}@127.0.0.1:1/test");
+        let what = format!("{command} --db {url}");
+        let run = herald(&[command, "--db", &url]);
+        let line = expect_error_line(&run, &what);
+        assert!(line.contains("127.0.0.1:1"), "{what}: the error should name the server: {line:?}");
+        assert!(run.elapsed < UNREACHABLE_BOUND, "{what}: took {:?}", run.elapsed);
+        assert!(run.stdout.is_empty(), "{what}: printed to stdout: {:?}", run.stdout);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. a read-only SQLite file that would need migrating
+
+#[tokio::test]
+async fn read_only_sqlite_that_needs_migrating_is_left_untouched() {
+    for command in ["migrate", "demo"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("app.db");
+        let mut c = sqlite_open(&path, true).await;
+        sqlx::raw_sql(
+            "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+             INSERT INTO customers (id, name) VALUES (1, 'Ada');",
+        )
+        .execute(&mut c)
+        .await
+        .expect("create the application table");
+        c.close().await.expect("close");
+        let tables_before = sqlite_master(&path).await;
+        assert_eq!(tables_before, ["customers"]);
+        let bytes_before = std::fs::read(&path).expect("read");
+
+        let what = format!("{command} on a read-only SQLite file");
+        let url = format!("sqlite://{}?mode=ro", path.display());
+        expect_error_line(&herald(&[command, "--db", &url]), &what);
+
+        assert_eq!(std::fs::read(&path).expect("read"), bytes_before, "{what}: file changed");
+        assert_eq!(sqlite_master(&path).await, tables_before, "{what}: tables changed");
+        let mut c = sqlite_open(&path, false).await;
+        let rows: Vec<(i64, String)> = sqlx::query_as("SELECT id, name FROM customers")
+            .fetch_all(&mut c)
+            .await
+            .expect("read customers");
+        c.close().await.expect("close");
+        assert_eq!(rows, [(1, "Ada".to_string())], "{what}: rows changed");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. a corrupt SQLite file
+
+#[test]
+fn corrupt_sqlite_file_is_left_byte_for_byte_unchanged() {
+    let noise: Vec<u8> = (0..8192u32).map(|i| (i.wrapping_mul(31).wrapping_add(7) % 251) as u8).collect();
+    let text = b"this is a shopping list, not a database\n".repeat(200);
+    let cases: [(&str, &[u8]); 2] = [("8 KiB of noise", &noise), ("a text file", &text)];
+    for command in ["migrate", "demo"] {
+        for (label, bytes) in cases {
+            assert!(!bytes.starts_with(b"SQLite format 3\0"));
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("herald.db");
+            std::fs::write(&path, bytes).expect("write");
+            let names_before = file_names(dir.path());
+
+            let what = format!("{command} on {label}");
+            expect_error_line(&herald(&[command, "--db", &path.display().to_string()]), &what);
+
+            assert_eq!(std::fs::read(&path).expect("read"), bytes, "{what}: bytes changed");
+            assert_eq!(file_names(dir.path()), names_before, "{what}: files left behind");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. a database migrated by a newer herald
+
+#[tokio::test]
+async fn schema_from_a_newer_herald_is_refused_and_left_unchanged() {
+    for command in ["migrate", "demo"] {
+        for db in TestDb::all().await {
+            let what = format!("{}: {command} on a schema from the future", db.name());
+            migrate_ok(&db);
+            db.record_future_migration().await;
+            let tables_before = db.tables().await;
+            let rows_before = db.migration_rows().await;
+            assert!(rows_before.iter().any(|r| r.starts_with("999|")), "{what}: {rows_before:?}");
+
+            let run = herald(&[command, "--db", &db.url()]);
+            let line = expect_error_line(&run, &what);
+            assert!(line.contains("newer"), "{what}: expected \"newer\" in {line:?}");
+            assert!(line.contains("999"), "{what}: expected the found version in {line:?}");
+
+            assert_eq!(db.migration_rows().await, rows_before, "{what}: herald_migrations changed");
+            assert_eq!(db.tables().await, tables_before, "{what}: tables changed");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. demo
+
+/// Checks the counts of `herald demo --json` that hold on every backend.
+fn check_demo_json(json: &Value, backend: &str, what: &str) {
+    let herald_runs = if backend == "postgres" { 3 } else { 1 };
+    let expected = [
+        ("/backend", serde_json::json!(backend)),
+        ("/naive/closure_runs", 3.into()),
+        ("/naive/effects_fired", 3.into()),
+        ("/naive/job_rows", 1.into()),
+        ("/herald/closure_runs", herald_runs.into()),
+        ("/herald/effects_fired", 1.into()),
+        ("/herald/job_rows", 1.into()),
+        ("/herald_attempts", herald_runs.into()),
+        ("/plain_error/closure_runs", 1.into()),
+        ("/plain_error/error", "card declined".into()),
+        ("/receipts", serde_json::json!({"total": 15, "identities": 2})),
+        ("/receipts_reopened", serde_json::json!({"total": 15, "identities": 2})),
+    ];
+    for (pointer, value) in expected {
+        assert_eq!(json.pointer(pointer), Some(&value), "{what}: {pointer} in {json}");
+    }
+}
+
+#[test]
+fn demo_on_sqlite_prints_the_article_counts() {
+    let db = TestDb::sqlite();
+    let url = db.url();
+    let run = herald(&["demo", "--db", &url]);
+    let out = expect_success(&run, "demo");
+    for needle in [
+        "herald demo on sqlite",
+        "closure ran: 3 | side effect fired: 3",
+        "closure ran: 1 | side effect fired: 1 | job rows enqueued in the closure: 1",
+        "closure ran: 1 | error: card declined",
+    ] {
+        assert!(out.contains(needle), "demo: expected {needle:?} in\n{out}");
+    }
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    let receipts = lines.iter().position(|l| *l == "15 2");
+    let reopened = lines.iter().position(|l| l.contains("reopening") && l.ends_with(": 15 2"));
+    assert!(
+        matches!((receipts, reopened), (Some(a), Some(b)) if a < b),
+        "demo: expected `15 2` then `…reopening…: 15 2` in\n{out}"
+    );
+
+    // Again on the same file, as JSON: the demo is repeatable.
+    let what = "demo --json (second run on the same file)";
+    let json = parse_json(expect_success(&herald(&["demo", "--db", &url, "--json"]), what), what);
+    check_demo_json(&json, "sqlite", what);
+}
+
+#[tokio::test]
+async fn demo_on_postgres_shows_real_deadlocks() {
+    let Some(base) = postgres_url() else { return };
+    let db = TestDb::postgres(&base).await;
+    let what = "postgres: demo --json";
+    let json = parse_json(expect_success(&herald(&["demo", "--db", &db.url(), "--json"]), what), what);
+    check_demo_json(&json, "postgres", what);
+    let tables = db.tables().await;
+    assert!(tables.contains(&"herald_migrations".to_string()), "{what}: tables {tables:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// 8. help
+
+#[test]
+fn help_exits_zero() {
+    // (arguments, text the help must contain)
+    let cases: [(&[&str], &str); 4] = [
+        (&["--help"], "migrate"),
+        (&["migrate", "--help"], "--db"),
+        (&["demo", "--help"], "--db"),
+        (&["--version"], "herald"),
+    ];
+    for (args, needle) in cases {
+        let run = herald(args);
+        let out = expect_success(&run, &format!("{args:?}"));
+        assert!(out.contains(needle), "{args:?}: expected {needle:?} in\n{out}");
+        assert!(run.stderr.is_empty(), "{args:?}: stderr {:?}", run.stderr);
+    }
+}
