@@ -1,4 +1,5 @@
-//! End-to-end tests of the `herald` binary: run it as an operator would and check exit codes, output, and that every failure is one `error:` line that leaves the data untouched.
+//! End-to-end tests of the `herald` binary: exit codes, output, and that every failure is
+//! one `error:` line on stderr that leaves the data untouched.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -302,7 +303,8 @@ async fn migrate_json_reports_backend_applied_and_version() {
         let name = db.name();
         let url = db.url();
         let what = format!("{name}: first migrate --json");
-        let first = parse_json(expect_success(&herald(&["migrate", "--db", &url, "--json"]), &what), &what);
+        let first =
+            parse_json(expect_success(&herald(&["migrate", "--db", &url, "--json"]), &what), &what);
         assert_eq!(first["backend"], name, "{what}: {first}");
         let version = first["version"].as_i64().unwrap_or_else(|| panic!("{what}: {first}"));
         assert!(version >= 1, "{what}: {first}");
@@ -310,7 +312,8 @@ async fn migrate_json_reports_backend_applied_and_version() {
         assert_eq!(first["applied"], serde_json::json!(expected), "{what}: {first}");
 
         let what = format!("{name}: second migrate --json");
-        let second = parse_json(expect_success(&herald(&["migrate", "--db", &url, "--json"]), &what), &what);
+        let second =
+            parse_json(expect_success(&herald(&["migrate", "--db", &url, "--json"]), &what), &what);
         assert_eq!(second, serde_json::json!({"backend": name, "applied": [], "version": version}));
     }
 }
@@ -364,35 +367,42 @@ fn unreachable_postgres_fails_within_seconds() {
 
 #[tokio::test]
 async fn read_only_sqlite_that_needs_migrating_is_left_untouched() {
-    for command in ["migrate", "demo"] {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("app.db");
-        let mut c = sqlite_open(&path, true).await;
-        sqlx::raw_sql(
-            "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-             INSERT INTO customers (id, name) VALUES (1, 'Ada');",
-        )
-        .execute(&mut c)
-        .await
-        .expect("create the application table");
-        c.close().await.expect("close");
-        let tables_before = sqlite_master(&path).await;
-        assert_eq!(tables_before, ["customers"]);
-        let bytes_before = std::fs::read(&path).expect("read");
+    // Journal modes of the application's file. With a rollback journal herald fails while
+    // connecting (it cannot switch the file to WAL); with WAL it connects and fails inside
+    // the migration.
+    for journal_mode in ["DELETE", "WAL"] {
+        for command in ["migrate", "demo"] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("app.db");
+            let mut c = sqlite_open(&path, true).await;
+            let setup = format!(
+                "PRAGMA journal_mode = {journal_mode};
+                 CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+                 INSERT INTO customers (id, name) VALUES (1, 'Ada');"
+            );
+            sqlx::raw_sql(sqlx::AssertSqlSafe(setup))
+                .execute(&mut c)
+                .await
+                .expect("create the application table");
+            c.close().await.expect("close");
+            let tables_before = sqlite_master(&path).await;
+            assert_eq!(tables_before, ["customers"]);
+            let bytes_before = std::fs::read(&path).expect("read");
 
-        let what = format!("{command} on a read-only SQLite file");
-        let url = format!("sqlite://{}?mode=ro", path.display());
-        expect_error_line(&herald(&[command, "--db", &url]), &what);
+            let what = format!("{command} on a read-only SQLite file ({journal_mode} journal)");
+            let url = format!("sqlite://{}?mode=ro", path.display());
+            expect_error_line(&herald(&[command, "--db", &url]), &what);
 
-        assert_eq!(std::fs::read(&path).expect("read"), bytes_before, "{what}: file changed");
-        assert_eq!(sqlite_master(&path).await, tables_before, "{what}: tables changed");
-        let mut c = sqlite_open(&path, false).await;
-        let rows: Vec<(i64, String)> = sqlx::query_as("SELECT id, name FROM customers")
-            .fetch_all(&mut c)
-            .await
-            .expect("read customers");
-        c.close().await.expect("close");
-        assert_eq!(rows, [(1, "Ada".to_string())], "{what}: rows changed");
+            assert_eq!(std::fs::read(&path).expect("read"), bytes_before, "{what}: file changed");
+            assert_eq!(sqlite_master(&path).await, tables_before, "{what}: tables changed");
+            let mut c = sqlite_open(&path, false).await;
+            let rows: Vec<(i64, String)> = sqlx::query_as("SELECT id, name FROM customers")
+                .fetch_all(&mut c)
+                .await
+                .expect("read customers");
+            c.close().await.expect("close");
+            assert_eq!(rows, [(1, "Ada".to_string())], "{what}: rows changed");
+        }
     }
 }
 
@@ -401,7 +411,8 @@ async fn read_only_sqlite_that_needs_migrating_is_left_untouched() {
 
 #[test]
 fn corrupt_sqlite_file_is_left_byte_for_byte_unchanged() {
-    let noise: Vec<u8> = (0..8192u32).map(|i| (i.wrapping_mul(31).wrapping_add(7) % 251) as u8).collect();
+    let noise: Vec<u8> =
+        (0..8192u32).map(|i| (i.wrapping_mul(31).wrapping_add(7) % 251) as u8).collect();
     let text = b"this is a shopping list, not a database\n".repeat(200);
     let cases: [(&str, &[u8]); 2] = [("8 KiB of noise", &noise), ("a text file", &text)];
     for command in ["migrate", "demo"] {
@@ -504,7 +515,8 @@ async fn demo_on_postgres_shows_real_deadlocks() {
     let Some(base) = postgres_url() else { return };
     let db = TestDb::postgres(&base).await;
     let what = "postgres: demo --json";
-    let json = parse_json(expect_success(&herald(&["demo", "--db", &db.url(), "--json"]), what), what);
+    let json =
+        parse_json(expect_success(&herald(&["demo", "--db", &db.url(), "--json"]), what), what);
     check_demo_json(&json, "postgres", what);
     let tables = db.tables().await;
     assert!(tables.contains(&"herald_migrations".to_string()), "{what}: tables {tables:?}");
