@@ -49,8 +49,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // `{:#}` joins the cause chain into one line.
-            eprintln!("error: {}", one_line(&format!("{e:#}")));
+            eprintln!("error: {}", one_line(&chain(&e)));
             ExitCode::FAILURE
         }
     }
@@ -61,6 +60,23 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Migrate(args) => migrate::run(args).await,
         Command::Demo(args) => demo::run(args).await,
     }
+}
+
+/// The error and its causes joined with ": ", skipping a cause whose text the message
+/// already carries (sqlx repeats its source's text in its own message).
+fn chain(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
 }
 
 /// Errors from drivers sometimes carry newlines; an operator's terminal gets one line.

@@ -19,8 +19,12 @@ pub enum StoreError {
         "database schema is at version {found}, newer than this herald understands (up to {known}); upgrade herald, nothing was changed"
     )]
     SchemaNewer { found: i64, known: i64 },
-    #[error("database migration failed")]
-    Migrate(#[source] sqlx::migrate::MigrateError),
+    #[error("cannot migrate database {target}")]
+    Migrate {
+        target: String,
+        #[source]
+        source: sqlx::migrate::MigrateError,
+    },
     #[error(transparent)]
     Database(#[from] sqlx::Error),
 }

@@ -76,8 +76,9 @@ impl Store {
             Err(MigrateError::VersionMissing(found)) => {
                 return Err(StoreError::SchemaNewer { found, known });
             }
-            Err(MigrateError::Execute(e)) => return Err(StoreError::Database(e)),
-            Err(e) => return Err(StoreError::Migrate(e)),
+            Err(source) => {
+                return Err(StoreError::Migrate { target: self.target().to_string(), source });
+            }
         }
         let after = self.schema_versions().await?;
         let applied = after.iter().copied().filter(|v| !before.contains(v)).collect();

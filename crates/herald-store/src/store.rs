@@ -3,7 +3,8 @@
 use crate::error::StoreError;
 use crate::url::DbUrl;
 use herald_core::limits::{CONNECT_TIMEOUT, SQLITE_BUSY_TIMEOUT_DEFAULT};
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::Connection;
+use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use std::time::Duration;
 
@@ -48,6 +49,8 @@ impl Default for StoreOptions {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: Pool,
+    /// What the store is connected to, without secrets, for messages.
+    target: String,
 }
 
 #[derive(Debug, Clone)]
@@ -91,6 +94,17 @@ impl Store {
             }
             DbUrl::Postgres(o) => {
                 let o = (**o).clone().application_name("herald");
+                // The pool retries refused connections until its timeout and then reports
+                // only "timed out"; one direct attempt first surfaces the real reason.
+                match tokio::time::timeout(options.connect_timeout, PgConnection::connect_with(&o))
+                    .await
+                {
+                    Ok(Ok(probe)) => {
+                        let _ = probe.close().await;
+                    }
+                    Ok(Err(source)) => return Err(connect_error(source)),
+                    Err(_elapsed) => return Err(connect_error(sqlx::Error::PoolTimedOut)),
+                }
                 let pool = PgPoolOptions::new()
                     .max_connections(options.connections_max.max(2))
                     .acquire_timeout(options.connect_timeout)
@@ -100,7 +114,12 @@ impl Store {
                 Pool::Postgres(pool)
             }
         };
-        Ok(Store { pool })
+        Ok(Store { pool, target })
+    }
+
+    /// What the store is connected to (no password), e.g. `postgres://u@host:5432/db`.
+    pub fn target(&self) -> &str {
+        &self.target
     }
 
     pub fn backend(&self) -> Backend {
