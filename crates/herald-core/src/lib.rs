@@ -1,10 +1,18 @@
-//! herald's sans-IO core: the retry backoff, the named limits and the validated
-//! identifiers every other crate shares. Nothing here touches a database, a socket or an
+//! herald's sans-IO core: delivery states and the completion rules, retry backoff, the
+//! submit fingerprint, the named limits and the validated identifiers every other crate
+//! shares. Nothing here touches a database, a socket or an
 //! async runtime, so all of it is tested with plain (property) tests.
 
 pub mod backoff;
+pub mod decide;
+pub mod fingerprint;
 pub mod ident;
 pub mod limits;
+pub mod retry;
+pub mod state;
 
 pub use backoff::Backoff;
+pub use decide::{Current, Decision, Report, decide};
 pub use ident::{IdentError, OperationId, Scope};
+pub use retry::RetryPolicy;
+pub use state::{AttemptOutcome, DeliveryState};

@@ -32,3 +32,59 @@ pub const SQLITE_BUSY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 
 /// How long to wait for a database connection when opening a store.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Longest operation key of a delivery, in bytes.
+pub const OPERATION_KEY_LEN_MAX: usize = 255;
+
+/// Longest channel name, in bytes.
+pub const CHANNEL_LEN_MAX: usize = 50;
+
+/// Longest quota key, in bytes.
+pub const QUOTA_KEY_LEN_MAX: usize = 100;
+
+/// Longest recipient (`to`: an address, a phone number, a URL), in bytes.
+pub const RECIPIENT_LEN_MAX: usize = 2048;
+
+/// Largest payload, as serialised JSON, in bytes. Deliveries are notifications, not
+/// file transfers; a larger body belongs in object storage with a link in the payload.
+pub const PAYLOAD_BYTES_MAX: usize = 64 * 1024;
+
+/// Largest cost of one delivery (`COST_MAX`).
+pub const COST_MAX: i64 = 1_000_000;
+
+/// Largest single quota grant.
+pub const GRANT_MAX: i64 = 1_000_000_000_000;
+
+/// Default and ceiling of a delivery's attempts (`HERALD_MAX_ATTEMPTS`).
+pub const DELIVERY_ATTEMPTS_DEFAULT: u32 = 8;
+pub const DELIVERY_ATTEMPTS_MAX: u32 = 100;
+
+/// Delivery retry backoff (`HERALD_BACKOFF_BASE`, `HERALD_BACKOFF_MAX`).
+pub const DELIVERY_BACKOFF_BASE_DEFAULT: Duration = Duration::from_secs(1);
+pub const DELIVERY_BACKOFF_MAX_DEFAULT: Duration = Duration::from_secs(3600);
+
+/// The longest Retry-After honoured (`HERALD_RETRY_AFTER_MAX`).
+pub const RETRY_AFTER_MAX_DEFAULT: Duration = Duration::from_secs(3600);
+
+/// Lease length (`HERALD_LEASE`) and the send timeout (`HERALD_SEND_TIMEOUT`); the send
+/// timeout plus `LEASE_SAFETY_MARGIN` must be shorter than the lease.
+pub const LEASE_DEFAULT: Duration = Duration::from_secs(60);
+pub const SEND_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
+pub const LEASE_SAFETY_MARGIN: Duration = Duration::from_secs(5);
+
+/// Concurrent sends per process (`HERALD_WORKERS`).
+pub const WORKER_SLOTS_DEFAULT: usize = 8;
+
+/// Most deliveries leased in one statement, and most leases the reconciler handles per pass.
+pub const LEASE_BATCH_MAX: usize = 100;
+pub const RECONCILE_BATCH_MAX: usize = 500;
+
+/// Fallback polling (`HERALD_POLL_INTERVAL`) and reconciler period (`HERALD_RECONCILE_EVERY`).
+pub const POLL_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
+pub const RECONCILE_EVERY_DEFAULT: Duration = Duration::from_secs(10);
+
+/// How long started sends may finish after a shutdown signal (`HERALD_SHUTDOWN_GRACE`).
+pub const SHUTDOWN_GRACE_DEFAULT: Duration = Duration::from_secs(10);
+
+/// Longest error message kept on an attempt row.
+pub const ERROR_MESSAGE_LEN_MAX: usize = 1000;

@@ -5,13 +5,18 @@
 //! functions and never writes SQL; everything in it is written twice, once per backend,
 //! next to each other, so a difference between the backends is visible in one screen.
 
+pub mod clock;
 pub mod conn;
+pub mod deliveries;
 pub mod demo;
 pub mod diag;
 pub mod error;
 pub mod migrate;
+pub mod notify;
+pub mod quota;
 pub mod receipts;
 pub mod store;
+pub mod tenants;
 pub mod tx;
 pub mod url;
 

@@ -14,10 +14,14 @@ use std::borrow::Cow;
 const TABLE: &str = "herald_migrations";
 
 /// (version, description, SQL) per backend, in order.
-const SQLITE: &[(i64, &str, &str)] =
-    &[(1, "foundation", include_str!("../migrations/sqlite/0001_foundation.sql"))];
-const POSTGRES: &[(i64, &str, &str)] =
-    &[(1, "foundation", include_str!("../migrations/postgres/0001_foundation.sql"))];
+const SQLITE: &[(i64, &str, &str)] = &[
+    (1, "foundation", include_str!("../migrations/sqlite/0001_foundation.sql")),
+    (2, "engine", include_str!("../migrations/sqlite/0002_engine.sql")),
+];
+const POSTGRES: &[(i64, &str, &str)] = &[
+    (1, "foundation", include_str!("../migrations/postgres/0001_foundation.sql")),
+    (2, "engine", include_str!("../migrations/postgres/0002_engine.sql")),
+];
 
 /// The newest schema version this build knows.
 pub fn schema_version_known(backend: Backend) -> i64 {

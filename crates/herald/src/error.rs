@@ -58,6 +58,26 @@ pub enum Error {
     #[error("invalid input: {0}")]
     Invalid(String),
 
+    /// The same identity was submitted before with a different request.
+    #[error("idempotency key reused: this operation key was used with a different request")]
+    IdempotencyKeyReused,
+
+    /// The tenant's quota account cannot cover the cost (or does not exist).
+    #[error("quota exhausted for {quota_key:?}")]
+    QuotaExhausted { quota_key: String },
+
+    /// No tenant with this id.
+    #[error("unknown tenant")]
+    UnknownTenant,
+
+    /// No such delivery (for this tenant).
+    #[error("delivery not found")]
+    NotFound,
+
+    /// The delivery's state does not allow the operation.
+    #[error("delivery is {state}: {operation} is not allowed")]
+    WrongState { state: herald_core::DeliveryState, operation: &'static str },
+
     /// An error from the application's own code inside a closure.
     #[error(transparent)]
     App(BoxError),

@@ -12,18 +12,41 @@
 //!
 //! README.md shows both in use; its examples are compiled as doctests.
 
+mod admin;
+mod channel;
+mod clock;
+mod delivery;
 pub mod demo;
 mod error;
 mod once;
+mod reconciler;
 mod runner;
+mod submit;
 mod tx;
+mod wake;
+mod worker;
 
+pub use admin::Tenant;
+pub use channel::{Channel, Leased, Outcome};
+pub use clock::Clock;
+pub use delivery::{Attempt, Delivery};
 pub use error::{BoxError, Error};
 pub use herald_core::{Backoff, OperationId, Scope};
+pub use herald_core::{DeliveryState, RetryPolicy};
+pub use herald_store::quota::QuotaAccount;
 pub use herald_store::{AsConn, Backend, Concurrency, Conn, Isolation, StoreOptions};
 pub use once::{Once, once};
-pub use runner::{Committed, Herald, TxOptions};
+pub use reconciler::{ReconcileReport, Reconciler, ReconcilerOptions};
+pub use runner::{Committed, EngineOptions, Herald, TxOptions};
+pub use submit::{SubmitRequest, Submitted};
+pub use worker::{RunReport, Worker, WorkerOptions};
+
+/// A cancellation token: background loops stop when it is cancelled.
+pub use tokio_util::sync::CancellationToken;
+
 pub use tx::Tx;
+/// UUIDs as herald uses them (delivery ids are UUIDv7).
+pub use uuid::Uuid;
 
 /// The sqlx this crate is built on, so applications use the very same types.
 pub use herald_store::sqlx;

@@ -14,8 +14,10 @@
 //! 5. No nested runner: calling `transaction` inside a closure is an error.
 
 use crate::BoxFuture;
+use crate::clock::Clock;
 use crate::error::Error;
 use crate::tx::Tx;
+use crate::wake::Wake;
 use herald_core::Backoff;
 use herald_core::limits::{
     TX_ATTEMPTS_DEFAULT, TX_ATTEMPTS_MAX, TX_BACKOFF_BASE_DEFAULT, TX_BACKOFF_MAX_DEFAULT,
@@ -24,6 +26,7 @@ use herald_core::limits::{
 use herald_store::{
     Backend, BeginOptions, ErrorClass, Isolation, SqliteLock, Store, StoreError, StoreOptions,
 };
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -63,10 +66,27 @@ pub struct Committed<T> {
     pub attempts: u32,
 }
 
-/// herald's handle on one database: the store plus the runner.
+/// Engine settings that apply to every submit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Attempts a delivery gets when the submit does not say (`HERALD_MAX_ATTEMPTS`).
+    pub max_attempts: u32,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions { max_attempts: herald_core::limits::DELIVERY_ATTEMPTS_DEFAULT }
+    }
+}
+
+/// herald's handle on one database: the store, the runner, the engine's settings and its
+/// clock. Cheap to clone; clones share the pool and the wake-ups.
 #[derive(Debug, Clone)]
 pub struct Herald {
     store: Store,
+    clock: Clock,
+    options: EngineOptions,
+    wake: Arc<Wake>,
 }
 
 impl Herald {
@@ -77,12 +97,47 @@ impl Herald {
     }
 
     pub async fn open_with(url: &str, options: &StoreOptions) -> Result<Herald, Error> {
-        Ok(Herald { store: Store::open(url, options).await? })
+        Ok(Herald::from_store(Store::open(url, options).await?))
     }
 
     /// Wraps an already connected (and migrated) store.
     pub fn from_store(store: Store) -> Herald {
-        Herald { store }
+        Herald {
+            store,
+            clock: Clock::database(),
+            options: EngineOptions::default(),
+            wake: Arc::default(),
+        }
+    }
+
+    /// The same handle with another clock (tests inject a manual one).
+    pub fn with_clock(mut self, clock: Clock) -> Herald {
+        self.clock = clock;
+        self
+    }
+
+    /// The same handle with other engine settings.
+    pub fn with_options(mut self, options: EngineOptions) -> Result<Herald, Error> {
+        if !(1..=herald_core::limits::DELIVERY_ATTEMPTS_MAX).contains(&options.max_attempts) {
+            return Err(Error::Invalid(format!(
+                "max_attempts must be between 1 and {}",
+                herald_core::limits::DELIVERY_ATTEMPTS_MAX
+            )));
+        }
+        self.options = options;
+        Ok(self)
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    pub fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
+    pub(crate) fn wake(&self) -> &Arc<Wake> {
+        &self.wake
     }
 
     pub fn store(&self) -> &Store {
@@ -98,10 +153,10 @@ impl Herald {
     }
 
     /// [`Herald::transaction_with`] with the default options.
-    pub async fn transaction<T, F>(&self, f: F) -> Result<Committed<T>, Error>
+    pub async fn transaction<'a, T, F>(&self, f: F) -> Result<Committed<T>, Error>
     where
         T: Send,
-        F: for<'t> FnMut(&'t mut Tx) -> BoxFuture<'t, Result<T, Error>> + Send,
+        F: for<'t> FnMut(&'t mut Tx<'a>) -> BoxFuture<'t, Result<T, Error>> + Send,
     {
         self.transaction_with(&TxOptions::default(), f).await
     }
@@ -111,14 +166,14 @@ impl Herald {
     /// `f` may run several times: it must contain database work only, plus effects
     /// registered with [`Tx::after_commit`]. Database errors must reach the runner as
     /// [`Error::Store`] (use `?` on sqlx and store results) or they cannot be classified.
-    pub async fn transaction_with<T, F>(
+    pub async fn transaction_with<'a, T, F>(
         &self,
         options: &TxOptions,
         mut f: F,
     ) -> Result<Committed<T>, Error>
     where
         T: Send,
-        F: for<'t> FnMut(&'t mut Tx) -> BoxFuture<'t, Result<T, Error>> + Send,
+        F: for<'t> FnMut(&'t mut Tx<'a>) -> BoxFuture<'t, Result<T, Error>> + Send,
     {
         if IN_RUNNER.try_with(|_| ()).is_ok() {
             return Err(Error::NestedTransaction);
@@ -230,7 +285,7 @@ fn judge(error: StoreError, deadline: Instant) -> Judged {
     }
 }
 
-async fn rollback(tx: Tx) {
+async fn rollback(tx: Tx<'_>) {
     let (store_tx, _discarded_effects) = tx.into_parts();
     if let Err(e) = store_tx.rollback().await {
         // A broken connection cannot roll back, and needs not: the server ends the

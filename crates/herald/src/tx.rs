@@ -9,20 +9,25 @@ use herald_store::sqlx::postgres::PgConnection;
 use herald_store::sqlx::sqlite::SqliteConnection;
 use herald_store::{AsConn, Backend, Conn, StoreTx};
 use std::fmt;
+use std::marker::PhantomData;
 
 type Effect = Box<dyn FnOnce() + Send + 'static>;
 
 /// The transaction of one attempt. Handed to the closure by [`crate::Herald::transaction`].
-pub struct Tx {
+///
+/// The lifetime `'a` is the scope the closure may borrow from: because `&'t mut Tx<'a>`
+/// implies `'a: 't`, a closure's future can hold references to the caller's locals.
+pub struct Tx<'a> {
     inner: StoreTx,
     effects: Vec<Effect>,
     attempt: u32,
     savepoint_depth: u32,
+    _scope: PhantomData<&'a ()>,
 }
 
-impl Tx {
-    pub(crate) fn new(inner: StoreTx, attempt: u32) -> Tx {
-        Tx { inner, effects: Vec::new(), attempt, savepoint_depth: 0 }
+impl<'a> Tx<'a> {
+    pub(crate) fn new(inner: StoreTx, attempt: u32) -> Tx<'a> {
+        Tx { inner, effects: Vec::new(), attempt, savepoint_depth: 0, _scope: PhantomData }
     }
 
     pub(crate) fn into_parts(self) -> (StoreTx, Vec<Effect>) {
@@ -79,7 +84,7 @@ impl Tx {
     /// closure if the error reaches it.
     pub async fn savepoint<T, F>(&mut self, f: F) -> Result<T, Error>
     where
-        F: for<'t> FnOnce(&'t mut Tx) -> BoxFuture<'t, Result<T, Error>>,
+        F: for<'t> FnOnce(&'t mut Tx<'a>) -> BoxFuture<'t, Result<T, Error>>,
     {
         let depth = self.savepoint_depth + 1;
         savepoint_begin(self.conn(), depth).await?;
@@ -105,13 +110,13 @@ impl Tx {
     }
 }
 
-impl AsConn for Tx {
+impl AsConn for Tx<'_> {
     fn as_conn(&mut self) -> Conn<'_> {
         self.inner.as_conn()
     }
 }
 
-impl fmt::Debug for Tx {
+impl fmt::Debug for Tx<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tx")
             .field("backend", &self.backend())

@@ -74,7 +74,7 @@ fn conflict_options() -> TxOptions {
 /// of it, `tx` updates it too → 40001 from the server. SQLite: `tx` holds the write lock
 /// (BEGIN IMMEDIATE), so the only real conflict left is a second writer; the closure here
 /// writes through another connection (a classic bug) and gets SQLITE_BUSY from SQLite.
-async fn lose_conflict(tx: &mut Tx, store: &Store) -> Error {
+async fn lose_conflict(tx: &mut Tx<'_>, store: &Store) -> Error {
     match tx.backend() {
         Backend::Postgres => {
             exec(tx.conn(), "SELECT n FROM t_counters WHERE id = 1").await.unwrap();

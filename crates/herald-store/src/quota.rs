@@ -1,0 +1,310 @@
+//! The quota ledger: accounts with granted / available / reserved / spent, and a journal
+//! row for every movement. Modelled on two-phase transfers: `reserve` holds units,
+//! then exactly one of `commit` (spent) or `release` (back to available) ends the hold.
+//!
+//! Every balance change and its journal row are one statement on PostgreSQL (a CTE), so
+//! they cannot part. The journal's unique indexes, not code, make a second reserve or a
+//! second final movement of one reservation impossible; the CHECKs on the account make a
+//! negative or unbalanced account impossible.
+
+use crate::clock::sqlite_now;
+use crate::conn::Conn;
+use crate::error::StoreError;
+use sqlx::Row;
+use sqlx::types::Uuid;
+
+/// One quota account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuotaAccount {
+    pub tenant_id: Uuid,
+    pub quota_key: String,
+    pub granted: i64,
+    pub available: i64,
+    pub reserved: i64,
+    pub spent: i64,
+}
+
+/// The final movement of a reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Charged: reserved → spent.
+    Commit,
+    /// Given back: reserved → available.
+    Release,
+}
+
+/// Adds `amount` to an account (creating it). With an idempotency key, a repeated grant
+/// counts once: returns `false` when that key was already used on this account.
+pub async fn quota_grant(
+    conn: Conn<'_>,
+    tenant: Uuid,
+    quota_key: &str,
+    amount: i64,
+    idempotency_key: Option<&str>,
+    now: Option<i64>,
+) -> Result<bool, StoreError> {
+    let applied = match conn {
+        Conn::Sqlite(c) => {
+            let now = sqlite_now(now);
+            sqlx::query(
+                "INSERT INTO quota_accounts (tenant_id, quota_key, updated_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(tenant)
+            .bind(quota_key)
+            .bind(now)
+            .execute(&mut *c)
+            .await?;
+            let journal = sqlx::query(
+                "INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, idempotency_key, at)
+                 VALUES (?1, ?2, 'grant', ?3, ?4, ?5)
+                 ON CONFLICT (tenant_id, quota_key, idempotency_key)
+                     WHERE kind = 'grant' AND idempotency_key IS NOT NULL DO NOTHING",
+            )
+            .bind(tenant)
+            .bind(quota_key)
+            .bind(amount)
+            .bind(idempotency_key)
+            .bind(now)
+            .execute(&mut *c)
+            .await?
+            .rows_affected();
+            if journal == 1 {
+                sqlx::query(
+                    "UPDATE quota_accounts SET granted = granted + ?3, available = available + ?3,
+                         updated_at = ?4
+                     WHERE tenant_id = ?1 AND quota_key = ?2",
+                )
+                .bind(tenant)
+                .bind(quota_key)
+                .bind(amount)
+                .bind(now)
+                .execute(&mut *c)
+                .await?;
+            }
+            journal == 1
+        }
+        Conn::Postgres(c) => {
+            sqlx::query(
+                "INSERT INTO quota_accounts (tenant_id, quota_key, updated_at)
+                 VALUES ($1, $2, herald_now($3)) ON CONFLICT DO NOTHING",
+            )
+            .bind(tenant)
+            .bind(quota_key)
+            .bind(now)
+            .execute(&mut *c)
+            .await?;
+            sqlx::query(
+                "WITH j AS (
+                     INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, idempotency_key, at)
+                     VALUES ($1, $2, 'grant', $3, $4, herald_now($5))
+                     ON CONFLICT (tenant_id, quota_key, idempotency_key)
+                         WHERE kind = 'grant' AND idempotency_key IS NOT NULL DO NOTHING
+                     RETURNING amount)
+                 UPDATE quota_accounts a SET granted = a.granted + j.amount,
+                     available = a.available + j.amount, updated_at = herald_now($5)
+                 FROM j WHERE a.tenant_id = $1 AND a.quota_key = $2",
+            )
+            .bind(tenant)
+            .bind(quota_key)
+            .bind(amount)
+            .bind(idempotency_key)
+            .bind(now)
+            .execute(&mut *c)
+            .await?
+            .rows_affected()
+                == 1
+        }
+    };
+    Ok(applied)
+}
+
+/// Holds `cost` units for reservation `seq` of `delivery`. `false` (and nothing written)
+/// when the account is missing or has less than `cost` available. A conditional
+/// single-statement update: correct under READ COMMITTED, no read-modify-write race.
+pub async fn quota_reserve(
+    conn: Conn<'_>,
+    tenant: Uuid,
+    quota_key: &str,
+    cost: i64,
+    delivery: Uuid,
+    seq: i32,
+    now: Option<i64>,
+) -> Result<bool, StoreError> {
+    let reserved = match conn {
+        Conn::Sqlite(c) => {
+            let now = sqlite_now(now);
+            let n = sqlx::query(
+                "UPDATE quota_accounts SET available = available - ?3, reserved = reserved + ?3,
+                     updated_at = ?4
+                 WHERE tenant_id = ?1 AND quota_key = ?2 AND available >= ?3",
+            )
+            .bind(tenant)
+            .bind(quota_key)
+            .bind(cost)
+            .bind(now)
+            .execute(&mut *c)
+            .await?
+            .rows_affected();
+            if n == 1 {
+                journal_insert_sqlite(c, tenant, quota_key, "reserve", cost, delivery, seq, now)
+                    .await?;
+            }
+            n == 1
+        }
+        Conn::Postgres(c) => {
+            sqlx::query(
+                "WITH a AS (
+                     UPDATE quota_accounts SET available = available - $3,
+                         reserved = reserved + $3, updated_at = herald_now($6)
+                     WHERE tenant_id = $1 AND quota_key = $2 AND available >= $3
+                     RETURNING tenant_id)
+                 INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+                     reservation_seq, at)
+                 SELECT $1, $2, 'reserve', $3, $4, $5, herald_now($6) FROM a",
+            )
+            .bind(tenant)
+            .bind(quota_key)
+            .bind(cost)
+            .bind(delivery)
+            .bind(seq)
+            .bind(now)
+            .execute(c)
+            .await?
+            .rows_affected()
+                == 1
+        }
+    };
+    Ok(reserved)
+}
+
+/// Ends reservation `seq` of `delivery` with a commit or a release. A second final
+/// movement of one reservation fails on the journal's unique index.
+#[allow(clippy::too_many_arguments)]
+pub async fn quota_settle(
+    conn: Conn<'_>,
+    tenant: Uuid,
+    quota_key: &str,
+    cost: i64,
+    delivery: Uuid,
+    seq: i32,
+    settle: Settle,
+    now: Option<i64>,
+) -> Result<(), StoreError> {
+    let (kind, sqlite_update, pg_update) = match settle {
+        Settle::Commit => (
+            "commit",
+            "UPDATE quota_accounts SET reserved = reserved - ?3, spent = spent + ?3, updated_at = ?4
+             WHERE tenant_id = ?1 AND quota_key = ?2",
+            "UPDATE quota_accounts SET reserved = reserved - $3, spent = spent + $3,
+                 updated_at = herald_now($6)
+             WHERE tenant_id = $1 AND quota_key = $2 RETURNING tenant_id",
+        ),
+        Settle::Release => (
+            "release",
+            "UPDATE quota_accounts SET reserved = reserved - ?3, available = available + ?3,
+                 updated_at = ?4
+             WHERE tenant_id = ?1 AND quota_key = ?2",
+            "UPDATE quota_accounts SET reserved = reserved - $3, available = available + $3,
+                 updated_at = herald_now($6)
+             WHERE tenant_id = $1 AND quota_key = $2 RETURNING tenant_id",
+        ),
+    };
+    match conn {
+        Conn::Sqlite(c) => {
+            let now = sqlite_now(now);
+            // Journal first: a second final movement fails here, before the balance moves.
+            journal_insert_sqlite(c, tenant, quota_key, kind, cost, delivery, seq, now).await?;
+            sqlx::query(sqlite_update)
+                .bind(tenant)
+                .bind(quota_key)
+                .bind(cost)
+                .bind(now)
+                .execute(&mut *c)
+                .await?;
+        }
+        Conn::Postgres(c) => {
+            let sql = format!(
+                "WITH a AS ({pg_update})
+                 INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+                     reservation_seq, at)
+                 SELECT $1, $2, '{kind}', $3, $4, $5, herald_now($6) FROM a"
+            );
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(tenant)
+                .bind(quota_key)
+                .bind(cost)
+                .bind(delivery)
+                .bind(seq)
+                .bind(now)
+                .execute(c)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn journal_insert_sqlite(
+    c: &mut sqlx::SqliteConnection,
+    tenant: Uuid,
+    quota_key: &str,
+    kind: &str,
+    amount: i64,
+    delivery: Uuid,
+    seq: i32,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+             reservation_seq, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .bind(tenant)
+    .bind(quota_key)
+    .bind(kind)
+    .bind(amount)
+    .bind(delivery)
+    .bind(seq)
+    .bind(now)
+    .execute(c)
+    .await?;
+    Ok(())
+}
+
+/// A tenant's accounts, by quota key.
+pub async fn quota_accounts(conn: Conn<'_>, tenant: Uuid) -> Result<Vec<QuotaAccount>, StoreError> {
+    const COLS: &str = "tenant_id, quota_key, granted, available, reserved, spent";
+    macro_rules! account {
+        ($row:expr) => {
+            QuotaAccount {
+                tenant_id: $row.try_get("tenant_id")?,
+                quota_key: $row.try_get("quota_key")?,
+                granted: $row.try_get("granted")?,
+                available: $row.try_get("available")?,
+                reserved: $row.try_get("reserved")?,
+                spent: $row.try_get("spent")?,
+            }
+        };
+    }
+    let mut accounts = Vec::new();
+    match conn {
+        Conn::Sqlite(c) => {
+            let sql = format!(
+                "SELECT {COLS} FROM quota_accounts WHERE tenant_id = ?1 ORDER BY quota_key"
+            );
+            for row in sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant).fetch_all(c).await? {
+                accounts.push(account!(row));
+            }
+        }
+        Conn::Postgres(c) => {
+            let sql = format!(
+                "SELECT {COLS} FROM quota_accounts WHERE tenant_id = $1 ORDER BY quota_key"
+            );
+            for row in sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant).fetch_all(c).await? {
+                accounts.push(account!(row));
+            }
+        }
+    }
+    Ok(accounts)
+}

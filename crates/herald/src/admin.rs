@@ -1,0 +1,160 @@
+//! Operations on deliveries and quotas that are not the hot path: tenants, grants,
+//! reading, replay, cancel. Each runs in its own runner transaction.
+
+use crate::delivery::{Attempt, Delivery};
+use crate::error::Error;
+use crate::runner::Herald;
+use base64::Engine as _;
+use herald_core::limits::{GRANT_MAX, QUOTA_KEY_LEN_MAX};
+use herald_store::deliveries::{
+    Change, delivery_attempts, delivery_cancel, delivery_get, delivery_replay,
+};
+use herald_store::quota::{QuotaAccount, quota_accounts, quota_grant};
+use herald_store::tenants::tenant_insert;
+use uuid::Uuid;
+
+/// A tenant as created (the webhook secret is shown once).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenant {
+    pub id: Uuid,
+    pub name: String,
+    /// The Standard Webhooks signing secret, `whsec_` + base64 of 32 random bytes.
+    pub webhook_secret: String,
+}
+
+/// 32 bytes from the operating system's CSPRNG, base64.
+pub(crate) fn random_secret() -> Result<String, Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| Error::app(format!("no randomness: {e}")))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+impl Herald {
+    /// Creates a tenant. The name must be unique.
+    pub async fn tenant_create(&self, name: &str) -> Result<Tenant, Error> {
+        let name = name.trim();
+        if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
+            return Err(Error::Invalid("tenant name must be 1 to 200 printable bytes".into()));
+        }
+        let tenant = Tenant {
+            id: Uuid::now_v7(),
+            name: name.to_string(),
+            webhook_secret: format!("whsec_{}", random_secret()?),
+        };
+        let t = tenant.clone();
+        let created = self
+            .transaction(|tx| {
+                let t = t.clone();
+                Box::pin(async move {
+                    Ok(tenant_insert(tx.conn(), t.id, &t.name, &t.webhook_secret).await?)
+                })
+            })
+            .await?
+            .value;
+        if !created {
+            return Err(Error::Invalid(format!("a tenant named {name:?} exists")));
+        }
+        Ok(tenant)
+    }
+
+    /// Grants `amount` units on (tenant, quota_key). With an idempotency key a retried
+    /// grant counts once; returns whether this call added the units.
+    pub async fn quota_grant(
+        &self,
+        tenant: Uuid,
+        quota_key: &str,
+        amount: i64,
+        idempotency_key: Option<&str>,
+    ) -> Result<bool, Error> {
+        if !(1..=GRANT_MAX).contains(&amount) {
+            return Err(Error::Invalid(format!("amount must be between 1 and {GRANT_MAX}")));
+        }
+        if quota_key.is_empty() || quota_key.len() > QUOTA_KEY_LEN_MAX {
+            return Err(Error::Invalid(format!(
+                "quota_key must be 1 to {QUOTA_KEY_LEN_MAX} bytes"
+            )));
+        }
+        let now = self.clock().now_ms();
+        let (key, idem) = (quota_key.to_string(), idempotency_key.map(str::to_string));
+        self.transaction(|tx| {
+            let (key, idem) = (key.clone(), idem.clone());
+            Box::pin(async move {
+                let conn = tx.conn();
+                if !herald_store::tenants::tenant_exists(conn, tenant).await? {
+                    return Err(Error::UnknownTenant);
+                }
+                Ok(quota_grant(tx.conn(), tenant, &key, amount, idem.as_deref(), now).await?)
+            })
+        })
+        .await
+        .map(|c| c.value)
+    }
+
+    /// A tenant's quota accounts.
+    pub async fn quotas(&self, tenant: Uuid) -> Result<Vec<QuotaAccount>, Error> {
+        self.transaction(|tx| Box::pin(async move { Ok(quota_accounts(tx.conn(), tenant).await?) }))
+            .await
+            .map(|c| c.value)
+    }
+
+    /// One of a tenant's deliveries; another tenant's is `NotFound`.
+    pub async fn delivery(&self, tenant: Uuid, id: Uuid) -> Result<Delivery, Error> {
+        self.transaction(|tx| {
+            Box::pin(async move { Ok(delivery_get(tx.conn(), Some(tenant), id, false).await?) })
+        })
+        .await?
+        .value
+        .map(Delivery::from)
+        .ok_or(Error::NotFound)
+    }
+
+    /// A delivery's attempts, oldest first.
+    pub async fn attempts(&self, tenant: Uuid, id: Uuid) -> Result<Vec<Attempt>, Error> {
+        self.transaction(|tx| {
+            Box::pin(async move {
+                if delivery_get(tx.conn(), Some(tenant), id, false).await?.is_none() {
+                    return Err(Error::NotFound);
+                }
+                Ok(delivery_attempts(tx.conn(), id).await?)
+            })
+        })
+        .await
+        .map(|c| c.value.into_iter().map(Attempt::from).collect())
+    }
+
+    /// Replays a failed or cancelled delivery: same row, reservation seq + 1, a fresh
+    /// attempt budget.
+    pub async fn replay(&self, tenant: Uuid, id: Uuid) -> Result<Delivery, Error> {
+        let now = self.clock().now_ms();
+        let change = self
+            .transaction(|tx| {
+                Box::pin(async move { Ok(delivery_replay(tx.conn(), tenant, id, now).await?) })
+            })
+            .await?
+            .value;
+        let delivery = changed(change, "replay")?;
+        self.wake().soon();
+        Ok(delivery)
+    }
+
+    /// Cancels a pending delivery and releases its reservation.
+    pub async fn cancel(&self, tenant: Uuid, id: Uuid) -> Result<Delivery, Error> {
+        let now = self.clock().now_ms();
+        let change = self
+            .transaction(|tx| {
+                Box::pin(async move { Ok(delivery_cancel(tx.conn(), tenant, id, now).await?) })
+            })
+            .await?
+            .value;
+        changed(change, "cancel")
+    }
+}
+
+fn changed(change: Change, operation: &'static str) -> Result<Delivery, Error> {
+    match change {
+        Change::Done(row) => Ok((*row).into()),
+        Change::NotFound => Err(Error::NotFound),
+        Change::WrongState(state) => Err(Error::WrongState { state, operation }),
+        Change::QuotaExhausted => Err(Error::QuotaExhausted { quota_key: String::new() }),
+    }
+}

@@ -1,0 +1,55 @@
+//! The `Channel` trait: how a delivery leaves the building. An adapter knows its
+//! provider's errors and classifies every failure as transient (retry, keep the
+//! reservation) or terminal (stop, release it); herald does the rest.
+
+use crate::BoxFuture;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// A leased delivery, as a channel sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Leased {
+    /// Stable across attempts: the provider idempotency key (webhook-id, Message-ID).
+    pub id: Uuid,
+    pub tenant: Uuid,
+    pub operation_key: String,
+    pub channel: String,
+    pub to: String,
+    pub payload: serde_json::Value,
+    /// This attempt's number (1 for the first lease; never reused).
+    pub attempt: u32,
+}
+
+/// What a send did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Sent,
+    /// Try again later (timeouts, 5xx, 429, a relay that is down, …). `retry_after` is the
+    /// provider's request, honoured when longer than the backoff, capped.
+    Transient {
+        retry_after: Option<Duration>,
+        code: String,
+        message: String,
+    },
+    /// Never going to work (invalid address, a refused request): fail and release quota.
+    Terminal {
+        code: String,
+        message: String,
+    },
+}
+
+impl Outcome {
+    pub fn transient(code: impl Into<String>, message: impl Into<String>) -> Outcome {
+        Outcome::Transient { retry_after: None, code: code.into(), message: message.into() }
+    }
+
+    pub fn terminal(code: impl Into<String>, message: impl Into<String>) -> Outcome {
+        Outcome::Terminal { code: code.into(), message: message.into() }
+    }
+}
+
+/// A way to perform deliveries of one channel. Implementations must be safe to call
+/// concurrently; a panic inside `send` is caught and treated as transient.
+pub trait Channel: Send + Sync + 'static {
+    fn send<'a>(&'a self, delivery: &'a Leased) -> BoxFuture<'a, Outcome>;
+}

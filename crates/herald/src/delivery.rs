@@ -1,0 +1,91 @@
+//! The public view of a delivery, its attempts and quota accounts, converted from store
+//! rows (milliseconds) into typed values (jiff timestamps).
+
+use herald_core::DeliveryState;
+use herald_store::deliveries::{AttemptRow, DeliveryRow};
+use jiff::Timestamp;
+use uuid::Uuid;
+
+/// A delivery as callers see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub id: Uuid,
+    pub tenant: Uuid,
+    pub operation_key: String,
+    pub channel: String,
+    pub to: String,
+    pub state: DeliveryState,
+    /// Leases taken over the delivery's life (never reset, also not by a replay).
+    pub attempts: u32,
+    /// Attempts allowed since the latest replay.
+    pub max_attempts: u32,
+    /// Attempts taken before the latest replay.
+    pub attempts_base: u32,
+    pub reservation_seq: u32,
+    pub quota_key: String,
+    pub cost: i64,
+    pub next_attempt_at: Timestamp,
+    pub last_error: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub sent_at: Option<Timestamp>,
+}
+
+/// One attempt of a delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    pub n: u32,
+    pub worker: String,
+    pub started_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+    /// `sent`, `transient`, `terminal`, `lost`, `late_sent`; `None` while running.
+    pub outcome: Option<String>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+}
+
+pub(crate) fn ts(ms: i64) -> Timestamp {
+    Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+fn count(n: i32) -> u32 {
+    n.max(0) as u32
+}
+
+impl From<DeliveryRow> for Delivery {
+    fn from(r: DeliveryRow) -> Delivery {
+        Delivery {
+            id: r.id,
+            tenant: r.tenant_id,
+            operation_key: r.operation_key,
+            channel: r.channel,
+            to: r.recipient,
+            state: r.state,
+            attempts: count(r.attempts),
+            max_attempts: count(r.max_attempts),
+            attempts_base: count(r.attempts_base),
+            reservation_seq: count(r.reservation_seq),
+            quota_key: r.quota_key,
+            cost: r.cost,
+            next_attempt_at: ts(r.next_attempt_at),
+            last_error: r.last_error,
+            created_at: ts(r.created_at),
+            updated_at: ts(r.updated_at),
+            sent_at: r.sent_at.map(ts),
+        }
+    }
+}
+
+impl From<AttemptRow> for Attempt {
+    fn from(r: AttemptRow) -> Attempt {
+        Attempt {
+            n: count(r.n),
+            worker: r.worker,
+            started_at: ts(r.started_at),
+            finished_at: r.finished_at.map(ts),
+            outcome: r.outcome,
+            error_code: r.error_code,
+            error_message: r.error_message,
+        }
+    }
+}

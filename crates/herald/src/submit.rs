@@ -1,0 +1,201 @@
+//! Submit: claim a delivery under its identity and reserve its quota, in the caller's
+//! transaction (the transactional outbox: the claim row *is* the job).
+//!
+//! Order of checks (SPEC guarantee 1): validation → duplicate or reused → quota →
+//! created. The claim is inserted first (`ON CONFLICT DO NOTHING`, which waits for a
+//! concurrent claim of the same identity to commit or roll back), then the quota is
+//! reserved with a conditional update; when quota is short the claim just inserted is
+//! deleted again, so a caller that goes on to commit its own work has no unbudgeted
+//! delivery — and no statement has failed, so its transaction is still usable.
+
+use crate::delivery::Delivery;
+use crate::error::Error;
+use crate::runner::Herald;
+use crate::tx::Tx;
+use herald_core::fingerprint::{Resolved, fingerprint};
+use herald_core::limits::{
+    CHANNEL_LEN_MAX, COST_MAX, DELIVERY_ATTEMPTS_MAX, OPERATION_KEY_LEN_MAX, PAYLOAD_BYTES_MAX,
+    QUOTA_KEY_LEN_MAX, RECIPIENT_LEN_MAX,
+};
+use herald_store::AsConn;
+use herald_store::deliveries::{
+    Claim, NewDelivery, delivery_by_identity, delivery_get, delivery_insert, delivery_withdraw,
+};
+use herald_store::notify::wake_notify;
+use herald_store::quota::quota_reserve;
+use jiff::Timestamp;
+use uuid::Uuid;
+
+/// A request to deliver something once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubmitRequest {
+    pub tenant: Uuid,
+    /// The caller's stable identity for this effect (an event id, never a per-attempt key).
+    pub operation_key: String,
+    pub channel: String,
+    pub to: String,
+    pub payload: serde_json::Value,
+    /// Defaults to the channel name.
+    pub quota_key: Option<String>,
+    /// Defaults to 1; 0 means free (no reservation).
+    pub cost: Option<i64>,
+    /// Not before this time; defaults to now.
+    pub send_at: Option<Timestamp>,
+    /// Defaults to the engine's `max_attempts`.
+    pub max_attempts: Option<u32>,
+}
+
+/// What a submit returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submitted {
+    pub delivery: Delivery,
+    /// `true` when the identity existed with the same request (nothing new was written).
+    pub duplicate: bool,
+}
+
+/// The request after defaults and validation.
+struct Checked<'a> {
+    quota_key: &'a str,
+    cost: i64,
+    max_attempts: u32,
+    send_at_ms: Option<i64>,
+    payload: String,
+    fingerprint: [u8; 32],
+}
+
+fn invalid(message: String) -> Error {
+    Error::Invalid(message)
+}
+
+fn check_text(what: &str, value: &str, max: usize) -> Result<(), Error> {
+    if value.is_empty() {
+        return Err(invalid(format!("{what} must not be empty")));
+    }
+    if value.len() > max {
+        return Err(invalid(format!("{what} is {} bytes long, the limit is {max}", value.len())));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(invalid(format!("{what} must not contain control characters")));
+    }
+    Ok(())
+}
+
+fn check<'a>(req: &'a SubmitRequest, max_attempts_default: u32) -> Result<Checked<'a>, Error> {
+    check_text("operation_key", &req.operation_key, OPERATION_KEY_LEN_MAX)?;
+    check_text("channel", &req.channel, CHANNEL_LEN_MAX)?;
+    check_text("to", &req.to, RECIPIENT_LEN_MAX)?;
+    let quota_key = req.quota_key.as_deref().unwrap_or(&req.channel);
+    check_text("quota_key", quota_key, QUOTA_KEY_LEN_MAX)?;
+    let cost = req.cost.unwrap_or(1);
+    if !(0..=COST_MAX).contains(&cost) {
+        return Err(invalid(format!("cost must be between 0 and {COST_MAX}, got {cost}")));
+    }
+    let max_attempts = req.max_attempts.unwrap_or(max_attempts_default);
+    if !(1..=DELIVERY_ATTEMPTS_MAX).contains(&max_attempts) {
+        return Err(invalid(format!(
+            "max_attempts must be between 1 and {DELIVERY_ATTEMPTS_MAX}, got {max_attempts}"
+        )));
+    }
+    let payload = req.payload.to_string();
+    if payload.len() > PAYLOAD_BYTES_MAX {
+        return Err(invalid(format!(
+            "payload is {} bytes long, the limit is {PAYLOAD_BYTES_MAX}",
+            payload.len()
+        )));
+    }
+    let send_at_ms = req.send_at.map(|t| t.as_millisecond());
+    let fingerprint = fingerprint(&Resolved {
+        channel: &req.channel,
+        to: &req.to,
+        payload: &req.payload,
+        quota_key,
+        cost,
+        send_at_ms,
+        max_attempts,
+    });
+    Ok(Checked { quota_key, cost, max_attempts, send_at_ms, payload, fingerprint })
+}
+
+impl Herald {
+    /// Submits inside a herald transaction; in-process workers are woken after commit.
+    pub async fn submit(&self, tx: &mut Tx<'_>, req: &SubmitRequest) -> Result<Submitted, Error> {
+        let submitted = self.submit_in(tx, req).await?;
+        if !submitted.duplicate {
+            let wake = self.wake().clone();
+            tx.after_commit(move || wake.local());
+        }
+        Ok(submitted)
+    }
+
+    /// Submits on any connection inside a transaction — herald's or the application's own
+    /// sqlx transaction, so the claim commits or rolls back with the business change.
+    /// Workers are woken soon after (they look again shortly after a wake, so a wake that
+    /// arrives before this transaction commits is not lost).
+    pub async fn submit_in<C: AsConn + ?Sized>(
+        &self,
+        conn: &mut C,
+        req: &SubmitRequest,
+    ) -> Result<Submitted, Error> {
+        let checked = check(req, self.options().max_attempts)?;
+        if !conn.as_conn().in_transaction() {
+            return Err(Error::NotInTransaction);
+        }
+        let now = self.clock().now_ms();
+        let id = Uuid::now_v7();
+        let new = NewDelivery {
+            id,
+            tenant_id: req.tenant,
+            operation_key: &req.operation_key,
+            channel: &req.channel,
+            recipient: &req.to,
+            payload: &checked.payload,
+            fingerprint: &checked.fingerprint,
+            quota_key: checked.quota_key,
+            cost: checked.cost,
+            max_attempts: checked.max_attempts as i32,
+            send_at: checked.send_at_ms,
+        };
+        match delivery_insert(conn.as_conn(), &new, now).await? {
+            Claim::UnknownTenant => Err(Error::UnknownTenant),
+            Claim::Exists => {
+                let existing = delivery_by_identity(
+                    conn.as_conn(),
+                    req.tenant,
+                    &req.operation_key,
+                    &req.channel,
+                )
+                .await?
+                .ok_or(Error::NotFound)?;
+                if existing.fingerprint == checked.fingerprint {
+                    Ok(Submitted { delivery: existing.into(), duplicate: true })
+                } else {
+                    Err(Error::IdempotencyKeyReused)
+                }
+            }
+            Claim::Inserted => {
+                if checked.cost > 0
+                    && !quota_reserve(
+                        conn.as_conn(),
+                        req.tenant,
+                        checked.quota_key,
+                        checked.cost,
+                        id,
+                        1,
+                        now,
+                    )
+                    .await?
+                {
+                    delivery_withdraw(conn.as_conn(), id).await?;
+                    return Err(Error::QuotaExhausted { quota_key: checked.quota_key.to_string() });
+                }
+                let row =
+                    delivery_get(conn.as_conn(), None, id, false).await?.ok_or(Error::NotFound)?;
+                if self.wake().take_pg_notify() {
+                    wake_notify(conn.as_conn()).await?;
+                }
+                self.wake().soon();
+                Ok(Submitted { delivery: row.into(), duplicate: false })
+            }
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Waking workers soon after a submit commits, without a NOTIFY per submit.
+//!
+//! In-process: a `Notify` that workers wait on next to their poll timer. Across processes
+//! (PostgreSQL): at most one `NOTIFY` per `PG_NOTIFY_EVERY` per process, sent inside the
+//! submitting transaction. A woken worker then polls quickly for a short while ("hot"),
+//! which catches the submits whose NOTIFY was coalesced away and the ones that were
+//! still committing when the wake arrived. Polling at `HERALD_POLL_INTERVAL` remains the
+//! fallback for everything else (a lost listener connection included).
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// At most one cross-process NOTIFY per this interval per process.
+pub const PG_NOTIFY_EVERY: Duration = Duration::from_millis(20);
+/// After a wake, workers poll this often ...
+pub const HOT_POLL_EVERY: Duration = Duration::from_millis(10);
+/// ... for this long.
+pub const HOT_FOR: Duration = Duration::from_millis(250);
+
+#[derive(Debug)]
+pub(crate) struct Wake {
+    notify: Notify,
+    started: Instant,
+    /// Milliseconds since `started` of the last NOTIFY queued by this process.
+    last_pg_notify_ms: AtomicI64,
+}
+
+impl Default for Wake {
+    fn default() -> Self {
+        Wake {
+            notify: Notify::new(),
+            started: Instant::now(),
+            last_pg_notify_ms: AtomicI64::new(-1_000_000),
+        }
+    }
+}
+
+impl Wake {
+    /// Wakes this process's waiting workers.
+    pub(crate) fn local(&self) {
+        self.notify.notify_waiters();
+    }
+
+    /// Wakes this process's workers now; they keep looking for a short while, so work
+    /// that commits a moment later is found quickly too.
+    pub(crate) fn soon(&self) {
+        self.notify.notify_waiters();
+    }
+
+    pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// Whether this submit should carry a NOTIFY (true at most once per interval).
+    pub(crate) fn take_pg_notify(&self) -> bool {
+        let now = self.started.elapsed().as_millis() as i64;
+        let last = self.last_pg_notify_ms.load(Ordering::Relaxed);
+        now - last >= PG_NOTIFY_EVERY.as_millis() as i64
+            && self
+                .last_pg_notify_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+}

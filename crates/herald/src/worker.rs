@@ -1,0 +1,424 @@
+//! Workers: lease due deliveries (never more than the free send slots, only of the
+//! channels this process has), send each through its channel with a timeout and a lease
+//! heartbeat, and record the outcome fenced by (lease owner, attempt).
+//!
+//! Shutdown (SPEC guarantee 12): stop leasing, hand back leases whose send has not
+//! started (no attempt spent), let started sends finish within the grace period, and leave
+//! any still running to lease expiry — a started send is never released early.
+
+use crate::channel::{Channel, Leased, Outcome};
+use crate::error::Error;
+use crate::runner::Herald;
+use crate::wake::{HOT_FOR, HOT_POLL_EVERY};
+use herald_core::limits::{
+    LEASE_BATCH_MAX, LEASE_DEFAULT, LEASE_SAFETY_MARGIN, POLL_INTERVAL_DEFAULT,
+    SEND_TIMEOUT_DEFAULT, SHUTDOWN_GRACE_DEFAULT, WORKER_SLOTS_DEFAULT,
+};
+use herald_core::{Decision, Report, RetryPolicy};
+use herald_store::deliveries::{
+    Finish, Lease, LeasedRow, deliveries_lease, delivery_finish, delivery_hand_back,
+    delivery_lease_extend,
+};
+use herald_store::notify::WAKE_CHANNEL;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Worker settings; every field has a documented default.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// This worker's lease-owner name; unique per process.
+    pub id: String,
+    /// Concurrent sends (`HERALD_WORKERS`).
+    pub slots: usize,
+    /// Lease length (`HERALD_LEASE`).
+    pub lease: Duration,
+    /// Longest a single send may take (`HERALD_SEND_TIMEOUT`).
+    pub send_timeout: Duration,
+    /// Fallback polling when no wake-up arrives (`HERALD_POLL_INTERVAL`).
+    pub poll_interval: Duration,
+    /// How long started sends may finish after shutdown (`HERALD_SHUTDOWN_GRACE`).
+    pub shutdown_grace: Duration,
+    /// Backoff and Retry-After cap for transient failures.
+    pub retry: RetryPolicy,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        let suffix = uuid::Uuid::now_v7().simple().to_string();
+        WorkerOptions {
+            id: format!("w{}-{}", std::process::id(), &suffix[suffix.len() - 8..]),
+            slots: WORKER_SLOTS_DEFAULT,
+            lease: LEASE_DEFAULT,
+            send_timeout: SEND_TIMEOUT_DEFAULT,
+            poll_interval: POLL_INTERVAL_DEFAULT,
+            shutdown_grace: SHUTDOWN_GRACE_DEFAULT,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+impl WorkerOptions {
+    /// Checks the settings against each other: above all, a send must end (timeout plus
+    /// a safety margin) before its lease does, or a slow send could overlap a re-lease.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.id.is_empty() || self.id.len() > 200 {
+            return Err(Error::Invalid("worker id must be 1 to 200 bytes".into()));
+        }
+        if !(1..=10_000).contains(&self.slots) {
+            return Err(Error::Invalid(format!("workers must be 1 to 10000, got {}", self.slots)));
+        }
+        if self.send_timeout.is_zero() || self.poll_interval.is_zero() {
+            return Err(Error::Invalid("send timeout and poll interval must be positive".into()));
+        }
+        if self.send_timeout + LEASE_SAFETY_MARGIN >= self.lease {
+            return Err(Error::Invalid(format!(
+                "the send timeout ({:?}) plus the safety margin ({:?}) must be shorter than the lease ({:?})",
+                self.send_timeout, LEASE_SAFETY_MARGIN, self.lease
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What one `run_once` did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunReport {
+    pub leased: usize,
+    pub sent: usize,
+    pub retried: usize,
+    pub failed: usize,
+    /// Outcomes that no longer held the lease (fenced off, or recorded only on the attempt).
+    pub stale: usize,
+}
+
+/// A worker. Cheap to clone.
+#[derive(Clone)]
+pub struct Worker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    herald: Herald,
+    options: WorkerOptions,
+    channels: BTreeMap<String, Arc<dyn Channel>>,
+    channel_names: Vec<String>,
+}
+
+impl fmt::Debug for Worker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Worker")
+            .field("options", &self.inner.options)
+            .field("channels", &self.inner.channel_names)
+            .finish()
+    }
+}
+
+impl Worker {
+    /// A worker for `channels` (name → adapter). It leases only deliveries of these.
+    pub fn new(
+        herald: Herald,
+        options: WorkerOptions,
+        channels: impl IntoIterator<Item = (String, Arc<dyn Channel>)>,
+    ) -> Result<Worker, Error> {
+        options.validate()?;
+        let channels: BTreeMap<_, _> = channels.into_iter().collect();
+        let channel_names = channels.keys().cloned().collect();
+        Ok(Worker { inner: Arc::new(Inner { herald, options, channels, channel_names }) })
+    }
+
+    pub fn options(&self) -> &WorkerOptions {
+        &self.inner.options
+    }
+
+    /// Leases up to the free slots (all of them, once), sends everything leased, and
+    /// returns when every outcome is recorded. Tests drive this instead of sleeping.
+    pub async fn run_once(&self) -> Result<RunReport, Error> {
+        let leased = self.lease(self.inner.options.slots).await?;
+        let mut report = RunReport { leased: leased.len(), ..RunReport::default() };
+        let mut sends = JoinSet::new();
+        for row in leased {
+            let inner = self.inner.clone();
+            sends.spawn(async move { inner.execute(row).await });
+        }
+        while let Some(joined) = sends.join_next().await {
+            match joined {
+                Ok(Ok(decision)) => report.count(decision),
+                Ok(Err(e)) => return Err(e),
+                Err(e) => return Err(Error::app(format!("send task failed: {e}"))),
+            }
+        }
+        Ok(report)
+    }
+
+    /// Runs until `shutdown` is cancelled, then shuts down as described above.
+    pub async fn run(&self, shutdown: CancellationToken) -> Result<(), Error> {
+        let options = &self.inner.options;
+        let mut inflight: JoinSet<()> = JoinSet::new();
+        let mut listener = Listener::default();
+        let mut hot_until = Instant::now();
+        loop {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            let wake = self.inner.herald.wake().clone();
+            let notified = wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            listener.ensure(&self.inner.herald).await;
+
+            let free = options.slots.saturating_sub(inflight.len());
+            let mut leased_count = 0;
+            if free > 0 {
+                match self.lease(free).await {
+                    Ok(rows) => {
+                        leased_count = rows.len();
+                        for row in rows {
+                            if shutdown.is_cancelled() {
+                                self.inner.hand_back(&row).await;
+                                continue;
+                            }
+                            let inner = self.inner.clone();
+                            inflight.spawn(async move {
+                                if let Err(e) = inner.execute(row).await {
+                                    tracing::warn!(error = %e, "recording an outcome failed; the lease will expire and the reconciler will retry");
+                                }
+                            });
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "leasing failed; polling again"),
+                }
+            }
+            if leased_count > 0 {
+                hot_until = Instant::now() + HOT_FOR;
+                if leased_count == free.min(LEASE_BATCH_MAX) {
+                    continue; // there may be more due right now
+                }
+            }
+            let wait =
+                if Instant::now() < hot_until { HOT_POLL_EVERY } else { options.poll_interval };
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                Some(_) = inflight.join_next(), if !inflight.is_empty() => {}
+                _ = &mut notified => hot_until = Instant::now() + HOT_FOR,
+                _ = listener.next() => hot_until = Instant::now() + HOT_FOR,
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+        let running = inflight.len();
+        let drained = tokio::time::timeout(options.shutdown_grace, async {
+            while inflight.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                running = inflight.len(),
+                of = running,
+                "sends still running after the shutdown grace; their leases will expire and the reconciler will re-queue them"
+            );
+            inflight.abort_all();
+        }
+        Ok(())
+    }
+
+    async fn lease(&self, wanted: usize) -> Result<Vec<LeasedRow>, Error> {
+        let inner = &self.inner;
+        let limit = wanted.min(LEASE_BATCH_MAX);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let now = inner.herald.clock().now_ms();
+        let (worker, channels, lease) =
+            (inner.options.id.as_str(), inner.channel_names.as_slice(), inner.options.lease);
+        inner
+            .herald
+            .transaction(|tx| {
+                Box::pin(async move {
+                    let params = Lease { worker, channels, limit, lease, now };
+                    Ok(deliveries_lease(tx.conn(), &params).await?)
+                })
+            })
+            .await
+            .map(|c| c.value)
+    }
+}
+
+impl RunReport {
+    fn count(&mut self, decision: Option<Decision>) {
+        match decision {
+            Some(Decision::MarkSent { stale: false }) => self.sent += 1,
+            Some(Decision::Requeue { .. }) => self.retried += 1,
+            Some(Decision::Fail { .. }) => self.failed += 1,
+            _ => self.stale += 1,
+        }
+    }
+}
+
+/// Aborts the wrapped task when dropped, so an abandoned send does not run on.
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Inner {
+    /// Sends one leased delivery and records its outcome.
+    async fn execute(&self, row: LeasedRow) -> Result<Option<Decision>, Error> {
+        let d = &row.delivery;
+        let n = d.attempts;
+        let span = tracing::info_span!("send", delivery = %d.id, tenant = %d.tenant_id,
+            operation_key = %d.operation_key, attempt = n);
+        let _enter = span.enter();
+        let outcome = match self.channels.get(&d.channel) {
+            None => Outcome::transient("channel_unavailable", "no adapter for this channel here"),
+            Some(channel) => {
+                let payload = serde_json::from_str(&row.payload).unwrap_or(serde_json::Value::Null);
+                let leased = Leased {
+                    id: d.id,
+                    tenant: d.tenant_id,
+                    operation_key: d.operation_key.clone(),
+                    channel: d.channel.clone(),
+                    to: d.recipient.clone(),
+                    payload,
+                    attempt: n.max(0) as u32,
+                };
+                self.send(channel.clone(), leased, d.id, n).await
+            }
+        };
+        let (report, retry_after, code, message) = match &outcome {
+            Outcome::Sent => (Report::Sent, None, None, None),
+            Outcome::Transient { retry_after, code, message } => {
+                (Report::Transient, *retry_after, Some(code.as_str()), Some(message.as_str()))
+            }
+            Outcome::Terminal { code, message } => {
+                (Report::Terminal, None, Some(code.as_str()), Some(message.as_str()))
+            }
+        };
+        let finish = Finish {
+            id: d.id,
+            worker: &self.options.id,
+            n,
+            report,
+            retry_after,
+            retry: self.options.retry,
+            jitter: fastrand::f64(),
+            error_code: code,
+            error_message: message,
+            now: self.herald.clock().now_ms(),
+        };
+        let decision = self
+            .herald
+            .transaction(|tx| {
+                let finish = finish.clone();
+                Box::pin(async move { Ok(delivery_finish(tx.conn(), &finish).await?) })
+            })
+            .await?
+            .value;
+        tracing::debug!(?decision, "outcome recorded");
+        Ok(decision)
+    }
+
+    /// Runs the channel's send in its own task (a panic becomes a transient outcome),
+    /// under the send timeout, extending the lease every third of its length meanwhile.
+    async fn send(
+        &self,
+        channel: Arc<dyn Channel>,
+        leased: Leased,
+        id: uuid::Uuid,
+        n: i32,
+    ) -> Outcome {
+        let mut task = AbortOnDrop(tokio::spawn(async move { channel.send(&leased).await }));
+        let heartbeat = async {
+            let every = self.options.lease / 3;
+            loop {
+                tokio::time::sleep(every).await;
+                let (worker, lease, now) =
+                    (self.options.id.as_str(), self.options.lease, self.herald.clock().now_ms());
+                let extended = self
+                    .herald
+                    .transaction(|tx| {
+                        Box::pin(async move {
+                            Ok(delivery_lease_extend(tx.conn(), id, worker, n, lease, now).await?)
+                        })
+                    })
+                    .await;
+                if !matches!(extended, Ok(Committed { value: true, .. })) {
+                    tracing::warn!("lease could not be extended; the outcome will be fenced");
+                }
+            }
+        };
+        tokio::select! {
+            joined = tokio::time::timeout(self.options.send_timeout, &mut task.0) => match joined {
+                Err(_elapsed) => Outcome::transient("timeout", "the send timed out"),
+                Ok(Err(e)) if e.is_panic() => Outcome::transient("panic", "the channel panicked"),
+                Ok(Err(_)) => Outcome::transient("cancelled", "the send was cancelled"),
+                Ok(Ok(outcome)) => outcome,
+            },
+            () = heartbeat => Outcome::transient("heartbeat", "unreachable"),
+        }
+    }
+
+    async fn hand_back(&self, row: &LeasedRow) {
+        let (id, worker, n) = (row.delivery.id, self.options.id.as_str(), row.delivery.attempts);
+        let result = self
+            .herald
+            .transaction(|tx| {
+                Box::pin(async move { Ok(delivery_hand_back(tx.conn(), id, worker, n).await?) })
+            })
+            .await;
+        if let Err(e) = result {
+            tracing::warn!(delivery = %id, error = %e, "hand-back failed; the lease will expire");
+        }
+    }
+}
+
+use crate::runner::Committed;
+
+/// LISTEN on PostgreSQL for cross-process wake-ups; absent on SQLite or after a lost
+/// connection (polling covers both; a new listener is tried again later).
+#[derive(Default)]
+struct Listener {
+    listener: Option<sqlx::postgres::PgListener>,
+    retry_at: Option<Instant>,
+}
+
+impl Listener {
+    async fn ensure(&mut self, herald: &Herald) {
+        if self.listener.is_some() || self.retry_at.is_some_and(|at| Instant::now() < at) {
+            return;
+        }
+        let Some(pool) = herald.store().postgres_pool() else { return };
+        let listener = async {
+            let mut l = sqlx::postgres::PgListener::connect_with(pool).await?;
+            l.listen(WAKE_CHANNEL).await?;
+            Ok::<_, sqlx::Error>(l)
+        };
+        match listener.await {
+            Ok(l) => self.listener = Some(l),
+            Err(e) => {
+                tracing::warn!(error = %e, "LISTEN failed; polling until it works");
+                self.retry_at = Some(Instant::now() + Duration::from_secs(5));
+            }
+        }
+    }
+
+    /// The next notification; never resolves without a listener.
+    async fn next(&mut self) {
+        match &mut self.listener {
+            None => std::future::pending().await,
+            Some(l) => {
+                if let Err(e) = l.recv().await {
+                    tracing::warn!(error = %e, "lost the LISTEN connection; polling");
+                    self.listener = None;
+                    self.retry_at = Some(Instant::now() + Duration::from_secs(1));
+                }
+            }
+        }
+    }
+}
