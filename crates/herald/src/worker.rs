@@ -94,6 +94,9 @@ pub struct RunReport {
     pub failed: usize,
     /// Outcomes that no longer held the lease (fenced off, or recorded only on the attempt).
     pub stale: usize,
+    /// Of those, `sent` reports for deliveries already failed or cancelled: the effect
+    /// happened although herald had given up on it. Alert-worthy.
+    pub late_sent: usize,
 }
 
 /// A worker. Cheap to clone.
@@ -253,6 +256,10 @@ impl RunReport {
             Some(Decision::MarkSent { stale: false }) => self.sent += 1,
             Some(Decision::Requeue { .. }) => self.retried += 1,
             Some(Decision::Fail { .. }) => self.failed += 1,
+            Some(Decision::RecordLateSent) => {
+                self.stale += 1;
+                self.late_sent += 1;
+            }
             _ => self.stale += 1,
         }
     }
@@ -320,6 +327,9 @@ impl Inner {
             })
             .await?
             .value;
+        if decision == Some(Decision::RecordLateSent) {
+            tracing::warn!("late sent: the delivery had already failed or been cancelled");
+        }
         tracing::debug!(?decision, "outcome recorded");
         Ok(decision)
     }

@@ -733,3 +733,30 @@ async fn two_engines_on_separate_pools_send_each_of_1000_deliveries_exactly_once
         assert!(seen.values().all(|&n| n == 1), "{}: a delivery was sent twice", db.name());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reconcilers_requeue_each_expired_lease_once() {
+    for env in envs().await {
+        for i in 0..20 {
+            env.submit(request(env.tenant, &format!("op-{i}"))).await;
+        }
+        assert_eq!(ghost_lease(&env, "ghost").await, 20);
+        env.clock.advance(Duration::from_secs(61));
+        let passes: Vec<_> = (0..4)
+            .map(|_| {
+                let reconciler = env.reconciler();
+                tokio::spawn(async move { reconciler.run_once().await.unwrap() })
+            })
+            .collect();
+        let mut requeued = 0;
+        for pass in passes {
+            requeued += pass.await.unwrap().requeued;
+        }
+        assert_eq!(requeued, 20, "{}: each lease re-queued exactly once", env.name);
+        assert_eq!(env.reconciler().run_once().await.unwrap().requeued, 0, "{}", env.name);
+        // Everything re-queued is due within the first backoff ceiling (1 s).
+        env.clock.advance(Duration::from_secs(2));
+        let age = env.reconciler().run_once().await.unwrap().oldest_due_age;
+        assert!(age.is_some_and(|a| a <= Duration::from_secs(2)), "{}: {age:?}", env.name);
+    }
+}
