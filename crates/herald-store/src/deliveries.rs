@@ -969,3 +969,121 @@ pub async fn delivery_cancel(
     let row = delivery_get(conn, Some(tenant), id, false).await?;
     Ok(row.map(|r| Change::Done(Box::new(r))).unwrap_or(Change::NotFound))
 }
+
+/// A page of a tenant's deliveries, newest first (ids are UUIDv7: id order is creation
+/// order), after the keyset position `before` (exclusive).
+pub async fn deliveries_list(
+    conn: Conn<'_>,
+    tenant: Uuid,
+    state: Option<DeliveryState>,
+    channel: Option<&str>,
+    before: Option<Uuid>,
+    limit: usize,
+) -> Result<Vec<DeliveryRow>, StoreError> {
+    let state = state.map(DeliveryState::as_str);
+    let mut rows = Vec::new();
+    match conn {
+        Conn::Sqlite(c) => {
+            let q = format!(
+                "SELECT {SQLITE_COLS} FROM deliveries
+                 WHERE tenant_id = ?1 AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR channel = ?3)
+                   AND (?4 IS NULL OR id < ?4)
+                 ORDER BY id DESC LIMIT ?5"
+            );
+            for row in sqlx::query(sql(q))
+                .bind(tenant)
+                .bind(state)
+                .bind(channel)
+                .bind(before)
+                .bind(limit as i64)
+                .fetch_all(c)
+                .await?
+            {
+                rows.push(delivery_row!(row));
+            }
+        }
+        Conn::Postgres(c) => {
+            let q = format!(
+                "SELECT {PG_COLS} FROM deliveries d
+                 WHERE tenant_id = $1 AND ($2::text IS NULL OR state = $2)
+                   AND ($3::text IS NULL OR channel = $3) AND ($4::uuid IS NULL OR id < $4)
+                 ORDER BY id DESC LIMIT $5"
+            );
+            for row in sqlx::query(sql(q))
+                .bind(tenant)
+                .bind(state)
+                .bind(channel)
+                .bind(before)
+                .bind(limit as i64)
+                .fetch_all(c)
+                .await?
+            {
+                rows.push(delivery_row!(row));
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// Deletes up to `limit` final deliveries (sent, failed, cancelled) last updated before
+/// `cutoff` (ms), with their payloads, attempts and replay records, and receipts older
+/// than `cutoff`. Returns (deliveries, receipts) deleted. The ledger journal is kept: it
+/// is the account's history, not the delivery's.
+pub async fn retention_prune(conn: Conn<'_>, cutoff: i64, limit: usize) -> Result<(u64, u64), StoreError> {
+    Ok(match conn {
+        Conn::Sqlite(c) => {
+            let d = sqlx::query(
+                "DELETE FROM deliveries WHERE id IN (
+                     SELECT id FROM deliveries
+                     WHERE state IN ('sent', 'failed', 'cancelled') AND updated_at < ?1 LIMIT ?2)",
+            )
+            .bind(cutoff)
+            .bind(limit as i64)
+            .execute(&mut *c)
+            .await?
+            .rows_affected();
+            let r = sqlx::query(
+                "DELETE FROM receipts WHERE rowid IN (SELECT rowid FROM receipts WHERE created_at < ?1 LIMIT ?2)",
+            )
+            .bind(cutoff)
+            .bind(limit as i64)
+            .execute(&mut *c)
+            .await?
+            .rows_affected();
+            (d, r)
+        }
+        Conn::Postgres(c) => {
+            let d = sqlx::query(
+                "DELETE FROM deliveries WHERE id IN (
+                     SELECT id FROM deliveries
+                     WHERE state IN ('sent', 'failed', 'cancelled') AND updated_at < herald_ts($1)
+                     LIMIT $2 FOR UPDATE SKIP LOCKED)",
+            )
+            .bind(cutoff)
+            .bind(limit as i64)
+            .execute(&mut *c)
+            .await?
+            .rows_affected();
+            let r = sqlx::query(
+                "DELETE FROM receipts WHERE ctid IN (
+                     SELECT ctid FROM receipts WHERE created_at < herald_ts($1) LIMIT $2)",
+            )
+            .bind(cutoff)
+            .bind(limit as i64)
+            .execute(&mut *c)
+            .await?
+            .rows_affected();
+            (d, r)
+        }
+    })
+}
+
+/// Deliveries per state, for the metrics gauges (refreshed periodically, not per scrape).
+pub async fn deliveries_count_by_state(conn: Conn<'_>) -> Result<Vec<(String, i64)>, StoreError> {
+    const SQL: &str = "SELECT state, count(*) FROM deliveries GROUP BY state";
+    let rows: Vec<(String, i64)> = match conn {
+        Conn::Sqlite(c) => sqlx::query_as(SQL).fetch_all(c).await?,
+        Conn::Postgres(c) => sqlx::query_as(SQL).fetch_all(c).await?,
+    };
+    Ok(rows)
+}

@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod conn;
 pub mod deliveries;
+pub mod keys;
 pub mod demo;
 pub mod diag;
 pub mod error;

@@ -37,3 +37,77 @@ pub async fn tenant_insert(
 }
 
 pub use crate::deliveries::tenant_exists;
+
+/// A tenant row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantRow {
+    pub id: Uuid,
+    pub name: String,
+    pub webhook_secret: String,
+    pub webhook_secret_previous: Option<String>,
+}
+
+/// One tenant.
+pub async fn tenant_get(conn: Conn<'_>, id: Uuid) -> Result<Option<TenantRow>, StoreError> {
+    use sqlx::Row;
+    macro_rules! tenant_row {
+        ($r:expr) => {
+            TenantRow {
+                id: $r.try_get("id")?,
+                name: $r.try_get("name")?,
+                webhook_secret: $r.try_get("webhook_secret")?,
+                webhook_secret_previous: $r.try_get("webhook_secret_previous")?,
+            }
+        };
+    }
+    Ok(match conn {
+        Conn::Sqlite(c) => {
+            match sqlx::query(
+                "SELECT id, name, webhook_secret, webhook_secret_previous FROM tenants WHERE id = ?1",
+            )
+            .bind(id)
+            .fetch_optional(c)
+            .await?
+            {
+                Some(r) => Some(tenant_row!(r)),
+                None => None,
+            }
+        }
+        Conn::Postgres(c) => {
+            match sqlx::query(
+                "SELECT id, name, webhook_secret, webhook_secret_previous FROM tenants WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_optional(c)
+            .await?
+            {
+                Some(r) => Some(tenant_row!(r)),
+                None => None,
+            }
+        }
+    })
+}
+
+/// Makes `new_secret` the signing secret, keeping the current one as the previous (both
+/// sign during a rotation). `false` when the tenant does not exist.
+pub async fn tenant_rotate_secret(conn: Conn<'_>, id: Uuid, new_secret: &str) -> Result<bool, StoreError> {
+    let n = match conn {
+        Conn::Sqlite(c) => sqlx::query(
+            "UPDATE tenants SET webhook_secret_previous = webhook_secret, webhook_secret = ?2 WHERE id = ?1",
+        )
+        .bind(id)
+        .bind(new_secret)
+        .execute(c)
+        .await?
+        .rows_affected(),
+        Conn::Postgres(c) => sqlx::query(
+            "UPDATE tenants SET webhook_secret_previous = webhook_secret, webhook_secret = $2 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(new_secret)
+        .execute(c)
+        .await?
+        .rows_affected(),
+    };
+    Ok(n == 1)
+}
