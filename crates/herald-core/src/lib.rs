@@ -5,6 +5,7 @@
 
 pub mod backoff;
 pub mod decide;
+pub mod duration;
 pub mod fingerprint;
 pub mod ident;
 pub mod limits;

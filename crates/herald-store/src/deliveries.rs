@@ -1029,7 +1029,11 @@ pub async fn deliveries_list(
 /// `cutoff` (ms), with their payloads, attempts and replay records, and receipts older
 /// than `cutoff`. Returns (deliveries, receipts) deleted. The ledger journal is kept: it
 /// is the account's history, not the delivery's.
-pub async fn retention_prune(conn: Conn<'_>, cutoff: i64, limit: usize) -> Result<(u64, u64), StoreError> {
+pub async fn retention_prune(
+    conn: Conn<'_>,
+    cutoff: i64,
+    limit: usize,
+) -> Result<(u64, u64), StoreError> {
     Ok(match conn {
         Conn::Sqlite(c) => {
             let d = sqlx::query(

@@ -8,10 +8,10 @@
 pub mod clock;
 pub mod conn;
 pub mod deliveries;
-pub mod keys;
 pub mod demo;
 pub mod diag;
 pub mod error;
+pub mod keys;
 pub mod migrate;
 pub mod notify;
 pub mod quota;

@@ -308,3 +308,14 @@ pub async fn quota_accounts(conn: Conn<'_>, tenant: Uuid) -> Result<Vec<QuotaAcc
     }
     Ok(accounts)
 }
+
+/// Units reserved per tenant, over all its accounts (for the metrics gauge).
+pub async fn quota_reserved_by_tenant(conn: Conn<'_>) -> Result<Vec<(Uuid, i64)>, StoreError> {
+    const SQL: &str =
+        "SELECT tenant_id, CAST(sum(reserved) AS BIGINT) FROM quota_accounts GROUP BY tenant_id";
+    let rows: Vec<(Uuid, i64)> = match conn {
+        Conn::Sqlite(c) => sqlx::query_as(SQL).fetch_all(c).await?,
+        Conn::Postgres(c) => sqlx::query_as(SQL).fetch_all(c).await?,
+    };
+    Ok(rows)
+}

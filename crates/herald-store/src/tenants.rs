@@ -90,7 +90,11 @@ pub async fn tenant_get(conn: Conn<'_>, id: Uuid) -> Result<Option<TenantRow>, S
 
 /// Makes `new_secret` the signing secret, keeping the current one as the previous (both
 /// sign during a rotation). `false` when the tenant does not exist.
-pub async fn tenant_rotate_secret(conn: Conn<'_>, id: Uuid, new_secret: &str) -> Result<bool, StoreError> {
+pub async fn tenant_rotate_secret(
+    conn: Conn<'_>,
+    id: Uuid,
+    new_secret: &str,
+) -> Result<bool, StoreError> {
     let n = match conn {
         Conn::Sqlite(c) => sqlx::query(
             "UPDATE tenants SET webhook_secret_previous = webhook_secret, webhook_secret = ?2 WHERE id = ?1",

@@ -29,6 +29,11 @@ pub(crate) fn random_secret() -> Result<String, Error> {
     Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
 }
 
+/// A new Standard Webhooks signing secret: `whsec_` + base64 of 32 random bytes.
+pub fn new_webhook_secret() -> Result<String, Error> {
+    Ok(format!("whsec_{}", random_secret()?))
+}
+
 impl Herald {
     /// Creates a tenant. The name must be unique.
     pub async fn tenant_create(&self, name: &str) -> Result<Tenant, Error> {
@@ -39,7 +44,7 @@ impl Herald {
         let tenant = Tenant {
             id: Uuid::now_v7(),
             name: name.to_string(),
-            webhook_secret: format!("whsec_{}", random_secret()?),
+            webhook_secret: new_webhook_secret()?,
         };
         let t = tenant.clone();
         let created = self

@@ -26,7 +26,7 @@ mod tx;
 mod wake;
 mod worker;
 
-pub use admin::Tenant;
+pub use admin::{Tenant, new_webhook_secret};
 pub use channel::{Channel, Leased, Outcome};
 pub use clock::Clock;
 pub use delivery::{Attempt, Delivery};

@@ -91,6 +91,8 @@ impl Reconciler {
                 _ => {} // another reconciler, or the worker, got there first
             }
         }
+        metrics::counter!("herald_reconciler_requeued_total").increment(report.requeued as u64);
+        metrics::counter!("herald_reconciler_failed_total").increment(report.failed as u64);
         if report.requeued > 0 {
             self.herald.wake().soon();
         }

@@ -295,7 +295,11 @@ impl Inner {
                     payload,
                     attempt: n.max(0) as u32,
                 };
-                self.send(channel.clone(), leased, d.id, n).await
+                let started = std::time::Instant::now();
+                let outcome = self.send(channel.clone(), leased, d.id, n).await;
+                metrics::histogram!("herald_send_seconds", "channel" => d.channel.clone())
+                    .record(started.elapsed().as_secs_f64());
+                outcome
             }
         };
         let (report, retry_after, code, message) = match &outcome {
@@ -327,6 +331,11 @@ impl Inner {
             })
             .await?
             .value;
+        let outcome_label = match decision.and_then(Decision::attempt_outcome) {
+            Some(o) => o.as_str(),
+            None => "stale_ignored",
+        };
+        metrics::counter!("herald_attempts_total", "outcome" => outcome_label).increment(1);
         if decision == Some(Decision::RecordLateSent) {
             tracing::warn!("late sent: the delivery had already failed or been cancelled");
         }

@@ -1,0 +1,81 @@
+//! HTTP errors: always JSON `{"error": {"code", "message"}}`, a status from SPEC.md, and
+//! never an internal detail (a database error is logged, the client sees "internal").
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into() }
+    }
+    pub fn invalid(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+    pub fn unauthorized() -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "a valid API key is required")
+    }
+    pub fn forbidden() -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", "this call needs the admin key")
+    }
+    pub fn not_found(what: &str) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("{what} not found"))
+    }
+    pub fn too_large(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+    }
+    pub fn internal() -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code, "message": self.message}});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<herald::Error> for ApiError {
+    fn from(e: herald::Error) -> ApiError {
+        use herald::Error as E;
+        match e {
+            E::Invalid(m) => ApiError::invalid(m),
+            E::IdempotencyKeyReused => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency_key_reused",
+                "this operation key was already used with a different request",
+            ),
+            E::QuotaExhausted { quota_key } => ApiError::new(
+                StatusCode::PAYMENT_REQUIRED,
+                "quota_exhausted",
+                if quota_key.is_empty() {
+                    "not enough quota".to_string()
+                } else {
+                    format!("not enough quota on {quota_key:?}")
+                },
+            ),
+            E::NotFound | E::UnknownTenant => ApiError::not_found("delivery"),
+            E::WrongState { state, operation } => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                format!("the delivery is {state}: {operation} is not allowed"),
+            ),
+            other => {
+                tracing::error!(error = %other, "request failed");
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,129 @@
+//! Extractors that answer bad input the way SPEC.md says — JSON errors, 400 for anything
+//! malformed, 413 for anything too big — instead of the framework's plain-text 415/422.
+
+use crate::error::ApiError;
+use crate::keys;
+use crate::state::AppState;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use herald::AsConn;
+use herald_store::keys::api_key_lookup;
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+/// A JSON body (`Content-Type: application/json`, within the body limit).
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(value)) => Ok(JsonBody(value)),
+            Err(rejection) => Err(json_rejection(rejection)),
+        }
+    }
+}
+
+fn json_rejection(rejection: JsonRejection) -> ApiError {
+    match rejection {
+        JsonRejection::MissingJsonContentType(_) => {
+            ApiError::invalid("the body must be JSON with Content-Type: application/json")
+        }
+        JsonRejection::JsonSyntaxError(e) => {
+            ApiError::invalid(format!("malformed JSON: {}", e.body_text()))
+        }
+        JsonRejection::JsonDataError(e) => ApiError::invalid(e.body_text()),
+        JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            ApiError::too_large(format!("the body is larger than {} bytes", crate::BODY_BYTES_MAX))
+        }
+        other => ApiError::invalid(other.body_text()),
+    }
+}
+
+/// Query parameters; unknown or malformed ones are a 400.
+#[derive(Debug)]
+pub struct QueryParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(value)) => Ok(QueryParams(value)),
+            Err(QueryRejection::FailedToDeserializeQueryString(e)) => {
+                Err(ApiError::invalid(format!("bad query: {}", e.body_text())))
+            }
+            Err(other) => Err(ApiError::invalid(other.body_text())),
+        }
+    }
+}
+
+fn bearer(parts: &Parts) -> Option<&str> {
+    let value = parts.headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
+    let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer "))?;
+    Some(token.trim())
+}
+
+/// The tenant a valid, unrevoked API key belongs to.
+#[derive(Debug, Clone, Copy)]
+pub struct TenantAuth(pub Uuid);
+
+impl FromRequestParts<AppState> for TenantAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = bearer(parts).ok_or_else(ApiError::unauthorized)?;
+        let (key_id, hash) = keys::parse(token).ok_or_else(ApiError::unauthorized)?;
+        let store = state.herald.store();
+        let row = match (store.sqlite_pool(), store.postgres_pool()) {
+            (Some(pool), _) => {
+                let mut conn = pool.acquire().await.map_err(internal)?;
+                api_key_lookup(conn.as_conn(), key_id).await
+            }
+            (_, Some(pool)) => {
+                let mut conn = pool.acquire().await.map_err(internal)?;
+                api_key_lookup(conn.as_conn(), key_id).await
+            }
+            _ => return Err(ApiError::internal()),
+        }
+        .map_err(internal)?;
+        match row {
+            Some(row) if !row.revoked && keys::same(&row.secret_sha256, &hash) => {
+                Ok(TenantAuth(row.tenant_id))
+            }
+            _ => Err(ApiError::unauthorized()),
+        }
+    }
+}
+
+/// The caller presented the admin key.
+#[derive(Debug, Clone, Copy)]
+pub struct AdminAuth;
+
+impl FromRequestParts<AppState> for AdminAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = bearer(parts).ok_or_else(ApiError::unauthorized)?;
+        if let Some(admin) = &state.admin_key_sha256
+            && keys::same(admin, &keys::digest(token))
+        {
+            return Ok(AdminAuth);
+        }
+        // A valid tenant key is authenticated but not allowed here; anything else is not
+        // authenticated at all.
+        match TenantAuth::from_request_parts(parts, state).await {
+            Ok(_) => Err(ApiError::forbidden()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    tracing::error!(error = %e, "key lookup failed");
+    ApiError::internal()
+}

@@ -1,0 +1,86 @@
+//! herald's HTTP face: the axum router (`app`), wire types, API-key authentication, JSON
+//! errors, metrics and the OpenAPI document. `serve` runs the router next to workers, the
+//! reconciler and retention in one process.
+
+pub mod cursor;
+pub mod error;
+pub mod extract;
+pub mod keys;
+pub mod metrics;
+pub mod routes;
+pub mod serve;
+pub mod state;
+pub mod wire;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{delete, get, post};
+use error::ApiError;
+pub use state::AppState;
+use utoipa::OpenApi;
+
+/// Largest request body, in bytes: the payload limit plus room for the other fields.
+pub const BODY_BYTES_MAX: usize = herald_core::limits::PAYLOAD_BYTES_MAX + 16 * 1024;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "herald",
+        description = "Durable deliveries: claimed once, paid for once, never lost."
+    ),
+    paths(
+        routes::deliveries::create,
+        routes::deliveries::list,
+        routes::deliveries::show,
+        routes::deliveries::attempts,
+        routes::deliveries::replay,
+        routes::deliveries::cancel,
+        routes::deliveries::quotas,
+        routes::admin::create_tenant,
+        routes::admin::create_tenant_key,
+        routes::admin::revoke_tenant_key,
+        routes::admin::rotate_webhook_secret,
+        routes::admin::grant,
+        routes::system::healthz,
+        routes::system::readyz,
+        routes::system::metrics,
+        routes::system::openapi,
+    )
+)]
+struct ApiDoc;
+
+/// The OpenAPI document of this router.
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+/// The router. Every answer, including the framework's own rejections, is JSON.
+pub fn app(state: AppState) -> Router {
+    use routes::{admin, deliveries, system};
+    Router::new()
+        .route("/v1/deliveries", post(deliveries::create).get(deliveries::list))
+        .route("/v1/deliveries/{id}", get(deliveries::show))
+        .route("/v1/deliveries/{id}/attempts", get(deliveries::attempts))
+        .route("/v1/deliveries/{id}/replay", post(deliveries::replay))
+        .route("/v1/deliveries/{id}/cancel", post(deliveries::cancel))
+        .route("/v1/quotas", get(deliveries::quotas))
+        .route("/v1/tenants", post(admin::create_tenant))
+        .route("/v1/tenants/{tenant}/keys", post(admin::create_tenant_key))
+        .route("/v1/tenants/{tenant}/keys/{key_id}", delete(admin::revoke_tenant_key))
+        .route("/v1/tenants/{tenant}/webhook-secret/rotate", post(admin::rotate_webhook_secret))
+        .route("/v1/tenants/{tenant}/quotas/{quota_key}/grant", post(admin::grant))
+        .route("/healthz", get(system::healthz))
+        .route("/readyz", get(system::readyz))
+        .route("/metrics", get(system::metrics))
+        .route("/openapi.json", get(system::openapi))
+        .fallback(|| async { ApiError::not_found("route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                axum::http::StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "method not allowed",
+            )
+        })
+        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .with_state(state)
+}

@@ -1,0 +1,176 @@
+//! Admin calls (the `HERALD_ADMIN_KEY` only): tenants, their API keys, webhook-secret
+//! rotation and quota grants.
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{AdminAuth, JsonBody};
+use crate::keys;
+use crate::routes::path_id;
+use crate::state::AppState;
+use crate::wire::{
+    CreateTenant, Grant, Granted, KeyCreated, QuotaView, SecretRotated, TenantCreated,
+};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use herald::Herald;
+use herald_store::keys::{api_key_insert, api_key_revoke};
+use herald_store::tenants::{tenant_exists, tenant_rotate_secret};
+use uuid::Uuid;
+
+/// Longest Idempotency-Key accepted on a grant.
+pub const IDEMPOTENCY_KEY_LEN_MAX: usize = 255;
+
+async fn create_key(herald: &Herald, tenant: Uuid) -> ApiResult<keys::NewKey> {
+    let key = keys::generate().map_err(|e| {
+        tracing::error!(error = %e, "no randomness");
+        ApiError::internal()
+    })?;
+    let now = herald.clock().now_ms();
+    let k = &key;
+    let created = herald
+        .transaction(|tx| {
+            Box::pin(async move {
+                if !tenant_exists(tx.conn(), tenant).await? {
+                    return Ok(false);
+                }
+                api_key_insert(tx.conn(), &k.key_id, tenant, &k.secret_sha256, now).await?;
+                Ok(true)
+            })
+        })
+        .await?
+        .value;
+    if !created {
+        return Err(ApiError::not_found("tenant"));
+    }
+    Ok(key)
+}
+
+#[utoipa::path(post, path = "/v1/tenants", request_body = CreateTenant,
+    responses((status = 201, body = TenantCreated), (status = 400), (status = 401), (status = 403), (status = 409)))]
+pub async fn create_tenant(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    JsonBody(body): JsonBody<CreateTenant>,
+) -> ApiResult<(StatusCode, Json<TenantCreated>)> {
+    let tenant = match state.herald.tenant_create(&body.name).await {
+        Ok(t) => t,
+        Err(herald::Error::Invalid(m)) if m.contains("exists") => {
+            return Err(ApiError::new(StatusCode::CONFLICT, "conflict", m));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let key = create_key(&state.herald, tenant.id).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(TenantCreated {
+            id: tenant.id.to_string(),
+            name: tenant.name,
+            api_key: key.plaintext,
+            webhook_secret: tenant.webhook_secret,
+        }),
+    ))
+}
+
+#[utoipa::path(post, path = "/v1/tenants/{tenant}/keys", params(("tenant" = String, Path)),
+    responses((status = 201, body = KeyCreated), (status = 401), (status = 403), (status = 404)))]
+pub async fn create_tenant_key(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    Path(tenant): Path<String>,
+) -> ApiResult<(StatusCode, Json<KeyCreated>)> {
+    let tenant = path_id(&tenant, "tenant")?;
+    let key = create_key(&state.herald, tenant).await?;
+    Ok((StatusCode::CREATED, Json(KeyCreated { key_id: key.key_id, api_key: key.plaintext })))
+}
+
+#[utoipa::path(delete, path = "/v1/tenants/{tenant}/keys/{key_id}",
+    params(("tenant" = String, Path), ("key_id" = String, Path)),
+    responses((status = 200), (status = 401), (status = 403), (status = 404)))]
+pub async fn revoke_tenant_key(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    Path((tenant, key_id)): Path<(String, String)>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let tenant = path_id(&tenant, "tenant")?;
+    if key_id.len() > keys::KEY_LEN_MAX {
+        return Err(ApiError::not_found("key"));
+    }
+    let now = state.herald.clock().now_ms();
+    let key = key_id.as_str();
+    let revoked = state
+        .herald
+        .transaction(|tx| {
+            Box::pin(async move { Ok(api_key_revoke(tx.conn(), tenant, key, now).await?) })
+        })
+        .await?
+        .value;
+    if !revoked {
+        return Err(ApiError::not_found("key"));
+    }
+    Ok(Json(serde_json::json!({"key_id": key_id, "revoked": true})))
+}
+
+#[utoipa::path(post, path = "/v1/tenants/{tenant}/webhook-secret/rotate", params(("tenant" = String, Path)),
+    responses((status = 200, body = SecretRotated), (status = 401), (status = 403), (status = 404)))]
+pub async fn rotate_webhook_secret(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    Path(tenant): Path<String>,
+) -> ApiResult<Json<SecretRotated>> {
+    let tenant = path_id(&tenant, "tenant")?;
+    let secret = herald::new_webhook_secret().map_err(ApiError::from)?;
+    let s = secret.as_str();
+    let rotated = state
+        .herald
+        .transaction(|tx| {
+            Box::pin(async move { Ok(tenant_rotate_secret(tx.conn(), tenant, s).await?) })
+        })
+        .await?
+        .value;
+    if !rotated {
+        return Err(ApiError::not_found("tenant"));
+    }
+    Ok(Json(SecretRotated { webhook_secret: secret }))
+}
+
+#[utoipa::path(post, path = "/v1/tenants/{tenant}/quotas/{quota_key}/grant", request_body = Grant,
+    params(("tenant" = String, Path), ("quota_key" = String, Path)),
+    responses((status = 200, body = Granted), (status = 400), (status = 401), (status = 403), (status = 404)))]
+pub async fn grant(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    Path((tenant, quota_key)): Path<(String, String)>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<Grant>,
+) -> ApiResult<Json<Granted>> {
+    let tenant = path_id(&tenant, "tenant")?;
+    let idempotency_key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => {
+            let v = v
+                .to_str()
+                .map_err(|_| ApiError::invalid("Idempotency-Key must be visible ASCII"))?;
+            if v.is_empty() || v.len() > IDEMPOTENCY_KEY_LEN_MAX {
+                return Err(ApiError::invalid(format!(
+                    "Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_LEN_MAX} bytes"
+                )));
+            }
+            Some(v.to_string())
+        }
+    };
+    let applied = match state
+        .herald
+        .quota_grant(tenant, &quota_key, body.amount, idempotency_key.as_deref())
+        .await
+    {
+        Err(herald::Error::UnknownTenant) => return Err(ApiError::not_found("tenant")),
+        other => other?,
+    };
+    let quotas = state.herald.quotas(tenant).await?;
+    let quota = quotas
+        .into_iter()
+        .find(|q| q.quota_key == quota_key)
+        .map(QuotaView::from)
+        .ok_or_else(ApiError::internal)?;
+    Ok(Json(Granted { applied, quota }))
+}

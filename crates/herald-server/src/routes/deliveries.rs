@@ -1,0 +1,224 @@
+//! `/v1/deliveries` and `/v1/quotas`: a tenant's own view. Another tenant's delivery is a
+//! 404, never a 403 — the wall does not say what is behind it.
+
+use crate::cursor;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{JsonBody, QueryParams, TenantAuth};
+use crate::routes::path_id;
+use crate::state::AppState;
+use crate::wire::{AttemptList, CreateDelivery, DeliveryList, DeliveryView, QuotaList};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use herald::{DeliveryState, SubmitRequest};
+use herald_store::deliveries::deliveries_list;
+use serde::Deserialize;
+
+/// Default and largest page of `GET /v1/deliveries` (`PAGE_MAX`).
+pub const PAGE_DEFAULT: usize = 50;
+pub const PAGE_MAX: usize = 200;
+
+#[utoipa::path(post, path = "/v1/deliveries", request_body = CreateDelivery,
+    responses((status = 201, body = DeliveryView), (status = 200, body = DeliveryView),
+        (status = 400), (status = 401), (status = 402), (status = 413), (status = 422)))]
+pub async fn create(
+    State(state): State<AppState>,
+    TenantAuth(tenant): TenantAuth,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<CreateDelivery>,
+) -> ApiResult<(StatusCode, Json<DeliveryView>)> {
+    let header_key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| ApiError::invalid("Idempotency-Key must be visible ASCII"))?
+                .to_string(),
+        ),
+    };
+    let operation_key = match (header_key, body.operation_key) {
+        (Some(h), Some(b)) if h != b => {
+            return Err(ApiError::invalid("Idempotency-Key and operation_key differ"));
+        }
+        (Some(k), _) | (None, Some(k)) => k,
+        (None, None) => {
+            return Err(ApiError::invalid(
+                "operation_key (or an Idempotency-Key header) is required",
+            ));
+        }
+    };
+    if !state.channels.contains(&body.channel) {
+        let known: Vec<&str> = state.channels.iter().map(String::as_str).collect();
+        return Err(ApiError::invalid(format!(
+            "unknown or unconfigured channel {:?} (this server delivers: {})",
+            body.channel,
+            if known.is_empty() { "none".to_string() } else { known.join(", ") }
+        )));
+    }
+    let send_at = match body.send_at {
+        None => None,
+        Some(s) => Some(s.parse::<jiff::Timestamp>().map_err(|_| {
+            ApiError::invalid("send_at must be an RFC 3339 time, like 2026-01-02T03:04:05Z")
+        })?),
+    };
+    let request = SubmitRequest {
+        tenant,
+        operation_key,
+        channel: body.channel,
+        to: body.to,
+        payload: body.payload,
+        quota_key: body.quota_key,
+        cost: body.cost,
+        send_at,
+        max_attempts: body.max_attempts,
+    };
+    let herald = state.herald.clone();
+    let result = state
+        .herald
+        .transaction(|tx| {
+            let (herald, request) = (&herald, &request);
+            Box::pin(async move { herald.submit(tx, request).await })
+        })
+        .await;
+    let submitted = match result {
+        Ok(c) => c.value,
+        Err(e) => {
+            crate::metrics::submit(submit_result(&e));
+            return Err(e.into());
+        }
+    };
+    crate::metrics::submit(if submitted.duplicate { "duplicate" } else { "created" });
+    let status = if submitted.duplicate { StatusCode::OK } else { StatusCode::CREATED };
+    let mut view = DeliveryView::from(submitted.delivery);
+    view.duplicate = Some(submitted.duplicate);
+    Ok((status, Json(view)))
+}
+
+fn submit_result(e: &herald::Error) -> &'static str {
+    match e {
+        herald::Error::IdempotencyKeyReused => "reused",
+        herald::Error::QuotaExhausted { .. } => "quota_exhausted",
+        herald::Error::Invalid(_) => "invalid",
+        _ => "error",
+    }
+}
+
+#[utoipa::path(get, path = "/v1/deliveries/{id}", params(("id" = String, Path)),
+    responses((status = 200, body = DeliveryView), (status = 401), (status = 404)))]
+pub async fn show(
+    State(state): State<AppState>,
+    TenantAuth(tenant): TenantAuth,
+    Path(id): Path<String>,
+) -> ApiResult<Json<DeliveryView>> {
+    let id = path_id(&id, "delivery")?;
+    Ok(Json(state.herald.delivery(tenant, id).await?.into()))
+}
+
+#[utoipa::path(get, path = "/v1/deliveries/{id}/attempts", params(("id" = String, Path)),
+    responses((status = 200, body = AttemptList), (status = 401), (status = 404)))]
+pub async fn attempts(
+    State(state): State<AppState>,
+    TenantAuth(tenant): TenantAuth,
+    Path(id): Path<String>,
+) -> ApiResult<Json<AttemptList>> {
+    let id = path_id(&id, "delivery")?;
+    let attempts = state.herald.attempts(tenant, id).await?;
+    Ok(Json(AttemptList { attempts: attempts.into_iter().map(Into::into).collect() }))
+}
+
+#[utoipa::path(post, path = "/v1/deliveries/{id}/replay", params(("id" = String, Path)),
+    responses((status = 200, body = DeliveryView), (status = 401), (status = 402), (status = 404), (status = 409)))]
+pub async fn replay(
+    State(state): State<AppState>,
+    TenantAuth(tenant): TenantAuth,
+    Path(id): Path<String>,
+) -> ApiResult<Json<DeliveryView>> {
+    let id = path_id(&id, "delivery")?;
+    Ok(Json(state.herald.replay(tenant, id).await?.into()))
+}
+
+#[utoipa::path(post, path = "/v1/deliveries/{id}/cancel", params(("id" = String, Path)),
+    responses((status = 200, body = DeliveryView), (status = 401), (status = 404), (status = 409)))]
+pub async fn cancel(
+    State(state): State<AppState>,
+    TenantAuth(tenant): TenantAuth,
+    Path(id): Path<String>,
+) -> ApiResult<Json<DeliveryView>> {
+    let id = path_id(&id, "delivery")?;
+    Ok(Json(state.herald.cancel(tenant, id).await?.into()))
+}
+
+/// `GET /v1/deliveries` query.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    pub state: Option<String>,
+    pub channel: Option<String>,
+    pub limit: Option<String>,
+    pub cursor: Option<String>,
+}
+
+#[utoipa::path(get, path = "/v1/deliveries", params(ListQuery),
+    responses((status = 200, body = DeliveryList), (status = 400), (status = 401)))]
+pub async fn list(
+    State(state): State<AppState>,
+    TenantAuth(tenant): TenantAuth,
+    QueryParams(q): QueryParams<ListQuery>,
+) -> ApiResult<Json<DeliveryList>> {
+    let limit = match q.limit.as_deref() {
+        None => PAGE_DEFAULT,
+        Some(raw) => match raw.parse::<usize>() {
+            Ok(n) if (1..=PAGE_MAX).contains(&n) => n,
+            _ => return Err(ApiError::invalid(format!("limit must be between 1 and {PAGE_MAX}"))),
+        },
+    };
+    let filter_state = match q.state.as_deref() {
+        None => None,
+        Some(s) => Some(s.parse::<DeliveryState>().map_err(|_| {
+            ApiError::invalid("state must be pending, sending, sent, failed or cancelled")
+        })?),
+    };
+    let before = match q.cursor.as_deref() {
+        None => None,
+        Some(c) => Some(cursor::decode(c, q.state.as_deref(), q.channel.as_deref()).map_err(
+            |e| match e {
+                cursor::CursorError::Malformed => ApiError::invalid("malformed cursor"),
+                cursor::CursorError::OtherFilters => {
+                    ApiError::invalid("this cursor belongs to a listing with other filters")
+                }
+            },
+        )?),
+    };
+    let channel = q.channel.clone();
+    let rows = state
+        .herald
+        .transaction(|tx| {
+            let channel = channel.as_deref();
+            Box::pin(async move {
+                Ok(deliveries_list(tx.conn(), tenant, filter_state, channel, before, limit + 1)
+                    .await?)
+            })
+        })
+        .await
+        .map_err(ApiError::from)?
+        .value;
+    let more = rows.len() > limit;
+    let page: Vec<DeliveryView> =
+        rows.into_iter().take(limit).map(|r| herald::Delivery::from(r).into()).collect();
+    let next_cursor = match (more, page.last()) {
+        (true, Some(last)) => {
+            let last = uuid::Uuid::try_parse(&last.id).map_err(|_| ApiError::internal())?;
+            Some(cursor::encode(last, q.state.as_deref(), q.channel.as_deref()))
+        }
+        _ => None,
+    };
+    Ok(Json(DeliveryList { deliveries: page, next_cursor }))
+}
+
+#[utoipa::path(get, path = "/v1/quotas", responses((status = 200, body = QuotaList), (status = 401)))]
+pub async fn quotas(
+    State(state): State<AppState>,
+    TenantAuth(tenant): TenantAuth,
+) -> ApiResult<Json<QuotaList>> {
+    let quotas = state.herald.quotas(tenant).await?;
+    Ok(Json(QuotaList { quotas: quotas.into_iter().map(Into::into).collect() }))
+}

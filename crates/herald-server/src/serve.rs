@@ -1,0 +1,168 @@
+//! `herald serve`: the HTTP API, workers, the reconciler and retention in one process,
+//! all stopped by one cancellation token (SIGTERM/SIGINT in the binary) and all awaited.
+
+use crate::state::AppState;
+use crate::{app, keys};
+use herald::{
+    CancellationToken, Channel, Herald, Reconciler, ReconcilerOptions, Worker, WorkerOptions,
+};
+use herald_store::deliveries::retention_prune;
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Final deliveries pruned per statement.
+pub const RETENTION_BATCH: usize = 1000;
+/// How often retention runs.
+pub const RETENTION_EVERY: Duration = Duration::from_secs(60);
+
+/// What to run and how.
+#[derive(Clone)]
+pub struct ServeConfig {
+    /// `None`: no HTTP API (`herald worker`).
+    pub listen: Option<SocketAddr>,
+    pub admin_key: Option<String>,
+    pub metrics_token: Option<String>,
+    /// `None`: no workers in this process.
+    pub worker: Option<WorkerOptions>,
+    /// `None`: no reconciler in this process.
+    pub reconciler: Option<ReconcilerOptions>,
+    /// `HERALD_RETENTION`; `None` disables pruning in this process.
+    pub retention: Option<Duration>,
+    pub channels: Vec<(String, Arc<dyn Channel>)>,
+}
+
+impl std::fmt::Debug for ServeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeConfig")
+            .field("listen", &self.listen)
+            .field("worker", &self.worker)
+            .field("reconciler", &self.reconciler)
+            .field("retention", &self.retention)
+            .field("channels", &self.channels.iter().map(|(n, _)| n).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Why serving stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Herald(#[from] herald::Error),
+    #[error("the HTTP server failed")]
+    Http(#[source] std::io::Error),
+}
+
+/// The router's state for `herald` and `config`.
+pub fn state(herald: &Herald, config: &ServeConfig) -> AppState {
+    AppState {
+        herald: herald.clone(),
+        admin_key_sha256: config.admin_key.as_deref().filter(|k| !k.is_empty()).map(keys::digest),
+        metrics_token_sha256: config
+            .metrics_token
+            .as_deref()
+            .filter(|k| !k.is_empty())
+            .map(keys::digest),
+        channels: Arc::new(config.channels.iter().map(|(n, _)| n.clone()).collect::<BTreeSet<_>>()),
+        metrics: crate::metrics::handle(),
+    }
+}
+
+/// Runs until `shutdown` is cancelled; then stops accepting requests, shuts the workers
+/// down gracefully and returns once every task has ended. `ready` receives the bound
+/// address (useful with port 0).
+pub async fn run(
+    herald: Herald,
+    config: ServeConfig,
+    shutdown: CancellationToken,
+    ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
+) -> Result<(), ServeError> {
+    let worker = match &config.worker {
+        Some(options) => {
+            Some(Worker::new(herald.clone(), options.clone(), config.channels.clone())?)
+        }
+        None => None,
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    if let Some(addr) = config.listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        let bound = listener.local_addr().map_err(ServeError::Http)?;
+        tracing::info!(%bound, "listening");
+        if let Some(ready) = ready {
+            let _ = ready.send(bound);
+        }
+        let router = app(state(&herald, &config));
+        let stop = shutdown.clone();
+        tasks.spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+                .map_err(ServeError::Http)
+        });
+    }
+    if let Some(worker) = worker {
+        let stop = shutdown.clone();
+        tasks.spawn(async move { worker.run(stop).await.map_err(ServeError::from) });
+    }
+    if let Some(options) = config.reconciler {
+        let reconciler = Reconciler::new(herald.clone(), options);
+        let stop = shutdown.clone();
+        tasks.spawn(async move { reconciler.run(stop).await.map_err(ServeError::from) });
+    }
+    if let Some(retention) = config.retention {
+        let (herald, stop) = (herald.clone(), shutdown.clone());
+        tasks.spawn(async move {
+            loop {
+                if let Err(e) = prune(&herald, retention).await {
+                    tracing::warn!(error = %e, "retention pass failed");
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return Ok(()),
+                    _ = tokio::time::sleep(RETENTION_EVERY) => {}
+                }
+            }
+        });
+    }
+    let mut first_error = None;
+    while let Some(joined) = tasks.join_next().await {
+        let result =
+            joined.unwrap_or_else(|e| Err(ServeError::Http(std::io::Error::other(e.to_string()))));
+        if let Err(e) = result {
+            tracing::error!(error = %e, "a part of the server stopped");
+            shutdown.cancel();
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// One retention pass: prunes final deliveries (and receipts) older than `retention` in
+/// bounded batches. Returns (deliveries, receipts) removed.
+pub async fn prune(herald: &Herald, retention: Duration) -> Result<(u64, u64), herald::Error> {
+    let now = herald.clock().now_ms().unwrap_or_else(herald_store::clock::system_ms);
+    let cutoff = now.saturating_sub(retention.as_millis().min(i64::MAX as u128) as i64);
+    let mut total = (0, 0);
+    loop {
+        let (d, r) = herald
+            .transaction(|tx| {
+                Box::pin(
+                    async move { Ok(retention_prune(tx.conn(), cutoff, RETENTION_BATCH).await?) },
+                )
+            })
+            .await?
+            .value;
+        total = (total.0 + d, total.1 + r);
+        if d < RETENTION_BATCH as u64 && r < RETENTION_BATCH as u64 {
+            return Ok(total);
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! What every handler shares.
+
+use herald::Herald;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub herald: Herald,
+    /// SHA-256 of `HERALD_ADMIN_KEY`; `None` disables the admin calls (403).
+    pub admin_key_sha256: Option<[u8; 32]>,
+    /// `HERALD_METRICS_TOKEN`: when set, `/metrics` needs `Authorization: Bearer <token>`.
+    pub metrics_token_sha256: Option<[u8; 32]>,
+    /// Channels this deployment delivers; a submit for any other is a 400.
+    pub channels: Arc<BTreeSet<String>>,
+    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("herald", &self.herald)
+            .field("admin", &self.admin_key_sha256.is_some())
+            .field("channels", &self.channels)
+            .finish()
+    }
+}
