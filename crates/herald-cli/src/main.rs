@@ -5,8 +5,12 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod channels;
 mod demo;
 mod migrate;
+mod ops;
+mod run;
+mod settings;
 
 /// The default database: an SQLite file in the working directory.
 const DB_DEFAULT: &str = "herald.db";
@@ -24,8 +28,42 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// HTTP API, workers, reconciler and retention in one process.
+    Serve(run::ServeArgs),
+    /// Workers only (more send capacity next to a `serve`).
+    Worker(run::ServeArgs),
+    /// Re-queue or fail deliveries whose worker vanished.
+    Reconcile(run::ReconcileArgs),
     /// Create or upgrade herald's schema (also done automatically on every start).
     Migrate(migrate::Args),
+    /// Tenants.
+    Tenant {
+        #[command(flatten)]
+        db: ops::Db,
+        #[command(subcommand)]
+        cmd: ops::TenantCmd,
+    },
+    /// API keys.
+    Key {
+        #[command(flatten)]
+        db: ops::Db,
+        #[command(subcommand)]
+        cmd: ops::KeyCmd,
+    },
+    /// Quota accounts.
+    Quota {
+        #[command(flatten)]
+        db: ops::Db,
+        #[command(subcommand)]
+        cmd: ops::QuotaCmd,
+    },
+    /// Inspect, replay and cancel deliveries.
+    Deliveries {
+        #[command(flatten)]
+        db: ops::Db,
+        #[command(subcommand)]
+        cmd: ops::DeliveriesCmd,
+    },
     /// Show, with real transactions and real contention, why herald exists.
     Demo(demo::Args),
 }
@@ -57,7 +95,14 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Serve(args) => run::serve(args, run::Role::Serve).await,
+        Command::Worker(args) => run::serve(args, run::Role::Worker).await,
+        Command::Reconcile(args) => run::reconcile(args).await,
         Command::Migrate(args) => migrate::run(args).await,
+        Command::Tenant { db, cmd } => ops::tenant(db, cmd).await,
+        Command::Key { db, cmd } => ops::key(db, cmd).await,
+        Command::Quota { db, cmd } => ops::quota(db, cmd).await,
+        Command::Deliveries { db, cmd } => ops::deliveries(db, cmd).await,
         Command::Demo(args) => demo::run(args).await,
     }
 }

@@ -1,0 +1,316 @@
+//! Operator commands on the database: tenants, keys, quotas, deliveries. Human tables by
+//! default, `--json` for scripts.
+
+use anyhow::{Context, Result, anyhow, bail};
+use herald::{Delivery, DeliveryState, Herald};
+use herald_server::keys;
+use herald_store::deliveries::{deliveries_list, delivery_get};
+use herald_store::keys::{api_key_insert, api_key_revoke};
+use herald_store::tenants::tenant_exists;
+use uuid::Uuid;
+
+#[derive(Debug, clap::Args)]
+pub struct Db {
+    /// Database: a file path or sqlite://PATH, or postgres://…
+    #[arg(long, env = "HERALD_DB", default_value = crate::DB_DEFAULT)]
+    db: String,
+    /// Print JSON.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TenantCmd {
+    /// Create a tenant; prints its API key and webhook secret once.
+    Create { name: String },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum KeyCmd {
+    /// Create another API key for a tenant; prints it once.
+    Create { tenant: String },
+    /// Revoke a key (by its public key id).
+    Revoke { tenant: String, key_id: String },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum QuotaCmd {
+    /// Add units to a tenant's quota account.
+    Grant {
+        tenant: String,
+        quota_key: String,
+        amount: String,
+        /// Makes a retried grant count once.
+        #[arg(long)]
+        idempotency_key: Option<String>,
+    },
+    /// A tenant's accounts.
+    Show { tenant: String },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum DeliveriesCmd {
+    /// A tenant's deliveries, newest first.
+    List {
+        tenant: String,
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        channel: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// One delivery.
+    Show { id: String },
+    /// A delivery's attempts.
+    Attempts { id: String },
+    /// Re-queue a failed or cancelled delivery (same id, new reservation).
+    Replay { id: String },
+    /// Cancel a pending delivery (its reservation is released).
+    Cancel { id: String },
+}
+
+fn uuid(what: &str, raw: &str) -> Result<Uuid> {
+    Uuid::try_parse(raw).map_err(|_| anyhow!("{what} {raw:?} is not a UUID"))
+}
+
+async fn open(db: &Db) -> Result<Herald> {
+    Ok(Herald::open(&db.db).await?)
+}
+
+pub async fn tenant(db: Db, cmd: TenantCmd) -> Result<()> {
+    let herald = open(&db).await?;
+    match cmd {
+        TenantCmd::Create { name } => {
+            let tenant = herald.tenant_create(&name).await?;
+            let key = new_key(&herald, tenant.id).await?;
+            if db.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"id": tenant.id, "name": tenant.name, "api_key": key.plaintext, "webhook_secret": tenant.webhook_secret})
+                );
+            } else {
+                println!("tenant         {}  {}", tenant.id, tenant.name);
+                println!("api key        {}", key.plaintext);
+                println!("webhook secret {}", tenant.webhook_secret);
+                println!("(both are shown once; store them now)");
+            }
+        }
+    }
+    herald.close().await;
+    Ok(())
+}
+
+async fn new_key(herald: &Herald, tenant: Uuid) -> Result<keys::NewKey> {
+    let key = keys::generate().map_err(|e| anyhow!("no randomness: {e}"))?;
+    let k = &key;
+    let created = herald
+        .transaction(|tx| {
+            Box::pin(async move {
+                if !tenant_exists(tx.conn(), tenant).await? {
+                    return Ok(false);
+                }
+                api_key_insert(tx.conn(), &k.key_id, tenant, &k.secret_sha256, None).await?;
+                Ok(true)
+            })
+        })
+        .await?
+        .value;
+    if !created {
+        bail!("no tenant {tenant}");
+    }
+    Ok(key)
+}
+
+pub async fn key(db: Db, cmd: KeyCmd) -> Result<()> {
+    let herald = open(&db).await?;
+    match cmd {
+        KeyCmd::Create { tenant } => {
+            let key = new_key(&herald, uuid("tenant", &tenant)?).await?;
+            if db.json {
+                println!("{}", serde_json::json!({"key_id": key.key_id, "api_key": key.plaintext}));
+            } else {
+                println!("key id  {}\napi key {}\n(shown once)", key.key_id, key.plaintext);
+            }
+        }
+        KeyCmd::Revoke { tenant, key_id } => {
+            let tenant = uuid("tenant", &tenant)?;
+            let k = key_id.as_str();
+            let revoked = herald
+                .transaction(|tx| {
+                    Box::pin(async move { Ok(api_key_revoke(tx.conn(), tenant, k, None).await?) })
+                })
+                .await?
+                .value;
+            if !revoked {
+                bail!("no key {key_id:?} for tenant {tenant}");
+            }
+            if db.json {
+                println!("{}", serde_json::json!({"key_id": key_id, "revoked": true}));
+            } else {
+                println!("revoked {key_id}");
+            }
+        }
+    }
+    herald.close().await;
+    Ok(())
+}
+
+pub async fn quota(db: Db, cmd: QuotaCmd) -> Result<()> {
+    let herald = open(&db).await?;
+    let tenant_id = match &cmd {
+        QuotaCmd::Grant { tenant, .. } | QuotaCmd::Show { tenant } => uuid("tenant", tenant)?,
+    };
+    if let QuotaCmd::Grant { quota_key, amount, idempotency_key, .. } = &cmd {
+        let amount: i64 =
+            amount.parse().map_err(|_| anyhow!("amount {amount:?} is not a whole number"))?;
+        let applied = herald
+            .quota_grant(tenant_id, quota_key, amount, idempotency_key.as_deref())
+            .await
+            .map_err(|e| match e {
+                herald::Error::UnknownTenant => anyhow!("no tenant {tenant_id}"),
+                e => e.into(),
+            })?;
+        if !applied && !db.json {
+            println!("(already granted under this idempotency key; nothing added)");
+        }
+    }
+    let quotas = herald.quotas(tenant_id).await?;
+    if db.json {
+        let rows: Vec<_> = quotas
+            .iter()
+            .map(|q| serde_json::json!({"quota_key": q.quota_key, "granted": q.granted, "available": q.available, "reserved": q.reserved, "spent": q.spent}))
+            .collect();
+        println!("{}", serde_json::json!({"quotas": rows}));
+    } else {
+        println!(
+            "{:<20} {:>12} {:>12} {:>12} {:>12}",
+            "QUOTA KEY", "GRANTED", "AVAILABLE", "RESERVED", "SPENT"
+        );
+        for q in quotas {
+            println!(
+                "{:<20} {:>12} {:>12} {:>12} {:>12}",
+                q.quota_key, q.granted, q.available, q.reserved, q.spent
+            );
+        }
+    }
+    herald.close().await;
+    Ok(())
+}
+
+fn delivery_json(d: &Delivery) -> serde_json::Value {
+    serde_json::json!({
+        "id": d.id, "tenant": d.tenant, "operation_key": d.operation_key, "channel": d.channel,
+        "to": d.to, "state": d.state.as_str(), "attempts": d.attempts, "max_attempts": d.max_attempts,
+        "quota_key": d.quota_key, "cost": d.cost, "next_attempt_at": d.next_attempt_at.to_string(),
+        "last_error": d.last_error, "created_at": d.created_at.to_string(),
+        "updated_at": d.updated_at.to_string(), "sent_at": d.sent_at.map(|t| t.to_string()),
+    })
+}
+
+fn delivery_line(d: &Delivery) -> String {
+    format!(
+        "{}  {:<9} {:<8} {:>3}/{:<3} {:<24} {}",
+        d.id,
+        d.state.as_str(),
+        d.channel,
+        d.attempts,
+        d.max_attempts,
+        d.operation_key,
+        d.last_error.as_deref().unwrap_or("")
+    )
+}
+
+/// The tenant of a delivery (operators act on any tenant's deliveries).
+async fn tenant_of(herald: &Herald, id: Uuid) -> Result<Uuid> {
+    let row = herald
+        .transaction(|tx| {
+            Box::pin(async move { Ok(delivery_get(tx.conn(), None, id, false).await?) })
+        })
+        .await?
+        .value;
+    row.map(|r| r.tenant_id).ok_or_else(|| anyhow!("no delivery {id}"))
+}
+
+pub async fn deliveries(db: Db, cmd: DeliveriesCmd) -> Result<()> {
+    let herald = open(&db).await?;
+    match cmd {
+        DeliveriesCmd::List { tenant, state, channel, limit } => {
+            let tenant = uuid("tenant", &tenant)?;
+            if !(1..=1000).contains(&limit) {
+                bail!("--limit must be 1 to 1000");
+            }
+            let state = match state {
+                None => None,
+                Some(s) => Some(s.parse::<DeliveryState>().map_err(|e| anyhow!("{e}"))?),
+            };
+            let channel = channel.as_deref();
+            let rows = herald
+                .transaction(|tx| {
+                    Box::pin(async move {
+                        Ok(deliveries_list(tx.conn(), tenant, state, channel, None, limit).await?)
+                    })
+                })
+                .await?
+                .value;
+            let list: Vec<Delivery> = rows.into_iter().map(Delivery::from).collect();
+            if db.json {
+                let rows: Vec<_> = list.iter().map(delivery_json).collect();
+                println!("{}", serde_json::json!({"deliveries": rows}));
+            } else {
+                for d in &list {
+                    println!("{}", delivery_line(d));
+                }
+            }
+        }
+        DeliveriesCmd::Show { id } => {
+            let id = uuid("delivery", &id)?;
+            let d = herald.delivery(tenant_of(&herald, id).await?, id).await?;
+            print_delivery(&d, db.json);
+        }
+        DeliveriesCmd::Attempts { id } => {
+            let id = uuid("delivery", &id)?;
+            let attempts = herald.attempts(tenant_of(&herald, id).await?, id).await?;
+            if db.json {
+                let rows: Vec<_> = attempts
+                    .iter()
+                    .map(|a| serde_json::json!({"n": a.n, "worker": a.worker, "started_at": a.started_at.to_string(), "finished_at": a.finished_at.map(|t| t.to_string()), "outcome": a.outcome, "error_code": a.error_code, "error_message": a.error_message}))
+                    .collect();
+                println!("{}", serde_json::json!({"attempts": rows}));
+            } else {
+                for a in attempts {
+                    println!(
+                        "{:>3}  {:<10} {:<24} {} {}",
+                        a.n,
+                        a.outcome.as_deref().unwrap_or("running"),
+                        a.worker,
+                        a.started_at,
+                        a.error_message.as_deref().unwrap_or("")
+                    );
+                }
+            }
+        }
+        DeliveriesCmd::Replay { id } => {
+            let id = uuid("delivery", &id)?;
+            let d =
+                herald.replay(tenant_of(&herald, id).await?, id).await.context("replay refused")?;
+            print_delivery(&d, db.json);
+        }
+        DeliveriesCmd::Cancel { id } => {
+            let id = uuid("delivery", &id)?;
+            let d =
+                herald.cancel(tenant_of(&herald, id).await?, id).await.context("cancel refused")?;
+            print_delivery(&d, db.json);
+        }
+    }
+    herald.close().await;
+    Ok(())
+}
+
+fn print_delivery(d: &Delivery, json: bool) {
+    if json {
+        println!("{}", delivery_json(d));
+    } else {
+        println!("{}", delivery_line(d));
+    }
+}

@@ -1,0 +1,124 @@
+//! `herald serve`, `herald worker`, `herald reconcile`: the long-running commands.
+
+use crate::settings::{Resolved, Settings};
+use anyhow::{Context, Result};
+use herald::{CancellationToken, EngineOptions, Herald, Reconciler};
+use herald_server::serve::{ServeConfig, run};
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    settings: Settings,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReconcileArgs {
+    #[command(flatten)]
+    settings: Settings,
+    /// One pass, print what it did, exit.
+    #[arg(long)]
+    once: bool,
+    /// With --once: print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What a process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// API + workers + reconciler + retention.
+    Serve,
+    /// Workers only.
+    Worker,
+}
+
+async fn open(settings: &Resolved) -> Result<Herald> {
+    let herald = Herald::open(&settings.db).await?;
+    Ok(herald.with_options(EngineOptions { max_attempts: settings.max_attempts })?)
+}
+
+/// SIGTERM or SIGINT cancels the token.
+fn on_signal(token: CancellationToken) {
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(term) => term,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "no SIGTERM handler");
+                        let _ = ctrl_c.await;
+                        token.cancel();
+                        return;
+                    }
+                };
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("shutting down");
+        token.cancel();
+    });
+}
+
+pub async fn serve(args: ServeArgs, role: Role) -> Result<()> {
+    let settings = args.settings.resolve()?;
+    let herald = open(&settings).await?;
+    let channels = crate::channels::configured(&settings)?;
+    if channels.is_empty() {
+        tracing::warn!("no delivery channels are configured: submits will be refused with 400");
+    }
+    let config = ServeConfig {
+        listen: (role == Role::Serve).then_some(settings.listen),
+        admin_key: settings.admin_key.clone(),
+        metrics_token: settings.metrics_token.clone(),
+        worker: Some(settings.worker.clone()),
+        reconciler: (role == Role::Serve).then_some(settings.reconciler),
+        retention: (role == Role::Serve).then_some(settings.retention),
+        channels,
+    };
+    let shutdown = CancellationToken::new();
+    on_signal(shutdown.clone());
+    let (ready, bound) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        if let Ok(addr) = bound.await {
+            eprintln!("herald listening on http://{addr}");
+        }
+    });
+    run(herald.clone(), config, shutdown, Some(ready)).await.context("herald stopped")?;
+    herald.close().await;
+    Ok(())
+}
+
+pub async fn reconcile(args: ReconcileArgs) -> Result<()> {
+    let settings = args.settings.resolve()?;
+    let herald = open(&settings).await?;
+    let reconciler = Reconciler::new(herald.clone(), settings.reconciler);
+    if args.once {
+        let report = reconciler.run_once().await?;
+        let age = report.oldest_due_age.map(|d| d.as_secs_f64());
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({"requeued": report.requeued, "failed": report.failed, "oldest_due_age_seconds": age})
+            );
+        } else {
+            println!(
+                "re-queued {} | failed {} | oldest due delivery waiting {}",
+                report.requeued,
+                report.failed,
+                age.map_or("-".to_string(), |s| format!("{s:.1}s"))
+            );
+        }
+    } else {
+        let shutdown = CancellationToken::new();
+        on_signal(shutdown.clone());
+        reconciler.run(shutdown).await?;
+    }
+    herald.close().await;
+    Ok(())
+}

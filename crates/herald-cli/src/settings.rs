@@ -1,0 +1,270 @@
+//! Settings: every one is a flag and an env var, optionally a key in `herald.toml`, with a
+//! documented default. Precedence: flag, then env var, then the file, then the default.
+//! Raw strings are parsed once, here, into typed values; a bad value is one clear line
+//! naming the setting.
+
+use anyhow::{Context, Result, anyhow, bail};
+use herald::{ReconcilerOptions, RetryPolicy, WorkerOptions};
+use herald_core::Backoff;
+use herald_core::duration::parse_duration;
+use herald_core::limits;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The raw settings, as given on the command line or in the environment.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Settings {
+    /// Database: a file path or sqlite://PATH (created and migrated on first start), or postgres://… [default: herald.db]
+    #[arg(long, env = "HERALD_DB")]
+    pub db: Option<String>,
+    /// Optional settings file (keys like `listen = "0.0.0.0:8080"`) [default: ./herald.toml if present]
+    #[arg(long, env = "HERALD_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// HTTP address [default: 127.0.0.1:8080]
+    #[arg(long, env = "HERALD_LISTEN")]
+    pub listen: Option<String>,
+    /// The admin key: only it creates tenants, keys and grants [default: none, admin calls disabled]
+    #[arg(long, env = "HERALD_ADMIN_KEY", hide_env_values = true)]
+    pub admin_key: Option<String>,
+    /// Concurrent sends per process [default: 8]
+    #[arg(long, env = "HERALD_WORKERS")]
+    pub workers: Option<String>,
+    /// Lease length [default: 60s]
+    #[arg(long, env = "HERALD_LEASE")]
+    pub lease: Option<String>,
+    /// Longest single send; plus 5s it must be shorter than the lease [default: 30s]
+    #[arg(long, env = "HERALD_SEND_TIMEOUT")]
+    pub send_timeout: Option<String>,
+    /// Fallback polling when no wake-up arrives [default: 1s]
+    #[arg(long, env = "HERALD_POLL_INTERVAL")]
+    pub poll_interval: Option<String>,
+    /// Reconciler period [default: 10s]
+    #[arg(long, env = "HERALD_RECONCILE_EVERY")]
+    pub reconcile_every: Option<String>,
+    /// Attempts per delivery unless the submit says otherwise [default: 8]
+    #[arg(long, env = "HERALD_MAX_ATTEMPTS")]
+    pub max_attempts: Option<String>,
+    /// First retry backoff ceiling [default: 1s]
+    #[arg(long, env = "HERALD_BACKOFF_BASE")]
+    pub backoff_base: Option<String>,
+    /// Cap on the retry backoff [default: 1h]
+    #[arg(long, env = "HERALD_BACKOFF_MAX")]
+    pub backoff_max: Option<String>,
+    /// Longest provider Retry-After honoured [default: 1h]
+    #[arg(long, env = "HERALD_RETRY_AFTER_MAX")]
+    pub retry_after_max: Option<String>,
+    /// How long started sends may finish on shutdown [default: 10s]
+    #[arg(long, env = "HERALD_SHUTDOWN_GRACE")]
+    pub shutdown_grace: Option<String>,
+    /// Final deliveries older than this are pruned; also the idempotency window [default: 30d]
+    #[arg(long, env = "HERALD_RETENTION")]
+    pub retention: Option<String>,
+    /// Allow webhooks to private, loopback and link-local addresses [default: false]
+    #[arg(long, env = "HERALD_ALLOW_PRIVATE_TARGETS")]
+    pub allow_private_targets: Option<String>,
+    /// SMTP relay: smtp://host:port, smtps://user:pass@host:port, smtp://…?tls=starttls [default: none, no email channel]
+    #[arg(long, env = "HERALD_SMTP_URL", hide_env_values = true)]
+    pub smtp_url: Option<String>,
+    /// Sender address of emails [default: none]
+    #[arg(long, env = "HERALD_SMTP_FROM")]
+    pub smtp_from: Option<String>,
+    /// When set, /metrics needs `Authorization: Bearer <token>` [default: none]
+    #[arg(long, env = "HERALD_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
+}
+
+/// Typed, validated settings.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub db: String,
+    pub listen: SocketAddr,
+    pub admin_key: Option<String>,
+    pub metrics_token: Option<String>,
+    pub worker: WorkerOptions,
+    pub reconciler: ReconcilerOptions,
+    pub max_attempts: u32,
+    pub retention: Duration,
+    // Read by the webhook and email channels (the channels issue); parsed and validated now
+    // so a bad value fails at start.
+    #[allow(dead_code)]
+    pub allow_private_targets: bool,
+    #[allow(dead_code)]
+    pub smtp_url: Option<String>,
+    #[allow(dead_code)]
+    pub smtp_from: Option<String>,
+}
+
+impl Settings {
+    pub fn resolve(&self) -> Result<Resolved> {
+        let file = self.file()?;
+        let get = |flag: &Option<String>, key: &str| -> Option<String> {
+            flag.clone().or_else(|| file.get(key).cloned())
+        };
+        let duration = |flag: &Option<String>, key: &str, default: Duration| -> Result<Duration> {
+            match get(flag, key) {
+                None => Ok(default),
+                Some(raw) => {
+                    parse_duration(&raw).with_context(|| format!("HERALD_{}", key.to_uppercase()))
+                }
+            }
+        };
+        let number = |flag: &Option<String>,
+                      key: &str,
+                      default: u64,
+                      range: std::ops::RangeInclusive<u64>|
+         -> Result<u64> {
+            match get(flag, key) {
+                None => Ok(default),
+                Some(raw) => match raw.trim().parse::<u64>() {
+                    Ok(n) if range.contains(&n) => Ok(n),
+                    _ => bail!(
+                        "HERALD_{}: {raw:?} is not a whole number from {} to {}",
+                        key.to_uppercase(),
+                        range.start(),
+                        range.end()
+                    ),
+                },
+            }
+        };
+        let listen_raw = get(&self.listen, "listen").unwrap_or_else(|| "127.0.0.1:8080".into());
+        let listen = listen_raw.parse::<SocketAddr>().map_err(|_| {
+            anyhow!("HERALD_LISTEN: {listen_raw:?} is not an address like 127.0.0.1:8080")
+        })?;
+        let retry = RetryPolicy {
+            backoff: Backoff {
+                base: duration(
+                    &self.backoff_base,
+                    "backoff_base",
+                    limits::DELIVERY_BACKOFF_BASE_DEFAULT,
+                )?,
+                max: duration(
+                    &self.backoff_max,
+                    "backoff_max",
+                    limits::DELIVERY_BACKOFF_MAX_DEFAULT,
+                )?,
+            },
+            retry_after_max: duration(
+                &self.retry_after_max,
+                "retry_after_max",
+                limits::RETRY_AFTER_MAX_DEFAULT,
+            )?,
+        };
+        let worker = WorkerOptions {
+            slots: number(
+                &self.workers,
+                "workers",
+                limits::WORKER_SLOTS_DEFAULT as u64,
+                1..=10_000,
+            )? as usize,
+            lease: duration(&self.lease, "lease", limits::LEASE_DEFAULT)?,
+            send_timeout: duration(
+                &self.send_timeout,
+                "send_timeout",
+                limits::SEND_TIMEOUT_DEFAULT,
+            )?,
+            poll_interval: duration(
+                &self.poll_interval,
+                "poll_interval",
+                limits::POLL_INTERVAL_DEFAULT,
+            )?,
+            shutdown_grace: duration(
+                &self.shutdown_grace,
+                "shutdown_grace",
+                limits::SHUTDOWN_GRACE_DEFAULT,
+            )?,
+            retry,
+            ..WorkerOptions::default()
+        };
+        worker.validate().map_err(|e| anyhow!("{e}"))?;
+        let reconcile_every =
+            duration(&self.reconcile_every, "reconcile_every", limits::RECONCILE_EVERY_DEFAULT)?;
+        if reconcile_every.is_zero() {
+            bail!("HERALD_RECONCILE_EVERY must be positive");
+        }
+        let allow_private_targets = match get(&self.allow_private_targets, "allow_private_targets")
+            .as_deref()
+        {
+            None | Some("false") | Some("0") | Some("no") => false,
+            Some("true") | Some("1") | Some("yes") => true,
+            Some(other) => bail!("HERALD_ALLOW_PRIVATE_TARGETS: {other:?} is not true or false"),
+        };
+        Ok(Resolved {
+            db: get(&self.db, "db").unwrap_or_else(|| crate::DB_DEFAULT.into()),
+            listen,
+            admin_key: get(&self.admin_key, "admin_key").filter(|k| !k.is_empty()),
+            metrics_token: get(&self.metrics_token, "metrics_token").filter(|k| !k.is_empty()),
+            worker,
+            reconciler: ReconcilerOptions {
+                every: reconcile_every,
+                retry,
+                ..ReconcilerOptions::default()
+            },
+            max_attempts: number(
+                &self.max_attempts,
+                "max_attempts",
+                limits::DELIVERY_ATTEMPTS_DEFAULT as u64,
+                1..=limits::DELIVERY_ATTEMPTS_MAX as u64,
+            )? as u32,
+            retention: duration(&self.retention, "retention", Duration::from_secs(30 * 86_400))?,
+            allow_private_targets,
+            smtp_url: get(&self.smtp_url, "smtp_url"),
+            smtp_from: get(&self.smtp_from, "smtp_from"),
+        })
+    }
+
+    /// The settings file's keys (all values as strings).
+    fn file(&self) -> Result<BTreeMap<String, String>> {
+        let (path, required) = match &self.config {
+            Some(p) => (p.clone(), true),
+            None => (PathBuf::from("herald.toml"), false),
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(BTreeMap::new());
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        let table: toml::Table =
+            text.parse().with_context(|| format!("{} is not valid TOML", path.display()))?;
+        let known = [
+            "db",
+            "listen",
+            "admin_key",
+            "workers",
+            "lease",
+            "send_timeout",
+            "poll_interval",
+            "reconcile_every",
+            "max_attempts",
+            "backoff_base",
+            "backoff_max",
+            "retry_after_max",
+            "shutdown_grace",
+            "retention",
+            "allow_private_targets",
+            "smtp_url",
+            "smtp_from",
+            "metrics_token",
+        ];
+        let mut out = BTreeMap::new();
+        for (key, value) in table {
+            if !known.contains(&key.as_str()) {
+                bail!("{}: unknown setting {key:?}", path.display());
+            }
+            let value = match value {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(n) => n.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => bail!(
+                    "{}: {key} must be a string, number or boolean, not {other}",
+                    path.display()
+                ),
+            };
+            out.insert(key, value);
+        }
+        Ok(out)
+    }
+}
