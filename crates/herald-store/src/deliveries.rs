@@ -873,8 +873,8 @@ pub enum Change {
     NotFound,
     /// The delivery is in a state that does not allow it.
     WrongState(DeliveryState),
-    /// Replay only: not enough quota for the new reservation.
-    QuotaExhausted,
+    /// Replay only: not enough quota on this key for the new reservation.
+    QuotaExhausted(String),
 }
 
 /// Replays a `failed` or `cancelled` delivery: the same row goes back to `pending`, takes
@@ -895,7 +895,7 @@ pub async fn delivery_replay(
     if row.cost > 0
         && !quota_reserve(conn.reborrow(), tenant, &row.quota_key, row.cost, id, seq, now).await?
     {
-        return Ok(Change::QuotaExhausted);
+        return Ok(Change::QuotaExhausted(row.quota_key));
     }
     match conn.reborrow() {
         Conn::Sqlite(c) => {

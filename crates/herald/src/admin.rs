@@ -160,6 +160,6 @@ fn changed(change: Change, operation: &'static str) -> Result<Delivery, Error> {
         Change::Done(row) => Ok((*row).into()),
         Change::NotFound => Err(Error::NotFound),
         Change::WrongState(state) => Err(Error::WrongState { state, operation }),
-        Change::QuotaExhausted => Err(Error::QuotaExhausted { quota_key: String::new() }),
+        Change::QuotaExhausted(quota_key) => Err(Error::QuotaExhausted { quota_key }),
     }
 }

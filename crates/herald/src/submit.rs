@@ -63,6 +63,19 @@ struct Checked<'a> {
     fingerprint: [u8; 32],
 }
 
+/// The latest `send_at` accepted (9999-12-30), so every stored time reads back exactly.
+const SEND_AT_MS_MAX: i64 = 253_402_128_000_000;
+
+fn contains_nul(value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(contains_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || contains_nul(v)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
 fn invalid(message: String) -> Error {
     Error::Invalid(message)
 }
@@ -96,6 +109,10 @@ fn check<'a>(req: &'a SubmitRequest, max_attempts_default: u32) -> Result<Checke
             "max_attempts must be between 1 and {DELIVERY_ATTEMPTS_MAX}, got {max_attempts}"
         )));
     }
+    if contains_nul(&req.payload) {
+        // PostgreSQL's jsonb cannot store U+0000; refuse it on every backend alike.
+        return Err(invalid("payload must not contain the NUL character (\\u0000)".into()));
+    }
     let payload = req.payload.to_string();
     if payload.len() > PAYLOAD_BYTES_MAX {
         return Err(invalid(format!(
@@ -104,6 +121,11 @@ fn check<'a>(req: &'a SubmitRequest, max_attempts_default: u32) -> Result<Checke
         )));
     }
     let send_at_ms = req.send_at.map(|t| t.as_millisecond());
+    if let Some(ms) = send_at_ms
+        && !(0..=SEND_AT_MS_MAX).contains(&ms)
+    {
+        return Err(invalid("send_at must be between 1970-01-01 and 9999-12-30".into()));
+    }
     let fingerprint = fingerprint(&Resolved {
         channel: &req.channel,
         to: &req.to,
