@@ -760,3 +760,51 @@ async fn concurrent_reconcilers_requeue_each_expired_lease_once() {
         assert!(age.is_some_and(|a| a <= Duration::from_secs(2)), "{}: {age:?}", env.name);
     }
 }
+
+#[tokio::test]
+async fn the_database_itself_refuses_a_second_final_movement_and_an_unbalanced_account() {
+    use herald_store::quota::{Settle, quota_settle};
+    for env in envs().await {
+        let d = env.submit(request(env.tenant, "op-1")).await;
+        env.worker(Script::new([]), options("w1")).run_once().await.unwrap();
+        // Another delivery holds 2 units, so the balance CHECKs alone would let a second
+        // release of op-1's 2 units through.
+        env.submit(request(env.tenant, "op-2")).await;
+        assert_eq!(env.quota().await, (100, 96, 2, 2));
+        // A buggy caller releasing a reservation that was already committed: the unique
+        // index on final movements refuses it, and the balances do not move.
+        let tenant = env.tenant;
+        let second = env
+            .herald
+            .transaction(|tx| {
+                Box::pin(async move {
+                    quota_settle(tx.conn(), tenant, "email", 2, d.id, 1, Settle::Release, None)
+                        .await?;
+                    Ok(())
+                })
+            })
+            .await;
+        assert!(
+            matches!(&second, Err(Error::Store(e)) if e.is_unique_violation()),
+            "{}: {second:?}",
+            env.name
+        );
+        assert_eq!(env.quota().await, (100, 96, 2, 2), "{}", env.name);
+        // Taking more than is available breaks the CHECK, whatever the code says.
+        let overdraw = env
+            .herald
+            .transaction(|tx| {
+                Box::pin(async move {
+                    let sql = "UPDATE quota_accounts SET available = available - 1000, spent = spent + 1000";
+                    match tx.conn() {
+                        herald::Conn::Sqlite(c) => herald::sqlx::query(sql).execute(c).await.map(drop)?,
+                        herald::Conn::Postgres(c) => herald::sqlx::query(sql).execute(c).await.map(drop)?,
+                    }
+                    Ok(())
+                })
+            })
+            .await;
+        assert!(overdraw.is_err(), "{}: the CHECK must refuse a negative balance", env.name);
+        assert_eq!(env.quota().await, (100, 96, 2, 2), "{}", env.name);
+    }
+}
