@@ -68,7 +68,7 @@ fn on_signal(token: CancellationToken) {
 pub async fn serve(args: ServeArgs, role: Role) -> Result<()> {
     let settings = args.settings.resolve()?;
     let herald = open(&settings).await?;
-    let channels = crate::channels::configured(&settings)?;
+    let channels = crate::channels::configured(&herald, &settings)?;
     if channels.is_empty() {
         tracing::warn!("no delivery channels are configured: submits will be refused with 400");
     }

@@ -86,10 +86,8 @@ pub struct Resolved {
     pub reconciler: ReconcilerOptions,
     pub max_attempts: u32,
     pub retention: Duration,
-    // Read by the webhook and email channels (the channels issue); parsed and validated now
-    // so a bad value fails at start.
-    #[allow(dead_code)]
     pub allow_private_targets: bool,
+    // Read by the email channel; parsed and validated now so a bad value fails at start.
     #[allow(dead_code)]
     pub smtp_url: Option<String>,
     #[allow(dead_code)]

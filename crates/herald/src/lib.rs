@@ -14,6 +14,7 @@
 
 mod admin;
 mod channel;
+pub mod channels;
 mod clock;
 mod delivery;
 pub mod demo;

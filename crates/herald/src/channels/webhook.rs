@@ -1,0 +1,234 @@
+//! The `webhook` channel: an HTTP POST of the payload, signed per Standard Webhooks.
+//!
+//! Classification (SPEC "Channels"): 2xx sent; 400, 410, 413, 415, 422 terminal (the
+//! request itself is refused); everything else — 401/403/404 during a receiver's deploy,
+//! 408, 409, 429, 3xx (redirects are not followed), 5xx, timeouts, connection errors —
+//! transient, with Retry-After (seconds or an HTTP date) passed on. A target the SSRF
+//! guard refuses is terminal: retrying cannot make it public.
+
+use super::signature::sign;
+use super::ssrf::{GuardedResolver, TargetRefused, is_public};
+use crate::BoxFuture;
+use crate::channel::{Channel, Leased, Outcome};
+use crate::error::Error;
+use crate::runner::Herald;
+use herald_store::tenants::tenant_get;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Settings of the webhook channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WebhookOptions {
+    /// `HERALD_ALLOW_PRIVATE_TARGETS`.
+    pub allow_private_targets: bool,
+    /// Per request; keep it within the worker's send timeout.
+    pub timeout: Duration,
+}
+
+impl Default for WebhookOptions {
+    fn default() -> Self {
+        WebhookOptions {
+            allow_private_targets: false,
+            timeout: herald_core::limits::SEND_TIMEOUT_DEFAULT,
+        }
+    }
+}
+
+/// Sends webhooks for every tenant, signed with the tenant's secret(s).
+#[derive(Debug, Clone)]
+pub struct WebhookChannel {
+    herald: Herald,
+    client: reqwest::Client,
+    options: WebhookOptions,
+}
+
+impl WebhookChannel {
+    pub fn new(herald: Herald, options: WebhookOptions) -> Result<WebhookChannel, Error> {
+        // reqwest is built without a bundled crypto provider; use ring's (first one wins).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(options.timeout)
+            .no_proxy()
+            .user_agent(concat!("herald/", env!("CARGO_PKG_VERSION")))
+            .dns_resolver(Arc::new(GuardedResolver {
+                allow_private: options.allow_private_targets,
+            }))
+            .build()
+            .map_err(|e| Error::app(format!("cannot build the HTTP client: {e}")))?;
+        Ok(WebhookChannel { herald, client, options })
+    }
+
+    async fn deliver(&self, d: &Leased) -> Outcome {
+        let url = match reqwest::Url::parse(&d.to) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => url,
+            _ => {
+                return Outcome::terminal("invalid_url", "`to` must be an http:// or https:// URL");
+            }
+        };
+        // IP literals never reach the resolver: check them here.
+        let literal = url
+            .host_str()
+            .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
+            .and_then(|h| h.parse::<std::net::IpAddr>().ok());
+        if let Some(ip) = literal
+            && !self.options.allow_private_targets
+            && !is_public(ip)
+        {
+            return Outcome::terminal("target_refused", TargetRefused(ip).to_string());
+        }
+        let tenant = d.tenant;
+        let secrets = self
+            .herald
+            .transaction(|tx| Box::pin(async move { Ok(tenant_get(tx.conn(), tenant).await?) }))
+            .await;
+        let secrets = match secrets {
+            Ok(c) => match c.value {
+                Some(t) => t,
+                None => return Outcome::terminal("unknown_tenant", "the tenant no longer exists"),
+            },
+            Err(e) => {
+                return Outcome::transient(
+                    "database",
+                    format!("cannot read the signing secret: {e}"),
+                );
+            }
+        };
+        let mut keys = vec![secrets.webhook_secret.as_str()];
+        keys.extend(secrets.webhook_secret_previous.as_deref());
+        let body = d.payload.to_string().into_bytes();
+        let id = d.id.to_string();
+        let timestamp = jiff::Timestamp::now().as_second();
+        let signature = match sign(&keys, &id, timestamp, &body) {
+            Ok(s) => s,
+            Err(e) => return Outcome::transient("bad_secret", e.to_string()),
+        };
+        let response = self
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("webhook-id", &id)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", signature)
+            .body(body)
+            .send()
+            .await;
+        match response {
+            Ok(r) => classify(
+                r.status().as_u16(),
+                r.headers().get("retry-after").and_then(|v| v.to_str().ok()),
+            ),
+            Err(e) => {
+                if let Some(refused) = find_source::<TargetRefused>(&e) {
+                    return Outcome::terminal("target_refused", refused.to_string());
+                }
+                let code = if e.is_timeout() { "timeout" } else { "connection" };
+                Outcome::transient(code, error_chain(&e))
+            }
+        }
+    }
+}
+
+impl Channel for WebhookChannel {
+    fn send<'a>(&'a self, delivery: &'a Leased) -> BoxFuture<'a, Outcome> {
+        Box::pin(self.deliver(delivery))
+    }
+}
+
+/// The outcome of an HTTP status (and its Retry-After).
+pub fn classify(status: u16, retry_after: Option<&str>) -> Outcome {
+    match status {
+        200..=299 => Outcome::Sent,
+        400 | 410 | 413 | 415 | 422 => Outcome::terminal(
+            format!("http_{status}"),
+            format!("the receiver refused the request ({status})"),
+        ),
+        _ => Outcome::Transient {
+            retry_after: retry_after.and_then(parse_retry_after),
+            code: format!("http_{status}"),
+            message: format!("the receiver answered {status}"),
+        },
+    }
+}
+
+/// Retry-After as delay-seconds or an HTTP date.
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let date = jiff::fmt::rfc2822::parse(value).ok()?.timestamp();
+    let delta = date.duration_since(jiff::Timestamp::now());
+    Some(Duration::try_from(delta).unwrap_or(Duration::ZERO))
+}
+
+fn find_source<'e, T: std::error::Error + 'static>(
+    e: &'e (dyn std::error::Error + 'static),
+) -> Option<&'e T> {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if let Some(found) = c.downcast_ref::<T>() {
+            return Some(found);
+        }
+        cause = c.source();
+    }
+    None
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cause = c.source();
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses() {
+        let kind = |o: Outcome| match o {
+            Outcome::Sent => "sent",
+            Outcome::Transient { .. } => "transient",
+            Outcome::Terminal { .. } => "terminal",
+        };
+        let cases = [
+            (200, "sent"),
+            (204, "sent"),
+            (301, "transient"),
+            (302, "transient"),
+            (400, "terminal"),
+            (401, "transient"),
+            (403, "transient"),
+            (404, "transient"),
+            (408, "transient"),
+            (409, "transient"),
+            (410, "terminal"),
+            (413, "terminal"),
+            (415, "terminal"),
+            (422, "terminal"),
+            (429, "transient"),
+            (500, "transient"),
+            (503, "transient"),
+        ];
+        for (status, expect) in cases {
+            assert_eq!(kind(classify(status, None)), expect, "{status}");
+        }
+        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon"), None);
+        match classify(429, Some("7")) {
+            Outcome::Transient { retry_after, .. } => {
+                assert_eq!(retry_after, Some(Duration::from_secs(7)))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
