@@ -87,10 +87,7 @@ pub struct Resolved {
     pub max_attempts: u32,
     pub retention: Duration,
     pub allow_private_targets: bool,
-    // Read by the email channel; parsed and validated now so a bad value fails at start.
-    #[allow(dead_code)]
     pub smtp_url: Option<String>,
-    #[allow(dead_code)]
     pub smtp_from: Option<String>,
 }
 

@@ -54,6 +54,8 @@ pub async fn create(
             if known.is_empty() { "none".to_string() } else { known.join(", ") }
         )));
     }
+    herald::channels::validate(&body.channel, &body.to, &body.payload)
+        .map_err(ApiError::invalid)?;
     let send_at = match body.send_at {
         None => None,
         Some(s) => Some(s.parse::<jiff::Timestamp>().map_err(|_| {

@@ -1,0 +1,188 @@
+//! The `email` channel: SMTP through lettre, to the relay of `HERALD_SMTP_URL`
+//! (`smtp://host:port`, `smtps://user:pass@host:port`, `smtp://…?tls=starttls`), from
+//! `HERALD_SMTP_FROM`. Payload `{"subject", "text", "html"?}`. The `Message-ID` is derived
+//! from the delivery id, so a re-sent attempt is recognisable downstream (a clue for
+//! dedupe, not a guarantee).
+//!
+//! Classification: 550, 551, 553 (this recipient) terminal; 530, 535 (authentication:
+//! the operator's setup, not the delivery) transient plus an operator alert; every other
+//! reply and every connection error transient.
+
+use crate::BoxFuture;
+use crate::channel::{Channel, Leased, Outcome};
+use crate::error::Error;
+use lettre::message::{Mailbox, MultiPart, SinglePart, header::ContentType};
+use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+use std::time::Duration;
+
+/// Settings of the email channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmailOptions {
+    /// `HERALD_SMTP_URL`.
+    pub smtp_url: String,
+    /// `HERALD_SMTP_FROM`.
+    pub from: String,
+    pub timeout: Duration,
+}
+
+/// Sends emails through one relay.
+#[derive(Debug, Clone)]
+pub struct EmailChannel {
+    transport: AsyncSmtpTransport<Tokio1Executor>,
+    from: Mailbox,
+    message_id_domain: String,
+}
+
+impl EmailChannel {
+    pub fn new(options: &EmailOptions) -> Result<EmailChannel, Error> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let from: Mailbox = options.from.parse().map_err(|e| {
+            Error::Invalid(format!("HERALD_SMTP_FROM {:?} is not an address: {e}", options.from))
+        })?;
+        let transport = AsyncSmtpTransport::<Tokio1Executor>::from_url(&options.smtp_url)
+            .map_err(|e| Error::Invalid(format!("HERALD_SMTP_URL is not a usable SMTP URL: {e}")))?
+            .timeout(Some(options.timeout))
+            .build();
+        let message_id_domain = from.email.domain().to_string();
+        Ok(EmailChannel { transport, from, message_id_domain })
+    }
+
+    fn message(&self, d: &Leased) -> Result<Message, Outcome> {
+        let to: Mailbox = d.to.parse().map_err(|e| {
+            Outcome::terminal("invalid_recipient", format!("`to` is not an email address: {e}"))
+        })?;
+        let payload = EmailPayload::from_json(&d.payload)
+            .map_err(|m| Outcome::terminal("invalid_payload", m))?;
+        let builder = Message::builder()
+            .from(self.from.clone())
+            .to(to)
+            .subject(payload.subject)
+            .message_id(Some(format!("<{}@{}>", d.id, self.message_id_domain)));
+        let text =
+            SinglePart::builder().header(ContentType::TEXT_PLAIN).body(payload.text.to_string());
+        let built = match payload.html {
+            None => builder.singlepart(text),
+            Some(html) => builder.multipart(MultiPart::alternative().singlepart(text).singlepart(
+                SinglePart::builder().header(ContentType::TEXT_HTML).body(html.to_string()),
+            )),
+        };
+        built.map_err(|e| Outcome::terminal("invalid_message", e.to_string()))
+    }
+
+    async fn deliver(&self, d: &Leased) -> Outcome {
+        let message = match self.message(d) {
+            Ok(m) => m,
+            Err(outcome) => return outcome,
+        };
+        match self.transport.send(message).await {
+            Ok(_) => Outcome::Sent,
+            Err(e) => classify(e.status().map(u16::from), &e.to_string()),
+        }
+    }
+}
+
+impl Channel for EmailChannel {
+    fn send<'a>(&'a self, delivery: &'a Leased) -> BoxFuture<'a, Outcome> {
+        Box::pin(self.deliver(delivery))
+    }
+}
+
+/// The outcome of an SMTP reply code (`None`: no reply — a connection error).
+pub fn classify(code: Option<u16>, message: &str) -> Outcome {
+    match code {
+        Some(550 | 551 | 553) => Outcome::terminal(format!("smtp_{}", code.unwrap_or(0)), message),
+        Some(c @ (530 | 535)) => {
+            metrics::counter!("herald_operator_alerts_total", "reason" => "smtp_auth").increment(1);
+            tracing::error!(
+                code = c,
+                "the SMTP relay refused herald's credentials: fix HERALD_SMTP_URL"
+            );
+            Outcome::transient(format!("smtp_{c}"), message)
+        }
+        Some(c) => Outcome::transient(format!("smtp_{c}"), message),
+        None => {
+            metrics::counter!("herald_operator_alerts_total", "reason" => "smtp_unreachable")
+                .increment(1);
+            Outcome::transient("smtp_connection", message)
+        }
+    }
+}
+
+/// `{"subject", "text", "html"?}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmailPayload<'a> {
+    pub subject: &'a str,
+    pub text: &'a str,
+    pub html: Option<&'a str>,
+}
+
+impl<'a> EmailPayload<'a> {
+    /// Checks the shape; the message says what is wrong.
+    pub fn from_json(payload: &'a serde_json::Value) -> Result<EmailPayload<'a>, String> {
+        let object =
+            payload.as_object().ok_or("an email payload is an object {subject, text, html?}")?;
+        if let Some(unknown) =
+            object.keys().find(|k| !matches!(k.as_str(), "subject" | "text" | "html"))
+        {
+            return Err(format!("an email payload has no field {unknown:?} (subject, text, html)"));
+        }
+        let text_field = |name: &str| -> Result<Option<&'a str>, String> {
+            match object.get(name) {
+                None | Some(serde_json::Value::Null) => Ok(None),
+                Some(serde_json::Value::String(s)) => Ok(Some(s.as_str())),
+                Some(_) => Err(format!("{name} must be a string")),
+            }
+        };
+        let subject = text_field("subject")?.ok_or("subject is required")?;
+        let text = text_field("text")?.ok_or("text is required")?;
+        if subject.contains(['\r', '\n']) {
+            return Err("subject must be one line".into());
+        }
+        Ok(EmailPayload { subject, text, html: text_field("html")? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_classify() {
+        let kind = |o: Outcome| match o {
+            Outcome::Sent => "sent",
+            Outcome::Transient { .. } => "transient",
+            Outcome::Terminal { .. } => "terminal",
+        };
+        let cases = [
+            (Some(550), "terminal"),
+            (Some(551), "terminal"),
+            (Some(553), "terminal"),
+            (Some(552), "transient"),
+            (Some(554), "transient"),
+            (Some(421), "transient"),
+            (Some(450), "transient"),
+            (Some(530), "transient"),
+            (Some(535), "transient"),
+            (None, "transient"),
+        ];
+        for (code, expect) in cases {
+            assert_eq!(kind(classify(code, "x")), expect, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn payloads() {
+        let ok = serde_json::json!({"subject": "Ready", "text": "Your repair is ready", "html": "<p>Ready</p>"});
+        assert!(EmailPayload::from_json(&ok).is_ok());
+        for bad in [
+            serde_json::json!("text"),
+            serde_json::json!({"text": "no subject"}),
+            serde_json::json!({"subject": "no text"}),
+            serde_json::json!({"subject": 1, "text": "x"}),
+            serde_json::json!({"subject": "a\nb", "text": "x"}),
+            serde_json::json!({"subject": "s", "text": "x", "attachments": []}),
+        ] {
+            assert!(EmailPayload::from_json(&bad).is_err(), "{bad}");
+        }
+    }
+}
