@@ -44,6 +44,22 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
     }
 }
 
+/// Path parameters. A path that cannot be decoded (invalid UTF-8, …) names nothing that
+/// exists: a JSON 404, like a malformed id.
+#[derive(Debug)]
+pub struct PathParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(PathParams(value)),
+            Err(_) => Err(ApiError::not_found("resource")),
+        }
+    }
+}
+
 /// Query parameters; unknown or malformed ones are a 400.
 #[derive(Debug)]
 pub struct QueryParams<T>(pub T);

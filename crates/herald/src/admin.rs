@@ -74,9 +74,12 @@ impl Herald {
         if !(1..=GRANT_MAX).contains(&amount) {
             return Err(Error::Invalid(format!("amount must be between 1 and {GRANT_MAX}")));
         }
-        if quota_key.is_empty() || quota_key.len() > QUOTA_KEY_LEN_MAX {
+        if quota_key.is_empty()
+            || quota_key.len() > QUOTA_KEY_LEN_MAX
+            || quota_key.chars().any(char::is_control)
+        {
             return Err(Error::Invalid(format!(
-                "quota_key must be 1 to {QUOTA_KEY_LEN_MAX} bytes"
+                "quota_key must be 1 to {QUOTA_KEY_LEN_MAX} bytes without control characters"
             )));
         }
         let now = self.clock().now_ms();

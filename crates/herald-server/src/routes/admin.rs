@@ -2,7 +2,7 @@
 //! rotation and quota grants.
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{AdminAuth, JsonBody};
+use crate::extract::{AdminAuth, JsonBody, PathParams};
 use crate::keys;
 use crate::routes::path_id;
 use crate::state::AppState;
@@ -10,7 +10,7 @@ use crate::wire::{
     CreateTenant, Grant, Granted, KeyCreated, QuotaView, SecretRotated, TenantCreated,
 };
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use herald::Herald;
 use herald_store::keys::{api_key_insert, api_key_revoke};
@@ -76,7 +76,7 @@ pub async fn create_tenant(
 pub async fn create_tenant_key(
     State(state): State<AppState>,
     _admin: AdminAuth,
-    Path(tenant): Path<String>,
+    PathParams(tenant): PathParams<String>,
 ) -> ApiResult<(StatusCode, Json<KeyCreated>)> {
     let tenant = path_id(&tenant, "tenant")?;
     let key = create_key(&state.herald, tenant).await?;
@@ -89,10 +89,11 @@ pub async fn create_tenant_key(
 pub async fn revoke_tenant_key(
     State(state): State<AppState>,
     _admin: AdminAuth,
-    Path((tenant, key_id)): Path<(String, String)>,
+    PathParams((tenant, key_id)): PathParams<(String, String)>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let tenant = path_id(&tenant, "tenant")?;
-    if key_id.len() > keys::KEY_LEN_MAX {
+    // Key ids are 16 hex characters; anything else names no key (and never reaches SQL).
+    if key_id.len() != 16 || !key_id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(ApiError::not_found("key"));
     }
     let now = state.herald.clock().now_ms();
@@ -115,7 +116,7 @@ pub async fn revoke_tenant_key(
 pub async fn rotate_webhook_secret(
     State(state): State<AppState>,
     _admin: AdminAuth,
-    Path(tenant): Path<String>,
+    PathParams(tenant): PathParams<String>,
 ) -> ApiResult<Json<SecretRotated>> {
     let tenant = path_id(&tenant, "tenant")?;
     let secret = herald::new_webhook_secret().map_err(ApiError::from)?;
@@ -139,7 +140,7 @@ pub async fn rotate_webhook_secret(
 pub async fn grant(
     State(state): State<AppState>,
     _admin: AdminAuth,
-    Path((tenant, quota_key)): Path<(String, String)>,
+    PathParams((tenant, quota_key)): PathParams<(String, String)>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<Grant>,
 ) -> ApiResult<Json<Granted>> {

@@ -3,12 +3,12 @@
 
 use crate::cursor;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{JsonBody, QueryParams, TenantAuth};
+use crate::extract::{JsonBody, PathParams, QueryParams, TenantAuth};
 use crate::routes::path_id;
 use crate::state::AppState;
 use crate::wire::{AttemptList, CreateDelivery, DeliveryList, DeliveryView, QuotaList};
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use herald::{DeliveryState, SubmitRequest};
 use herald_store::deliveries::deliveries_list;
@@ -109,7 +109,7 @@ fn submit_result(e: &herald::Error) -> &'static str {
 pub async fn show(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> ApiResult<Json<DeliveryView>> {
     let id = path_id(&id, "delivery")?;
     Ok(Json(state.herald.delivery(tenant, id).await?.into()))
@@ -120,7 +120,7 @@ pub async fn show(
 pub async fn attempts(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> ApiResult<Json<AttemptList>> {
     let id = path_id(&id, "delivery")?;
     let attempts = state.herald.attempts(tenant, id).await?;
@@ -132,7 +132,7 @@ pub async fn attempts(
 pub async fn replay(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> ApiResult<Json<DeliveryView>> {
     let id = path_id(&id, "delivery")?;
     Ok(Json(state.herald.replay(tenant, id).await?.into()))
@@ -143,7 +143,7 @@ pub async fn replay(
 pub async fn cancel(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> ApiResult<Json<DeliveryView>> {
     let id = path_id(&id, "delivery")?;
     Ok(Json(state.herald.cancel(tenant, id).await?.into()))
@@ -190,6 +190,12 @@ pub async fn list(
             },
         )?),
     };
+    if q.channel
+        .as_deref()
+        .is_some_and(|c| c.is_empty() || c.len() > 50 || c.chars().any(char::is_control))
+    {
+        return Err(ApiError::invalid("channel must be 1 to 50 printable characters"));
+    }
     let channel = q.channel.clone();
     let rows = state
         .herald
