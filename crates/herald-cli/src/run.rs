@@ -33,7 +33,13 @@ pub enum Role {
 }
 
 async fn open(settings: &Resolved) -> Result<Herald> {
-    let herald = Herald::open(&settings.db).await?;
+    // One connection per send slot (each records its outcome), plus room for the API, the
+    // reconciler, heartbeats and the LISTEN connection.
+    let options = herald::StoreOptions {
+        connections_max: (settings.worker.slots as u32).saturating_add(10),
+        ..herald::StoreOptions::default()
+    };
+    let herald = Herald::open_with(&settings.db, &options).await?;
     Ok(herald.with_options(EngineOptions { max_attempts: settings.max_attempts })?)
 }
 
