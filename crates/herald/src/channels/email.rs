@@ -39,10 +39,13 @@ impl EmailChannel {
         let from: Mailbox = options.from.parse().map_err(|e| {
             Error::Invalid(format!("HERALD_SMTP_FROM {:?} is not an address: {e}", options.from))
         })?;
-        let transport = AsyncSmtpTransport::<Tokio1Executor>::from_url(&options.smtp_url)
-            .map_err(|e| Error::Invalid(format!("HERALD_SMTP_URL is not a usable SMTP URL: {e}")))?
-            .timeout(Some(options.timeout))
-            .build();
+        let transport =
+            AsyncSmtpTransport::<Tokio1Executor>::from_url(&lettre_url(&options.smtp_url))
+                .map_err(|e| {
+                    Error::Invalid(format!("HERALD_SMTP_URL is not a usable SMTP URL: {e}"))
+                })?
+                .timeout(Some(options.timeout))
+                .build();
         let message_id_domain = from.email.domain().to_string();
         Ok(EmailChannel { transport, from, message_id_domain })
     }
@@ -85,6 +88,12 @@ impl Channel for EmailChannel {
     fn send<'a>(&'a self, delivery: &'a Leased) -> BoxFuture<'a, Outcome> {
         Box::pin(self.deliver(delivery))
     }
+}
+
+/// herald's documented `?tls=starttls` is lettre's `?tls=required` (STARTTLS, and refuse
+/// to go on without it); every other form passes through unchanged.
+fn lettre_url(url: &str) -> String {
+    url.replace("tls=starttls", "tls=required")
 }
 
 /// The outcome of an SMTP reply code (`None`: no reply — a connection error).
