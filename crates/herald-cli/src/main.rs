@@ -5,6 +5,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod bench;
 mod channels;
 mod demo;
 mod migrate;
@@ -75,10 +76,15 @@ enum Command {
     },
     /// Show, with real transactions and real contention, why herald exists.
     Demo(demo::Args),
+    /// Measure herald against the hand-written SQL floor on one PostgreSQL.
+    Bench(bench::Args),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage(e),
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::query=error"));
     let logs = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
@@ -102,6 +108,29 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--help` and `--version` print as usual; a usage error is one line, exit code 1, like
+/// every other error.
+fn usage(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+            eprintln!("error: a command is required (see --help)");
+            ExitCode::FAILURE
+        }
+        _ => {
+            let text = e.to_string();
+            let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
+            let first = first.trim_start_matches("error: ");
+            eprintln!("error: {} (see --help)", one_line(first));
+            ExitCode::FAILURE
+        }
+    }
+}
+
 async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Serve(args) => run::serve(args, run::Role::Serve).await,
@@ -113,6 +142,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Quota { db, cmd } => ops::quota(db, cmd).await,
         Command::Deliveries { db, cmd } => ops::deliveries(db, cmd).await,
         Command::Demo(args) => demo::run(args).await,
+        Command::Bench(args) => bench::run(args).await,
     }
 }
 

@@ -12,7 +12,7 @@ use uuid::Uuid;
 #[derive(Debug, clap::Args)]
 pub struct Db {
     /// Database: a file path or sqlite://PATH, or postgres://…
-    #[arg(long, env = "HERALD_DB", default_value = crate::DB_DEFAULT)]
+    #[arg(long, global = true, env = "HERALD_DB", default_value = crate::DB_DEFAULT)]
     db: String,
     /// Print JSON.
     #[arg(long, global = true)]
@@ -39,6 +39,7 @@ pub enum QuotaCmd {
     Grant {
         tenant: String,
         quota_key: String,
+        #[arg(allow_hyphen_values = true)]
         amount: String,
         /// Makes a retried grant count once.
         #[arg(long)]
@@ -157,13 +158,24 @@ pub async fn key(db: Db, cmd: KeyCmd) -> Result<()> {
 }
 
 pub async fn quota(db: Db, cmd: QuotaCmd) -> Result<()> {
-    let herald = open(&db).await?;
+    // Bad input is refused before the database is opened (or created).
     let tenant_id = match &cmd {
         QuotaCmd::Grant { tenant, .. } | QuotaCmd::Show { tenant } => uuid("tenant", tenant)?,
     };
-    if let QuotaCmd::Grant { quota_key, amount, idempotency_key, .. } = &cmd {
-        let amount: i64 =
-            amount.parse().map_err(|_| anyhow!("amount {amount:?} is not a whole number"))?;
+    let amount = match &cmd {
+        QuotaCmd::Grant { amount, .. } => Some(
+            amount
+                .parse::<i64>()
+                .map_err(|_| anyhow!("amount {amount:?} is not a whole number"))?,
+        ),
+        QuotaCmd::Show { .. } => None,
+    };
+    let max = herald_core::limits::GRANT_MAX;
+    if amount.is_some_and(|a| !(1..=max).contains(&a)) {
+        bail!("amount must be between 1 and {max}");
+    }
+    let herald = open(&db).await?;
+    if let (QuotaCmd::Grant { quota_key, idempotency_key, .. }, Some(amount)) = (&cmd, amount) {
         let applied = herald
             .quota_grant(tenant_id, quota_key, amount, idempotency_key.as_deref())
             .await

@@ -5,6 +5,7 @@
 //! functions and never writes SQL; everything in it is written twice, once per backend,
 //! next to each other, so a difference between the backends is visible in one screen.
 
+pub mod bench;
 pub mod clock;
 pub mod conn;
 pub mod deliveries;

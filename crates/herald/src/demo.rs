@@ -318,6 +318,9 @@ async fn postgres_adversary(
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    // Start waiting well after the victim did, so its deadlock check (deadlock_timeout
+    // after it began waiting) is the one that finds the cycle, even on a loaded machine.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     // Blocks until the victim's transaction is aborted, then takes row 1.
     let result = demo_account_touch(conn(&mut tx), 1).await;
     tx.rollback().await?;

@@ -1,0 +1,1054 @@
+//! End-to-end tests of `herald serve` as real processes: the newcomer's HTTP path on the
+//! default SQLite file, two servers on one PostgreSQL with one of them SIGKILLed mid-run,
+//! a graceful SIGTERM with a send in flight, and the operator CLI.
+//!
+//! Nothing here sleeps to wait for work: the tests wait on signals (a child's stderr line,
+//! the webhook receiver's channel of `webhook-id`s), each under a `tokio::time::timeout`.
+//! Every child is SIGKILLed when its guard drops, so a failing test leaves none behind.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use herald::sqlx::{self, Connection, PgConnection};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, watch};
+
+const BIN: &str = env!("CARGO_BIN_EXE_herald");
+const POSTGRES_ENV: &str = "HERALD_TEST_POSTGRES_URL";
+const ADMIN_KEY: &str = "test-admin-key-3b1f0c9e";
+/// Short timings, so a SIGKILLed process's leases expire within seconds.
+const FAST: [(&str, &str); 6] = [
+    ("HERALD_LEASE", "8s"),
+    ("HERALD_SEND_TIMEOUT", "2s"),
+    ("HERALD_RECONCILE_EVERY", "1s"),
+    ("HERALD_POLL_INTERVAL", "200ms"),
+    ("HERALD_BACKOFF_BASE", "100ms"),
+    ("HERALD_WORKERS", "8"),
+];
+/// `HERALD_WORKERS` above: the most sends a SIGKILL can interrupt in one process.
+const SLOTS: usize = 8;
+/// Start-up includes migrating a fresh database.
+const STARTUP: Duration = Duration::from_secs(30);
+/// One HTTP exchange with a server.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(15);
+/// A delivery submitted to a running server reaches the receiver within this.
+const DELIVERY_BOUND: Duration = Duration::from_secs(20);
+
+// ---------------------------------------------------------------------------------------
+// Child processes
+
+/// A running `herald serve`. Dropping it SIGKILLs the process (also when a test fails).
+struct Proc {
+    name: String,
+    child: Child,
+    addr: SocketAddr,
+    stderr: Arc<Mutex<String>>,
+    lines: mpsc::UnboundedReceiver<String>,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// A `herald` command with none of the test runner's `HERALD_*` or `RUST_LOG` settings.
+fn herald_command(cwd: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(cwd).stdin(Stdio::null()).kill_on_drop(true);
+    for (key, _) in std::env::vars_os() {
+        let k = key.to_string_lossy();
+        if k.starts_with("HERALD_") || k == "RUST_LOG" {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd
+}
+
+impl Proc {
+    /// Starts `herald serve --listen 127.0.0.1:0 ARGS` in `cwd` with the admin key,
+    /// private targets allowed and `env`, and waits for its "listening" line.
+    async fn serve(name: &str, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Proc {
+        let mut cmd = herald_command(cwd);
+        cmd.args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("HERALD_ADMIN_KEY", ADMIN_KEY)
+            .env("HERALD_ALLOW_PRIVATE_TARGETS", "true")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{name}: spawn {BIN}: {e}"));
+        let pipe = child.stderr.take().expect("piped stderr");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, lines) = mpsc::unbounded_channel();
+        let all = stderr.clone();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(pipe).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                {
+                    let mut all = all.lock().unwrap();
+                    all.push_str(&line);
+                    all.push('\n');
+                }
+                let _ = tx.send(line);
+            }
+        });
+        let mut proc = Proc {
+            name: name.to_string(),
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            stderr,
+            lines,
+        };
+        proc.addr = proc
+            .wait_line(STARTUP, "`herald listening on http://…`", |line| {
+                line.strip_prefix("herald listening on http://")?.trim().parse().ok()
+            })
+            .await;
+        proc
+    }
+
+    /// Everything the process wrote to stderr so far.
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits for the first stderr line `pick` accepts.
+    async fn wait_line<T>(
+        &mut self,
+        within: Duration,
+        what: &str,
+        mut pick: impl FnMut(&str) -> Option<T>,
+    ) -> T {
+        let lines = &mut self.lines;
+        let found = tokio::time::timeout(within, async {
+            while let Some(line) = lines.recv().await {
+                if let Some(value) = pick(&line) {
+                    return Some(value);
+                }
+            }
+            None
+        })
+        .await;
+        match found {
+            Ok(Some(value)) => value,
+            Ok(None) => {
+                panic!("{}: stderr closed before {what}; stderr:\n{}", self.name, self.stderr())
+            }
+            Err(_) => {
+                panic!("{}: no {what} within {within:?}; stderr:\n{}", self.name, self.stderr())
+            }
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().unwrap_or_else(|| panic!("{}: already exited", self.name))
+    }
+
+    /// SIGTERM, through kill(1).
+    fn sigterm(&self) {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("run kill -TERM");
+        assert!(status.success(), "{}: kill -TERM failed: {status}", self.name);
+    }
+
+    /// Waits for the process to exit.
+    async fn exit_within(&mut self, within: Duration) -> ExitStatus {
+        match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(Ok(status)) => status,
+            Ok(Err(e)) => panic!("{}: wait: {e}", self.name),
+            Err(_) => {
+                panic!("{}: still running {within:?} later; stderr:\n{}", self.name, self.stderr())
+            }
+        }
+    }
+
+    /// SIGTERM, then asserts exit code 0 within `within`.
+    async fn stop(&mut self, within: Duration) -> Duration {
+        let started = Instant::now();
+        self.sigterm();
+        let status = self.exit_within(within).await;
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "{}: SIGTERM should end it with exit code 0, got {status}; stderr:\n{}",
+            self.name,
+            self.stderr()
+        );
+        started.elapsed()
+    }
+}
+
+/// What one run of a short-lived `herald` command produced.
+#[derive(Debug)]
+struct Run {
+    args: Vec<String>,
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `herald ARGS` to completion in `cwd`.
+async fn herald(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = herald_command(cwd);
+    cmd.args(args).envs(env.iter().copied());
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("herald {args:?} ran for a minute"))
+        .unwrap_or_else(|e| panic!("herald {args:?}: {e}"));
+    Run {
+        args: args.iter().map(|a| a.to_string()).collect(),
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Asserts exit 0 and parses stdout as JSON.
+fn json_out(run: &Run) -> Value {
+    let args = &run.args;
+    assert_eq!(run.code, Some(0), "herald {args:?}: expected exit 0\n{run:#?}");
+    serde_json::from_str(run.stdout.trim())
+        .unwrap_or_else(|e| panic!("herald {args:?}: stdout is not JSON ({e})\n{run:#?}"))
+}
+
+/// The failure contract: a non-zero exit, and stderr is one line starting with `error:`.
+/// Returns what is wrong, if anything.
+fn error_line_problem(run: &Run) -> Option<String> {
+    let lines: Vec<&str> = run.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    let problem = if !matches!(run.code, Some(c) if c != 0) {
+        "expected a non-zero exit"
+    } else if run.stderr.contains("panicked") {
+        "panicked"
+    } else if lines.len() != 1 {
+        "expected exactly one stderr line"
+    } else if !lines[0].starts_with("error:") {
+        "the stderr line must start with `error:`"
+    } else {
+        return None;
+    };
+    Some(format!("herald {:?}: {problem}\n{run:#?}", run.args))
+}
+
+// ---------------------------------------------------------------------------------------
+// HTTP/1.1 by hand (one connection per request, `connection: close`)
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+async fn try_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    bearer: Option<&str>,
+    body: Option<&Value>,
+) -> Result<Reply, String> {
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let mut request =
+            format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n");
+        if let Some(key) = bearer {
+            request.push_str(&format!("authorization: Bearer {key}\r\n"));
+        }
+        if !body.is_empty() {
+            request.push_str("content-type: application/json\r\n");
+        }
+        request.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+        stream.write_all(request.as_bytes()).await.map_err(|e| format!("write: {e}"))?;
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.map_err(|e| format!("read: {e}"))?;
+        parse_reply(&raw)
+    };
+    tokio::time::timeout(HTTP_TIMEOUT, exchange)
+        .await
+        .map_err(|_| format!("no answer within {HTTP_TIMEOUT:?}"))?
+}
+
+fn parse_reply(raw: &[u8]) -> Result<Reply, String> {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) =
+        text.split_once("\r\n\r\n").ok_or_else(|| format!("incomplete answer: {text:?}"))?;
+    let status = head
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("no status line in {head:?}"))?;
+    let header = |name: &str| {
+        head.lines().skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_ascii_lowercase())
+        })
+    };
+    let body = if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        dechunk(body)?
+    } else {
+        if let Some(length) = header("content-length").and_then(|v| v.parse::<usize>().ok())
+            && body.len() != length
+        {
+            return Err(format!("truncated answer ({} of {length} bytes)", body.len()));
+        }
+        body.to_string()
+    };
+    Ok(Reply { status, body })
+}
+
+fn dechunk(mut rest: &str) -> Result<String, String> {
+    let mut out = String::new();
+    loop {
+        let (size, after) = rest.split_once("\r\n").ok_or("truncated chunk size")?;
+        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| format!("bad chunk size {size:?}"))?;
+        if size == 0 {
+            return Ok(out);
+        }
+        let chunk = after.get(..size).ok_or("truncated chunk")?;
+        out.push_str(chunk);
+        rest = after.get(size..).and_then(|r| r.strip_prefix("\r\n")).ok_or("bad chunk end")?;
+    }
+}
+
+/// One request that must get an answer; panics with the server's stderr otherwise.
+async fn call(
+    server: &Proc,
+    method: &str,
+    path: &str,
+    bearer: Option<&str>,
+    body: Option<&Value>,
+) -> Reply {
+    try_request(server.addr, method, path, bearer, body).await.unwrap_or_else(|e| {
+        panic!("{}: {method} {path}: {e}; stderr:\n{}", server.name, server.stderr())
+    })
+}
+
+/// Asserts the status and returns the JSON body; the failure shows what the server said.
+fn expect_status(reply: &Reply, status: u16, what: &str) -> Value {
+    assert_eq!(reply.status, status, "{what}: the server answered {reply:#?}");
+    let json = reply.json();
+    assert!(!json.is_null(), "{what}: the answer is not JSON: {reply:#?}");
+    json
+}
+
+// ---------------------------------------------------------------------------------------
+// The webhook receiver: a real HTTP server that records every request
+
+#[derive(Debug, Clone)]
+struct Hit {
+    id: String,
+    timestamp: Option<String>,
+    signature: Option<String>,
+    body: String,
+}
+
+struct ReceiverState {
+    tx: mpsc::UnboundedSender<Hit>,
+    all: Mutex<Vec<Hit>>,
+    released: watch::Receiver<bool>,
+}
+
+/// Answers 200 to every POST under `/hooks/`; when held, only once released.
+struct Receiver {
+    addr: SocketAddr,
+    hits: mpsc::UnboundedReceiver<Hit>,
+    state: Arc<ReceiverState>,
+    release: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.release.send(true);
+        self.task.abort();
+    }
+}
+
+async fn hook(
+    State(state): State<Arc<ReceiverState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> StatusCode {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let hit = Hit {
+        id: header("webhook-id").unwrap_or_default(),
+        timestamp: header("webhook-timestamp"),
+        signature: header("webhook-signature"),
+        body: String::from_utf8_lossy(&body).into_owned(),
+    };
+    state.all.lock().unwrap().push(hit.clone());
+    let _ = state.tx.send(hit);
+    let mut released = state.released.clone();
+    let _ = released.wait_for(|r| *r).await;
+    StatusCode::OK
+}
+
+impl Receiver {
+    async fn start(hold: bool) -> Receiver {
+        let (release, released) = watch::channel(!hold);
+        let (tx, hits) = mpsc::unbounded_channel();
+        let state = Arc::new(ReceiverState { tx, all: Mutex::new(Vec::new()), released });
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the receiver");
+        let addr = listener.local_addr().expect("receiver address");
+        let app = axum::Router::new()
+            .route("/hooks/{name}", axum::routing::post(hook))
+            .with_state(state.clone());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Receiver { addr, hits, state, release, task }
+    }
+
+    fn url(&self, name: &str) -> String {
+        format!("http://{}/hooks/{name}", self.addr)
+    }
+
+    /// The next request, or a panic naming `server`'s stderr.
+    async fn next(&mut self, within: Duration, server: &Proc) -> Hit {
+        match tokio::time::timeout(within, self.hits.recv()).await {
+            Ok(Some(hit)) => hit,
+            Ok(None) => panic!("the receiver stopped"),
+            Err(_) => panic!(
+                "no webhook within {within:?}; {}'s stderr:\n{}",
+                server.name,
+                server.stderr()
+            ),
+        }
+    }
+
+    /// Every request received so far.
+    fn all(&self) -> Vec<Hit> {
+        self.state.all.lock().unwrap().clone()
+    }
+
+    /// Lets held requests (and all later ones) answer.
+    fn release(&self) {
+        self.release.send(true).expect("release the receiver");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// PostgreSQL: one fresh schema per test, dropped at the end
+
+/// The PostgreSQL base URL, if set (required when `CI` is set).
+fn postgres_url() -> Option<String> {
+    match std::env::var(POSTGRES_ENV) {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but {POSTGRES_ENV} is not: PostgreSQL tests must run in CI")
+        }
+        _ => None,
+    }
+}
+
+struct PgSchema {
+    base: String,
+    schema: String,
+    /// `--db` for herald: the base URL with `search_path` set to the schema.
+    url: String,
+}
+
+impl PgSchema {
+    async fn create(base: &str) -> PgSchema {
+        let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
+        let mut conn = PgConnection::connect(base)
+            .await
+            .unwrap_or_else(|e| panic!("PostgreSQL at {base} is unreachable: {e}"));
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+            .execute(&mut conn)
+            .await
+            .expect("create schema");
+        conn.close().await.ok();
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+        PgSchema { base: base.to_string(), schema, url }
+    }
+
+    async fn connect(&self) -> PgConnection {
+        PgConnection::connect(&self.url).await.expect("connect to the test schema")
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        let (base, schema) = (self.base.clone(), self.schema.clone());
+        // Drop cannot await: a small runtime of its own, on a thread of its own.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return;
+            };
+            rt.block_on(async move {
+                if let Ok(mut conn) = PgConnection::connect(&base).await {
+                    let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
+                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+                    let _ = conn.close().await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared steps
+
+/// Creates a tenant through the admin API and grants it `amount` webhook units.
+/// Returns (tenant id, API key, webhook secret).
+async fn tenant_with_quota(server: &Proc, name: &str, amount: i64) -> (String, String, String) {
+    let reply =
+        call(server, "POST", "/v1/tenants", Some(ADMIN_KEY), Some(&json!({"name": name}))).await;
+    let tenant = expect_status(&reply, 201, "POST /v1/tenants");
+    let field = |k: &str| {
+        tenant[k]
+            .as_str()
+            .unwrap_or_else(|| panic!("POST /v1/tenants: no {k} in {tenant}"))
+            .to_string()
+    };
+    let (id, key, secret) = (field("id"), field("api_key"), field("webhook_secret"));
+    assert_eq!(tenant["name"], name, "POST /v1/tenants: {tenant}");
+    assert!(secret.starts_with("whsec_"), "POST /v1/tenants: webhook_secret {secret:?}");
+    let path = format!("/v1/tenants/{id}/quotas/webhook/grant");
+    let reply =
+        call(server, "POST", &path, Some(ADMIN_KEY), Some(&json!({"amount": amount}))).await;
+    let granted = expect_status(&reply, 200, &format!("POST {path}"));
+    assert_eq!(granted["applied"], true, "POST {path}: {granted}");
+    assert_eq!(granted["granted"], amount, "POST {path}: {granted}");
+    assert_eq!(granted["available"], amount, "POST {path}: {granted}");
+    (id, key, secret)
+}
+
+/// The tenant's `webhook` account through `GET /v1/quotas`.
+async fn webhook_quota(server: &Proc, key: &str) -> Value {
+    let reply = call(server, "GET", "/v1/quotas", Some(key), None).await;
+    let quotas = expect_status(&reply, 200, "GET /v1/quotas");
+    quotas["quotas"]
+        .as_array()
+        .and_then(|qs| qs.iter().find(|q| q["quota_key"] == "webhook"))
+        .cloned()
+        .unwrap_or_else(|| panic!("GET /v1/quotas: no webhook account in {quotas}"))
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. The newcomer's path on the default SQLite file
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn newcomer_path_on_the_default_sqlite_file() {
+    let started = Instant::now();
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let mut receiver = Receiver::start(false).await;
+    let mut server = Proc::serve("serve", cwd.path(), &[], &FAST).await;
+    assert!(
+        cwd.path().join("herald.db").exists(),
+        "`herald serve` without --db should create herald.db in its working directory"
+    );
+
+    let (_tenant, key, _secret) = tenant_with_quota(&server, "acme", 10).await;
+
+    let payload = json!({"order": 1001, "status": "shipped"});
+    let submit = json!({
+        "operation_key": "order-1001-shipped",
+        "channel": "webhook",
+        "to": receiver.url("orders"),
+        "payload": payload,
+    });
+    let reply = call(&server, "POST", "/v1/deliveries", Some(&key), Some(&submit)).await;
+    let created = expect_status(&reply, 201, "POST /v1/deliveries");
+    assert_eq!(created["duplicate"], false, "POST /v1/deliveries: {created}");
+    let id = created["id"].as_str().unwrap_or_else(|| panic!("no id in {created}")).to_string();
+
+    let hit = receiver.next(DELIVERY_BOUND, &server).await;
+    assert_eq!(hit.id, id, "webhook-id must be the delivery id: {hit:?}");
+    let body: Value = serde_json::from_str(&hit.body).unwrap_or(Value::Null);
+    assert_eq!(body, payload, "the webhook body must be the payload: {hit:?}");
+    assert!(hit.signature.as_deref().is_some_and(|s| s.starts_with("v1,")), "{hit:?}");
+    assert!(hit.timestamp.as_deref().is_some_and(|t| t.parse::<i64>().is_ok()), "{hit:?}");
+
+    // The receiver has answered 200; the outcome is recorded right after. A bounded
+    // number of GETs, no sleeps.
+    const GETS_MAX: usize = 2000;
+    let path = format!("/v1/deliveries/{id}");
+    let mut gets = 0;
+    let delivery = loop {
+        gets += 1;
+        let reply = call(&server, "GET", &path, Some(&key), None).await;
+        let delivery = expect_status(&reply, 200, &format!("GET {path}"));
+        if delivery["state"] == "sent" || gets == GETS_MAX {
+            break delivery;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(
+        delivery["state"],
+        "sent",
+        "GET {path}: still not sent after {gets} GETs: {delivery}; stderr:\n{}",
+        server.stderr()
+    );
+    assert_eq!(delivery["attempts"], 1, "GET {path}: {delivery}");
+    assert!(delivery["sent_at"].is_string(), "GET {path}: {delivery}");
+
+    let attempts_path = format!("/v1/deliveries/{id}/attempts");
+    let reply = call(&server, "GET", &attempts_path, Some(&key), None).await;
+    let attempts = expect_status(&reply, 200, &format!("GET {attempts_path}"));
+    assert_eq!(attempts["attempts"].as_array().map(Vec::len), Some(1), "{attempts}");
+    assert_eq!(attempts["attempts"][0]["outcome"], "sent", "{attempts}");
+
+    // The newcomer's retry of the same submit returns the same delivery.
+    let reply = call(&server, "POST", "/v1/deliveries", Some(&key), Some(&submit)).await;
+    let again = expect_status(&reply, 200, "POST /v1/deliveries (retry)");
+    assert_eq!((&again["id"], &again["duplicate"]), (&created["id"], &json!(true)), "{again}");
+
+    let quota = webhook_quota(&server, &key).await;
+    assert_eq!(
+        quota,
+        json!({"quota_key": "webhook", "granted": 10, "available": 9, "reserved": 0, "spent": 1}),
+        "GET /v1/quotas"
+    );
+    let stop = server.stop(Duration::from_secs(20)).await;
+    assert_eq!(receiver.all().len(), 1, "one delivery, one request: {:?}", receiver.all());
+    eprintln!(
+        "newcomer path: sent after {gets} GET(s); SIGTERM to exit {stop:?}; total {:?}",
+        started.elapsed()
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Two servers on one PostgreSQL; one is SIGKILLed mid-run
+
+const DELIVERIES: usize = 1000;
+const KILL_AFTER: usize = 200;
+const KILL_LATEST: usize = 400;
+const SUBMIT_CONCURRENCY: usize = 32;
+
+/// Submits delivery `i` to its server (alternating), or to the other one when that
+/// server cannot answer (it may have been killed; the operation key makes the retry safe).
+/// Returns (delivery id, whether it fell back).
+async fn submit_one(
+    servers: [SocketAddr; 2],
+    key: &str,
+    to: &str,
+    i: usize,
+) -> Result<(String, bool), String> {
+    let body = json!({
+        "operation_key": format!("op-{i:04}"),
+        "channel": "webhook",
+        "to": to,
+        "payload": {"n": i},
+    });
+    let mut errors = Vec::new();
+    for k in 0..2 {
+        let addr = servers[(i + k) % 2];
+        match try_request(addr, "POST", "/v1/deliveries", Some(key), Some(&body)).await {
+            // A fallback may find the first attempt committed: 200, the same delivery.
+            Ok(r) if r.status == 201 || (k == 1 && r.status == 200) => {
+                let id = r.json()["id"].as_str().map(str::to_string);
+                return id.map(|id| (id, k == 1)).ok_or_else(|| format!("submit {i}: {r:?}"));
+            }
+            Ok(r) => return Err(format!("submit {i} to {addr}: {r:?}")),
+            Err(e) => errors.push(format!("{addr}: {e}")),
+        }
+    }
+    Err(format!("submit {i}: no server answered: {errors:?}"))
+}
+
+/// Submits every delivery, `SUBMIT_CONCURRENCY` at a time. Returns (ids in order, fallbacks).
+async fn submit_all(
+    servers: [SocketAddr; 2],
+    key: String,
+    to: String,
+) -> Result<(Vec<String>, usize), String> {
+    let mut ids = vec![String::new(); DELIVERIES];
+    let mut fallbacks = 0;
+    let indices: Vec<usize> = (0..DELIVERIES).collect();
+    for batch in indices.chunks(SUBMIT_CONCURRENCY) {
+        let mut set = tokio::task::JoinSet::new();
+        for &i in batch {
+            let (key, to) = (key.clone(), to.clone());
+            set.spawn(async move { (i, submit_one(servers, &key, &to, i).await) });
+        }
+        while let Some(joined) = set.join_next().await {
+            let (i, result) = joined.map_err(|e| format!("submit task: {e}"))?;
+            let (id, fell_back) = result?;
+            ids[i] = id;
+            fallbacks += usize::from(fell_back);
+        }
+    }
+    Ok((ids, fallbacks))
+}
+
+/// Deliveries per state, in the database.
+async fn states(conn: &mut PgConnection) -> BTreeMap<String, i64> {
+    sqlx::query_as::<_, (String, i64)>("SELECT state, count(*) FROM deliveries GROUP BY state")
+        .fetch_all(conn)
+        .await
+        .expect("count deliveries by state")
+        .into_iter()
+        .collect()
+}
+
+/// Live leases held by the `herald` process `pid` (its worker id is `w<pid>-…`).
+async fn leases_held(conn: &mut PgConnection, pid: u32) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM deliveries WHERE state = 'sending' AND lease_owner LIKE $1",
+    )
+    .bind(format!("w{pid}-%"))
+    .fetch_one(conn)
+    .await
+    .expect("count leases")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_servers_on_postgres_finish_the_work_of_a_sigkilled_one() {
+    let Some(base) = postgres_url() else {
+        eprintln!("skipped: {POSTGRES_ENV} is not set");
+        return;
+    };
+    let started = Instant::now();
+    let db = PgSchema::create(&base).await;
+    let (cwd_a, cwd_b) =
+        (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let mut receiver = Receiver::start(false).await;
+    let mut env = FAST.to_vec();
+    env.push(("HERALD_SHUTDOWN_GRACE", "5s"));
+    let db_args = ["--db", db.url.as_str()];
+    let mut a = Proc::serve("A", cwd_a.path(), &db_args, &env).await;
+    let mut b = Proc::serve("B", cwd_b.path(), &db_args, &env).await;
+
+    let (_tenant, key, _secret) = tenant_with_quota(&a, "acme", DELIVERIES as i64).await;
+    let submit_started = Instant::now();
+    let mut submitting =
+        Some(tokio::spawn(submit_all([a.addr, b.addr], key.clone(), receiver.url("load"))));
+    let mut submitted = None;
+
+    // Count webhook-ids as they arrive. After KILL_AFTER distinct ones, SIGKILL A as soon
+    // as the database shows it holding a lease (so the survivor has work to reclaim), or
+    // at KILL_LATEST regardless.
+    let a_pid = a.pid();
+    let mut probe = db.connect().await;
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut killed: Option<(Duration, usize, i64)> = None;
+    let run = tokio::time::timeout(Duration::from_secs(90), async {
+        while seen.len() < DELIVERIES || submitting.is_some() {
+            tokio::select! {
+                hit = receiver.hits.recv() => {
+                    let hit = hit.expect("the receiver stopped");
+                    *seen.entry(hit.id).or_default() += 1;
+                    if killed.is_none() && seen.len() >= KILL_AFTER {
+                        let held = leases_held(&mut probe, a_pid).await;
+                        if held > 0 || seen.len() >= KILL_LATEST {
+                            a.child.kill().await.expect("SIGKILL A");
+                            killed = Some((started.elapsed(), seen.len(), held));
+                        }
+                    }
+                }
+                joined = async { submitting.as_mut().expect("guarded").await },
+                    if submitting.is_some() =>
+                {
+                    submitting = None;
+                    let (ids, fallbacks) =
+                        joined.expect("the submit task panicked").unwrap_or_else(|e| {
+                            panic!("submitting failed: {e}; B's stderr:\n{}", b.stderr())
+                        });
+                    submitted = Some((ids, fallbacks, submit_started.elapsed()));
+                }
+            }
+        }
+    })
+    .await;
+    assert!(
+        run.is_ok(),
+        "within 90 s: {} of {DELIVERIES} distinct webhook-ids received, submitting done: {}, \
+         A killed at {killed:?}; A's stderr:\n{}\nB's stderr:\n{}",
+        seen.len(),
+        submitted.is_some(),
+        a.stderr(),
+        b.stderr()
+    );
+    let all_received = started.elapsed();
+    let (killed_at, distinct_at_kill, held_at_kill) = killed.expect("A was killed");
+    probe.close().await.ok();
+    let (ids, fallbacks, submit_took) = submitted.expect("submitted");
+    let submitted_ids: BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(submitted_ids.len(), DELIVERIES, "every submit created its own delivery");
+    let received_ids: BTreeSet<&String> = seen.keys().collect();
+    assert_eq!(received_ids, submitted_ids, "the receiver got exactly the submitted deliveries");
+
+    // A send interrupted after the receiver answered is re-sent once its lease expires;
+    // take those duplicates in until the database says every delivery is sent.
+    let mut conn = db.connect().await;
+    let settle = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let by_state = states(&mut conn).await;
+            if by_state.get("sent") == Some(&(DELIVERIES as i64)) {
+                return by_state;
+            }
+            if let Ok(hit) =
+                tokio::time::timeout(Duration::from_millis(250), receiver.hits.recv()).await
+            {
+                *seen.entry(hit.expect("the receiver stopped").id).or_default() += 1;
+            }
+        }
+    })
+    .await;
+    let by_state = match settle {
+        Ok(by_state) => by_state,
+        Err(_) => panic!(
+            "not every delivery is sent in the database a minute later: {:?}; B's stderr:\n{}",
+            states(&mut conn).await,
+            b.stderr()
+        ),
+    };
+    assert_eq!(by_state, BTreeMap::from([("sent".to_string(), DELIVERIES as i64)]));
+    while let Ok(hit) = receiver.hits.try_recv() {
+        *seen.entry(hit.id).or_default() += 1;
+    }
+    let lost: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM delivery_attempts WHERE outcome = 'lost'")
+            .fetch_one(&mut conn)
+            .await
+            .expect("count lost attempts");
+    conn.close().await.ok();
+
+    assert!(lost <= SLOTS as i64, "{lost} lost attempts from one process with {SLOTS} slots");
+    let duplicated: Vec<(&String, &usize)> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    let duplicates: usize = duplicated.iter().map(|(_, n)| **n - 1).sum();
+    assert!(
+        duplicates <= SLOTS,
+        "{duplicates} duplicate requests after one SIGKILL, more than the killed process's \
+         {SLOTS} send slots: {duplicated:?}"
+    );
+
+    // Through the survivor's API: every delivery, sent.
+    let mut listed: BTreeMap<String, String> = BTreeMap::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            None => "/v1/deliveries?limit=200".to_string(),
+            Some(c) => format!("/v1/deliveries?limit=200&cursor={c}"),
+        };
+        let reply = call(&b, "GET", &path, Some(&key), None).await;
+        let page = expect_status(&reply, 200, &format!("B: GET {path}"));
+        for d in page["deliveries"].as_array().unwrap_or_else(|| panic!("{page}")) {
+            let id = d["id"].as_str().unwrap_or_else(|| panic!("{d}")).to_string();
+            listed.insert(id, d["state"].as_str().unwrap_or("?").to_string());
+        }
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+        assert!(listed.len() <= DELIVERIES, "B: the listing does not end: {} rows", listed.len());
+    }
+    assert_eq!(listed.keys().collect::<BTreeSet<_>>(), submitted_ids, "B: GET /v1/deliveries");
+    let not_sent: Vec<_> = listed.iter().filter(|(_, s)| *s != "sent").collect();
+    assert!(not_sent.is_empty(), "B: deliveries not sent: {not_sent:?}");
+    let quota = webhook_quota(&b, &key).await;
+    let n = DELIVERIES as i64;
+    assert_eq!(
+        quota,
+        json!({"quota_key": "webhook", "granted": n, "available": 0, "reserved": 0, "spent": n}),
+        "B: GET /v1/quotas: each delivery is charged once, however often it was sent"
+    );
+
+    let stop = b.stop(Duration::from_secs(15)).await;
+    eprintln!(
+        "two servers on PostgreSQL: {DELIVERIES} submitted in {submit_took:?} ({fallbacks} fell \
+         back to B); A SIGKILLed at {killed_at:?} after {distinct_at_kill} distinct ids, holding \
+         {held_at_kill} lease(s); all received at {all_received:?}; {duplicates} duplicate request(s) {duplicated:?}; {lost} \
+         lost attempt(s) reclaimed; B stopped in {stop:?}; total {:?}",
+        started.elapsed()
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. SIGTERM with a send in flight
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_a_started_send_finish_and_exits_zero() {
+    let started = Instant::now();
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let db_path = cwd.path().join("herald.db").display().to_string();
+    let mut receiver = Receiver::start(true).await;
+    let env = [
+        ("HERALD_LEASE", "30s"),
+        ("HERALD_SEND_TIMEOUT", "20s"),
+        ("HERALD_SHUTDOWN_GRACE", "15s"),
+        ("HERALD_POLL_INTERVAL", "200ms"),
+        ("RUST_LOG", "info,sqlx=warn"),
+    ];
+    let mut server = Proc::serve("serve", cwd.path(), &["--db", &db_path], &env).await;
+    let (_tenant, key, _secret) = tenant_with_quota(&server, "acme", 1).await;
+    let submit = json!({
+        "operation_key": "invoice-7-paid",
+        "channel": "webhook",
+        "to": receiver.url("invoices"),
+        "payload": {"invoice": 7},
+    });
+    let reply = call(&server, "POST", "/v1/deliveries", Some(&key), Some(&submit)).await;
+    let created = expect_status(&reply, 201, "POST /v1/deliveries");
+    let id = created["id"].as_str().unwrap_or_else(|| panic!("no id in {created}")).to_string();
+
+    let hit = receiver.next(DELIVERY_BOUND, &server).await;
+    assert_eq!(hit.id, id, "{hit:?}");
+    server.sigterm();
+    server
+        .wait_line(Duration::from_secs(10), "`shutting down` log line", |l| {
+            l.contains("shutting down").then_some(())
+        })
+        .await;
+    let early = server.child.try_wait().expect("try_wait");
+    assert!(
+        early.is_none(),
+        "exited ({early:?}) while a started send was still running; stderr:\n{}",
+        server.stderr()
+    );
+    let released_at = Instant::now();
+    receiver.release();
+    let status = server.exit_within(Duration::from_secs(30)).await;
+    let exit_after_release = released_at.elapsed();
+    assert_eq!(status.code(), Some(0), "exit status {status}; stderr:\n{}", server.stderr());
+
+    let run =
+        herald(cwd.path(), &["deliveries", "--db", &db_path, "show", &id, "--json"], &[]).await;
+    let delivery = json_out(&run);
+    assert_eq!(delivery["state"], "sent", "after shutdown: {delivery}");
+    assert_eq!(delivery["attempts"], 1, "after shutdown: {delivery}");
+    let hits = receiver.all();
+    assert_eq!(hits.len(), 1, "the send must not be repeated: {hits:?}");
+    eprintln!(
+        "graceful shutdown: exit 0 {exit_after_release:?} after the receiver answered; total {:?}",
+        started.elapsed()
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. The operator CLI on SQLite
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_cli_path_on_sqlite() {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let dir = cwd.path();
+    let tenant = json_out(&herald(dir, &["tenant", "create", "acme", "--json"], &[]).await);
+    let field = |k: &str| {
+        tenant[k]
+            .as_str()
+            .unwrap_or_else(|| panic!("tenant create: no {k} in {tenant}"))
+            .to_string()
+    };
+    let (id, api_key, secret) = (field("id"), field("api_key"), field("webhook_secret"));
+    assert_eq!(tenant["name"], "acme", "{tenant}");
+    assert!(uuid::Uuid::try_parse(&id).is_ok(), "tenant id {id:?}");
+    assert!(secret.starts_with("whsec_"), "webhook_secret {secret:?}");
+
+    for round in 1..=2 {
+        let args = ["quota", "grant", &id, "webhook", "5", "--idempotency-key", "g1"];
+        let run = herald(dir, &args, &[]).await;
+        assert_eq!(run.code, Some(0), "grant round {round}: {run:#?}");
+    }
+    let shown = json_out(&herald(dir, &["quota", "show", &id, "--json"], &[]).await);
+    assert_eq!(
+        shown,
+        json!({"quotas": [{"quota_key": "webhook", "granted": 5, "available": 5, "reserved": 0, "spent": 0}]}),
+        "a grant retried under one idempotency key counts once"
+    );
+
+    let created = json_out(&herald(dir, &["key", "create", &id, "--json"], &[]).await);
+    let key_id = created["key_id"].as_str().unwrap_or_else(|| panic!("{created}")).to_string();
+    let second_key = created["api_key"].as_str().unwrap_or_else(|| panic!("{created}")).to_string();
+    assert!(second_key.contains(&key_id), "the key carries its public id: {created}");
+    assert_ne!(second_key, api_key, "{created}");
+    let run = herald(dir, &["key", "revoke", &id, &key_id], &[]).await;
+    assert_eq!(run.code, Some(0), "{run:#?}");
+    assert!(run.stdout.contains(&key_id), "{run:#?}");
+    let unknown = herald(dir, &["key", "revoke", &id, "no-such-key"], &[]).await;
+    if let Some(problem) = error_line_problem(&unknown) {
+        panic!("revoking an unknown key: {problem}");
+    }
+
+    let list = json_out(&herald(dir, &["deliveries", "list", &id, "--json"], &[]).await);
+    assert_eq!(list, json!({"deliveries": []}));
+
+    // A server on the same file: the first key works, the revoked one does not.
+    let mut server = Proc::serve("serve", dir, &[], &FAST).await;
+    let reply = call(&server, "GET", "/v1/quotas", Some(&api_key), None).await;
+    let quotas = expect_status(&reply, 200, "GET /v1/quotas with the tenant's key");
+    assert_eq!(quotas["quotas"][0]["granted"], 5, "{quotas}");
+    let reply = call(&server, "GET", "/v1/quotas", Some(&second_key), None).await;
+    let refused = expect_status(&reply, 401, "GET /v1/quotas with the revoked key");
+    assert!(refused["error"]["code"].is_string(), "{refused}");
+    server.stop(Duration::from_secs(20)).await;
+
+    // Bad input that clap accepts: one `error:` line and a non-zero exit.
+    let run = herald(dir, &["quota", "grant", "not-a-uuid", "webhook", "5"], &[]).await;
+    if let Some(problem) = error_line_problem(&run) {
+        panic!("{problem}");
+    }
+    assert!(run.stderr.contains("not-a-uuid"), "{run:#?}");
+    let after = json_out(&herald(dir, &["quota", "show", &id, "--json"], &[]).await);
+    assert_eq!(after, shown, "a refused grant changes nothing");
+    // Settings are checked before the database is opened: nothing is created.
+    let cases: [(&[&str], (&str, &str), &str); 2] = [
+        (&["serve", "--lease", "10s", "--send-timeout", "30s"], ("HERALD_WORKERS", "8"), "lease"),
+        (&["serve"], ("HERALD_LEASE", "abc"), "HERALD_LEASE"),
+    ];
+    for (args, env, needle) in cases {
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let run = herald(scratch.path(), args, &[env]).await;
+        if let Some(problem) = error_line_problem(&run) {
+            panic!("{env:?}: {problem}");
+        }
+        assert!(run.stderr.contains(needle), "expected {needle:?} in {run:#?}");
+        let left: Vec<_> = std::fs::read_dir(scratch.path()).expect("read_dir").collect();
+        assert!(left.is_empty(), "{args:?} {env:?}: created files: {left:?}");
+    }
+}
+
+/// README: "Every error is one line on stderr and exit code 1" — also for an amount that
+/// looks like a flag.
+#[tokio::test]
+async fn negative_grant_amount_is_one_error_line() {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let tenant = json_out(&herald(cwd.path(), &["tenant", "create", "acme", "--json"], &[]).await);
+    let id = tenant["id"].as_str().unwrap_or_else(|| panic!("{tenant}")).to_string();
+    let run = herald(cwd.path(), &["quota", "grant", &id, "webhook", "-1"], &[]).await;
+    if let Some(problem) = error_line_problem(&run) {
+        panic!("quota grant … -1: {problem}");
+    }
+    assert_eq!(run.code, Some(1), "{run:#?}");
+    let shown = json_out(&herald(cwd.path(), &["quota", "show", &id, "--json"], &[]).await);
+    assert_eq!(shown, json!({"quotas": []}), "a refused grant changes nothing");
+}
+
+/// `--db` (and `--json`) after the subcommand, as with `herald serve --db …`.
+#[tokio::test]
+async fn db_flag_is_accepted_after_the_operator_subcommand() {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let db = cwd.path().join("ops.db").display().to_string();
+    let tenant = json_out(
+        &herald(cwd.path(), &["tenant", "--db", &db, "create", "acme", "--json"], &[]).await,
+    );
+    let id = tenant["id"].as_str().unwrap_or_else(|| panic!("{tenant}")).to_string();
+    let run = herald(cwd.path(), &["quota", "show", &id, "--json", "--db", &db], &[]).await;
+    assert_eq!(json_out(&run), json!({"quotas": []}), "{run:#?}");
+    let run = herald(cwd.path(), &["deliveries", "list", &id, "--json", "--db", &db], &[]).await;
+    assert_eq!(json_out(&run), json!({"deliveries": []}), "{run:#?}");
+}

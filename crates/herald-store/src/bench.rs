@@ -1,0 +1,83 @@
+//! The SQL floor for `herald bench`: the least work any engine must do per delivery on
+//! herald's own tables, hand-written, one statement each (PostgreSQL). The bench runs it
+//! with the same harness and concurrency as herald and prints herald as a ratio to it.
+
+use crate::conn::Conn;
+use crate::error::StoreError;
+use sqlx::types::Uuid;
+
+/// Claim + reserve + journal row, one statement: the floor of one submit.
+pub async fn floor_submit(
+    conn: Conn<'_>,
+    id: Uuid,
+    tenant: Uuid,
+    operation_key: &str,
+) -> Result<bool, StoreError> {
+    let Conn::Postgres(c) = conn else {
+        return Err(StoreError::InvalidUrl("the SQL floor is PostgreSQL only".into()));
+    };
+    let n = sqlx::query(
+        "WITH d AS (
+             INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient, fingerprint,
+                 quota_key, cost, state, max_attempts, next_attempt_at)
+             VALUES ($1, $2, $3, 'webhook', 'https://example.com/h', '\\x00', 'webhook', 1,
+                 'pending', 8, now())
+             ON CONFLICT DO NOTHING RETURNING id),
+         p AS (INSERT INTO delivery_payloads (delivery_id, payload) SELECT id, '{}'::jsonb FROM d),
+         a AS (UPDATE quota_accounts SET available = available - 1, reserved = reserved + 1
+               WHERE tenant_id = $2 AND quota_key = 'webhook' AND available >= 1
+                 AND EXISTS (SELECT 1 FROM d) RETURNING 1)
+         INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id, reservation_seq, at)
+         SELECT $2, 'webhook', 'reserve', 1, d.id, 1, now() FROM d, a",
+    )
+    .bind(id)
+    .bind(tenant)
+    .bind(operation_key)
+    .execute(c)
+    .await?
+    .rows_affected();
+    Ok(n == 1)
+}
+
+/// Lease up to `limit` due deliveries with SKIP LOCKED, mark them sent, commit their
+/// reservations and journal the commits — one statement: the floor of draining.
+pub async fn floor_drain(conn: Conn<'_>, limit: i64) -> Result<u64, StoreError> {
+    let Conn::Postgres(c) = conn else {
+        return Err(StoreError::InvalidUrl("the SQL floor is PostgreSQL only".into()));
+    };
+    let n = sqlx::query(
+        "WITH l AS (
+             SELECT id FROM deliveries WHERE state = 'pending' AND next_attempt_at <= now()
+             ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED),
+         d AS (UPDATE deliveries u SET state = 'sent', sent_at = now(), updated_at = now()
+               FROM l WHERE u.id = l.id RETURNING u.id, u.tenant_id, u.cost),
+         n AS (SELECT tenant_id, sum(cost) AS c FROM d GROUP BY tenant_id),
+         a AS (UPDATE quota_accounts q SET reserved = q.reserved - n.c, spent = q.spent + n.c
+               FROM n WHERE q.tenant_id = n.tenant_id AND q.quota_key = 'webhook' RETURNING 1)
+         INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id, reservation_seq, at)
+         SELECT tenant_id, 'webhook', 'commit', cost, id, 1, now() FROM d",
+    )
+    .bind(limit)
+    .execute(c)
+    .await?
+    .rows_affected();
+    Ok(n)
+}
+
+/// Deliveries in `state`.
+pub async fn count_state(conn: Conn<'_>, state: &str) -> Result<i64, StoreError> {
+    Ok(match conn {
+        Conn::Postgres(c) => {
+            sqlx::query_scalar("SELECT count(*) FROM deliveries WHERE state = $1")
+                .bind(state)
+                .fetch_one(c)
+                .await?
+        }
+        Conn::Sqlite(c) => {
+            sqlx::query_scalar("SELECT count(*) FROM deliveries WHERE state = ?1")
+                .bind(state)
+                .fetch_one(c)
+                .await?
+        }
+    })
+}
