@@ -153,14 +153,24 @@ impl Bench {
         let done = Arc::new(AtomicUsize::new(0));
         let started = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
-        for _ in 0..self.clients {
+        let parts = self.clients as i64;
+        for part in 0..parts {
             let (herald, done) = (self.herald.clone(), done.clone());
             tasks.spawn(async move {
                 let pool =
                     herald.store().postgres_pool().context("the floor needs PostgreSQL")?.clone();
                 loop {
+                    // Each client drains its own share of the tenants (no deadlocks between
+                    // batches); a concurrency error is still retried, like pgbench --max-tries.
                     let mut tx = pool.begin().await?;
-                    let n = floor_drain(tx.as_conn(), batch).await?;
+                    let n = match floor_drain(tx.as_conn(), batch, part, parts).await {
+                        Ok(n) => n,
+                        Err(e) if matches!(e.class(), herald_store::ErrorClass::Concurrency(_)) => {
+                            let _ = tx.rollback().await;
+                            continue;
+                        }
+                        Err(e) => return Err(e.into()),
+                    };
                     tx.commit().await?;
                     if n == 0 {
                         return Ok::<_, anyhow::Error>(());

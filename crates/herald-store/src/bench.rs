@@ -40,14 +40,22 @@ pub async fn floor_submit(
 }
 
 /// Lease up to `limit` due deliveries with SKIP LOCKED, mark them sent, commit their
-/// reservations and journal the commits — one statement: the floor of draining.
-pub async fn floor_drain(conn: Conn<'_>, limit: i64) -> Result<u64, StoreError> {
+/// reservations and journal the commits — one statement: the floor of draining. Client
+/// `part` of `parts` takes only its share of the tenants, so concurrent batches never
+/// update the same quota rows in different orders (which would deadlock).
+pub async fn floor_drain(
+    conn: Conn<'_>,
+    limit: i64,
+    part: i64,
+    parts: i64,
+) -> Result<u64, StoreError> {
     let Conn::Postgres(c) = conn else {
         return Err(StoreError::InvalidUrl("the SQL floor is PostgreSQL only".into()));
     };
     let n = sqlx::query(
         "WITH l AS (
              SELECT id FROM deliveries WHERE state = 'pending' AND next_attempt_at <= now()
+               AND abs(hashtext(tenant_id::text)::bigint) % $3 = $2
              ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED),
          d AS (UPDATE deliveries u SET state = 'sent', sent_at = now(), updated_at = now()
                FROM l WHERE u.id = l.id RETURNING u.id, u.tenant_id, u.cost),
@@ -58,6 +66,8 @@ pub async fn floor_drain(conn: Conn<'_>, limit: i64) -> Result<u64, StoreError> 
          SELECT tenant_id, 'webhook', 'commit', cost, id, 1, now() FROM d",
     )
     .bind(limit)
+    .bind(part)
+    .bind(parts.max(1))
     .execute(c)
     .await?
     .rows_affected();

@@ -174,6 +174,9 @@ impl Worker {
             notified.as_mut().enable();
             listener.ensure(&self.inner.herald).await;
 
+            // Finished sends still sit in the set until joined: reap them all, or the
+            // free-slot count lags and the worker leases one delivery at a time.
+            while inflight.try_join_next().is_some() {}
             let free = options.slots.saturating_sub(inflight.len());
             let mut leased_count = 0;
             if free > 0 {
