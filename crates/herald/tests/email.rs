@@ -26,35 +26,6 @@ const FROM: &str = "herald@example.com";
 
 // ---- Python and the relay --------------------------------------------------------------
 
-/// The interpreter that has `aiosmtpd`: `HERALD_TEST_PYTHON`, required in CI; locally
-/// `scripts/test-deps` installs it and prints its path.
-fn python() -> &'static str {
-    static PYTHON: OnceLock<String> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        if let Ok(p) = std::env::var("HERALD_TEST_PYTHON")
-            && !p.trim().is_empty()
-        {
-            return p;
-        }
-        if std::env::var_os("CI").is_some() {
-            panic!(
-                "CI is set but HERALD_TEST_PYTHON is not: run `export HERALD_TEST_PYTHON=$(scripts/test-deps)`"
-            );
-        }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-deps");
-        // Test processes run in parallel: one installs, the others wait for it.
-        let lock = std::fs::File::create(std::env::temp_dir().join("herald-test-deps.lock"))
-            .expect("test-deps lock file");
-        lock.lock().expect("lock test-deps");
-        let out = Command::new(&script)
-            .stderr(Stdio::inherit())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        assert!(out.status.success(), "{} failed: {:?}", script.display(), out.status);
-        String::from_utf8(out.stdout).expect("utf-8 path").trim().to_string()
-    })
-}
-
 /// `tests/support/smtp_server.py` as a child process; killed when dropped.
 struct Relay {
     child: Child,
@@ -68,7 +39,7 @@ impl Relay {
         let dir = tempfile::tempdir().unwrap();
         let messages = dir.path().join("messages.jsonl");
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/smtp_server.py");
-        let mut command = Command::new(python());
+        let mut command = Command::new(common::python());
         command.arg(&script).arg(&messages);
         if auth_fail {
             command.arg("--auth-fail");

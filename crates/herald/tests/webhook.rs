@@ -22,7 +22,7 @@ use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -30,35 +30,6 @@ const START_S: i64 = 1_800_000_000;
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 // ---- Python (the independent verifier) -------------------------------------------------
-
-/// The interpreter that has `standardwebhooks`: `HERALD_TEST_PYTHON`, required in CI;
-/// locally `scripts/test-deps` installs it and prints its path.
-fn python() -> &'static str {
-    static PYTHON: OnceLock<String> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        if let Ok(p) = std::env::var("HERALD_TEST_PYTHON")
-            && !p.trim().is_empty()
-        {
-            return p;
-        }
-        if std::env::var_os("CI").is_some() {
-            panic!(
-                "CI is set but HERALD_TEST_PYTHON is not: run `export HERALD_TEST_PYTHON=$(scripts/test-deps)`"
-            );
-        }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-deps");
-        // Test processes run in parallel: one installs, the others wait for it.
-        let lock = std::fs::File::create(std::env::temp_dir().join("herald-test-deps.lock"))
-            .expect("test-deps lock file");
-        lock.lock().expect("lock test-deps");
-        let out = Command::new(&script)
-            .stderr(Stdio::inherit())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        assert!(out.status.success(), "{} failed: {:?}", script.display(), out.status);
-        String::from_utf8(out.stdout).expect("utf-8 path").trim().to_string()
-    })
-}
 
 fn support(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support").join(file)
@@ -70,7 +41,7 @@ fn verify_all(cases: &[(&str, &Received)]) -> Vec<Option<String>> {
         .iter()
         .map(|(secret, r)| json!({"secret": secret, "body": B64.encode(&r.body), "headers": r.headers}))
         .collect();
-    let mut child = Command::new(python())
+    let mut child = Command::new(common::python())
         .arg(support("verify_webhook.py"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

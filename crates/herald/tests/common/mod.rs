@@ -93,3 +93,34 @@ impl Drop for TestDb {
         .join();
     }
 }
+
+/// The interpreter with the tests' PyPI packages (aiosmtpd, standardwebhooks):
+/// `HERALD_TEST_PYTHON`, required in CI; locally `scripts/test-deps` installs them and
+/// prints its path.
+pub fn python() -> &'static str {
+    use std::process::{Command, Stdio};
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(|| {
+        if let Ok(p) = std::env::var("HERALD_TEST_PYTHON")
+            && !p.trim().is_empty()
+        {
+            return p;
+        }
+        if std::env::var_os("CI").is_some() {
+            panic!(
+                "CI is set but HERALD_TEST_PYTHON is not: run `export HERALD_TEST_PYTHON=$(scripts/test-deps)`"
+            );
+        }
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-deps");
+        // Test processes run in parallel: one installs, the others wait for it.
+        let lock = std::fs::File::create(std::env::temp_dir().join("herald-test-deps.lock"))
+            .expect("test-deps lock file");
+        lock.lock().expect("lock test-deps");
+        let out = Command::new(&script)
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        assert!(out.status.success(), "{} failed: {:?}", script.display(), out.status);
+        String::from_utf8(out.stdout).expect("utf-8 path").trim().to_string()
+    })
+}
