@@ -119,24 +119,27 @@ fn sql(s: String) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(s)
 }
 
-/// What inserting a claim did.
+/// What claiming did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Claim {
-    Inserted,
+    /// The claim row is in; `reserved` says whether the quota was reserved with it (always
+    /// true for cost 0). When it was not, the caller withdraws the claim.
+    Inserted { reserved: bool, created_at: i64, next_attempt_at: i64 },
     /// A row with this identity exists (committed, or committed while we waited for it).
     Exists,
     /// No such tenant: nothing was written.
     UnknownTenant,
 }
 
-/// Inserts the claim and its payload, or reports why not. Never raises on a duplicate
-/// (`ON CONFLICT DO NOTHING`), so the caller's transaction stays usable.
-pub async fn delivery_insert(
+/// Inserts the claim and its payload and reserves its quota (reservation 1) — on
+/// PostgreSQL in one statement. Never raises on a duplicate (`ON CONFLICT DO NOTHING`)
+/// nor on short quota (a conditional update), so the caller's transaction stays usable.
+pub async fn delivery_claim(
     mut conn: Conn<'_>,
     new: &NewDelivery<'_>,
     now: Option<i64>,
 ) -> Result<Claim, StoreError> {
-    let inserted = match conn.reborrow() {
+    let claimed = match conn.reborrow() {
         Conn::Sqlite(c) => {
             let now = sqlite_now(now);
             let n = sqlx::query(
@@ -167,11 +170,24 @@ pub async fn delivery_insert(
                     .bind(new.payload)
                     .execute(&mut *c)
                     .await?;
+                let reserved = new.cost == 0
+                    || quota_reserve(
+                        Conn::Sqlite(c),
+                        new.tenant_id,
+                        new.quota_key,
+                        new.cost,
+                        new.id,
+                        1,
+                        Some(now),
+                    )
+                    .await?;
+                Some((reserved, now, new.send_at.unwrap_or(now)))
+            } else {
+                None
             }
-            n == 1
         }
         Conn::Postgres(c) => {
-            sqlx::query(
+            let row: Option<(i64, i64, i64)> = sqlx::query_as(
                 "WITH d AS (
                      INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
                          fingerprint, quota_key, cost, state, max_attempts, next_attempt_at,
@@ -180,9 +196,19 @@ pub async fn delivery_insert(
                          coalesce(herald_ts($10), herald_now($11)), herald_now($11), herald_now($11)
                      WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2)
                      ON CONFLICT (tenant_id, operation_key, channel) DO NOTHING
-                     RETURNING id)
-                 INSERT INTO delivery_payloads (delivery_id, payload)
-                 SELECT id, $12::jsonb FROM d",
+                     RETURNING id, herald_ms(created_at) AS created_ms,
+                         herald_ms(next_attempt_at) AS due_ms),
+                 p AS (INSERT INTO delivery_payloads (delivery_id, payload)
+                       SELECT id, $12::jsonb FROM d),
+                 a AS (UPDATE quota_accounts SET available = available - $8,
+                           reserved = reserved + $8, updated_at = herald_now($11)
+                       WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7 AND available >= $8
+                         AND EXISTS (SELECT 1 FROM d)
+                       RETURNING 1),
+                 j AS (INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+                           reservation_seq, at)
+                       SELECT $2, $7, 'reserve', $8, $1, 1, herald_now($11) FROM a)
+                 SELECT d.created_ms, d.due_ms, (SELECT count(*) FROM a) AS reserved FROM d",
             )
             .bind(new.id)
             .bind(new.tenant_id)
@@ -196,14 +222,13 @@ pub async fn delivery_insert(
             .bind(new.send_at)
             .bind(now)
             .bind(new.payload)
-            .execute(c)
-            .await?
-            .rows_affected()
-                == 1
+            .fetch_optional(c)
+            .await?;
+            row.map(|(created, due, reserved)| (new.cost == 0 || reserved == 1, created, due))
         }
     };
-    if inserted {
-        return Ok(Claim::Inserted);
+    if let Some((reserved, created_at, next_attempt_at)) = claimed {
+        return Ok(Claim::Inserted { reserved, created_at, next_attempt_at });
     }
     if tenant_exists(conn, new.tenant_id).await? {
         Ok(Claim::Exists)

@@ -8,7 +8,7 @@
 //! deleted again, so a caller that goes on to commit its own work has no unbudgeted
 //! delivery — and no statement has failed, so its transaction is still usable.
 
-use crate::delivery::Delivery;
+use crate::delivery::{Delivery, ts};
 use crate::error::Error;
 use crate::runner::Herald;
 use crate::tx::Tx;
@@ -19,10 +19,9 @@ use herald_core::limits::{
 };
 use herald_store::AsConn;
 use herald_store::deliveries::{
-    Claim, NewDelivery, delivery_by_identity, delivery_get, delivery_insert, delivery_withdraw,
+    Claim, NewDelivery, delivery_by_identity, delivery_claim, delivery_withdraw,
 };
 use herald_store::notify::wake_notify;
-use herald_store::quota::quota_reserve;
 use jiff::Timestamp;
 use uuid::Uuid;
 
@@ -177,7 +176,7 @@ impl Herald {
             max_attempts: checked.max_attempts as i32,
             send_at: checked.send_at_ms,
         };
-        match delivery_insert(conn.as_conn(), &new, now).await? {
+        match delivery_claim(conn.as_conn(), &new, now).await? {
             Claim::UnknownTenant => Err(Error::UnknownTenant),
             Claim::Exists => {
                 let existing = delivery_by_identity(
@@ -194,29 +193,35 @@ impl Herald {
                     Err(Error::IdempotencyKeyReused)
                 }
             }
-            Claim::Inserted => {
-                if checked.cost > 0
-                    && !quota_reserve(
-                        conn.as_conn(),
-                        req.tenant,
-                        checked.quota_key,
-                        checked.cost,
-                        id,
-                        1,
-                        now,
-                    )
-                    .await?
-                {
-                    delivery_withdraw(conn.as_conn(), id).await?;
-                    return Err(Error::QuotaExhausted { quota_key: checked.quota_key.to_string() });
-                }
-                let row =
-                    delivery_get(conn.as_conn(), None, id, false).await?.ok_or(Error::NotFound)?;
+            Claim::Inserted { reserved: false, .. } => {
+                delivery_withdraw(conn.as_conn(), id).await?;
+                Err(Error::QuotaExhausted { quota_key: checked.quota_key.to_string() })
+            }
+            Claim::Inserted { reserved: true, created_at, next_attempt_at } => {
                 if self.wake().take_pg_notify() {
                     wake_notify(conn.as_conn()).await?;
                 }
                 self.wake().soon();
-                Ok(Submitted { delivery: row.into(), duplicate: false })
+                let delivery = Delivery {
+                    id,
+                    tenant: req.tenant,
+                    operation_key: req.operation_key.clone(),
+                    channel: req.channel.clone(),
+                    to: req.to.clone(),
+                    state: herald_core::DeliveryState::Pending,
+                    attempts: 0,
+                    max_attempts: checked.max_attempts,
+                    attempts_base: 0,
+                    reservation_seq: 1,
+                    quota_key: checked.quota_key.to_string(),
+                    cost: checked.cost,
+                    next_attempt_at: ts(next_attempt_at),
+                    last_error: None,
+                    created_at: ts(created_at),
+                    updated_at: ts(created_at),
+                    sent_at: None,
+                };
+                Ok(Submitted { delivery, duplicate: false })
             }
         }
     }
