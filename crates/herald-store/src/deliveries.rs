@@ -634,7 +634,10 @@ pub async fn delivery_finish(
         Conn::Sqlite(_) => Some(sqlite_now(finish.now)),
         Conn::Postgres(_) => finish.now,
     };
+    // Only the reconciler's `Lost` depends on expiry; a worker's own outcome does not, so
+    // it costs no extra round trip to the database clock.
     let lease_expired = match (row.lease_until, now_ms) {
+        (_, _) if finish.report != Report::Lost => false,
         (Some(until), Some(now)) => until <= now,
         (Some(_), None) => lease_expired_by_db(conn.reborrow(), finish.id).await?,
         (None, _) => false,
