@@ -148,6 +148,18 @@ impl Herald {
         Ok(submitted)
     }
 
+    /// Submits in a transaction of its own, for callers with no business change to commit
+    /// alongside (the same checks and results as [`Herald::submit`]).
+    pub async fn submit_alone(&self, req: &SubmitRequest) -> Result<Submitted, Error> {
+        let herald = self.clone();
+        self.transaction(|tx| {
+            let herald = &herald;
+            Box::pin(async move { herald.submit(tx, req).await })
+        })
+        .await
+        .map(|committed| committed.value)
+    }
+
     /// Submits on any connection inside a transaction — herald's or the application's own
     /// sqlx transaction, so the claim commits or rolls back with the business change.
     /// Workers are woken soon after (they look again shortly after a wake, so a wake that

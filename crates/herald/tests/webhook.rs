@@ -233,15 +233,10 @@ impl Env {
             send_at: None,
             max_attempts: None,
         };
-        let h = self.herald.clone();
         self.herald
-            .transaction(|tx| {
-                let (h, req) = (h.clone(), req.clone());
-                Box::pin(async move { h.submit(tx, &req).await })
-            })
+            .submit_alone(&req)
             .await
             .unwrap_or_else(|e| panic!("{}: submit failed: {e:?}", self.name))
-            .value
             .delivery
     }
 
