@@ -1119,3 +1119,46 @@ pub async fn deliveries_count_by_state(conn: Conn<'_>) -> Result<Vec<(String, i6
     };
     Ok(rows)
 }
+
+/// The common case in one statement (PostgreSQL): attempt `n` of `worker` still holds the
+/// lease and reports `sent` — the delivery becomes `sent`, its reservation is committed
+/// with a journal row, and the attempt row closed. Returns `false` (and changes nothing)
+/// when the attempt no longer holds the lease or on SQLite; the caller then goes through
+/// `delivery_finish`, which decides the stale cases. Same result as `delivery_finish`
+/// with `Report::Sent` on a fenced attempt (`Decision::MarkSent { stale: false }`).
+pub async fn delivery_sent_fenced(
+    conn: Conn<'_>,
+    id: Uuid,
+    worker: &str,
+    n: i32,
+    now: Option<i64>,
+) -> Result<bool, StoreError> {
+    let Conn::Postgres(c) = conn else { return Ok(false) };
+    let sent: i64 = sqlx::query_scalar(
+        "WITH d AS (
+             UPDATE deliveries SET state = 'sent', lease_owner = NULL, lease_until = NULL,
+                 last_error = NULL, sent_at = herald_now($4), updated_at = herald_now($4)
+             WHERE id = $1 AND state = 'sending' AND lease_owner = $2 AND attempts = $3
+             RETURNING tenant_id, quota_key, cost, reservation_seq),
+         a AS (UPDATE quota_accounts q SET reserved = q.reserved - d.cost,
+                   spent = q.spent + d.cost, updated_at = herald_now($4)
+               FROM d WHERE d.cost > 0 AND q.tenant_id = d.tenant_id AND q.quota_key = d.quota_key
+               RETURNING 1),
+         j AS (INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+                   reservation_seq, at)
+               SELECT d.tenant_id, d.quota_key, 'commit', d.cost, $1, d.reservation_seq,
+                   herald_now($4)
+               FROM d WHERE d.cost > 0),
+         t AS (UPDATE delivery_attempts SET finished_at = herald_now($4), outcome = 'sent',
+                   error_code = NULL, error_message = NULL
+               WHERE delivery_id = $1 AND n = $3 AND EXISTS (SELECT 1 FROM d))
+         SELECT count(*) FROM d",
+    )
+    .bind(id)
+    .bind(worker)
+    .bind(n)
+    .bind(now)
+    .fetch_one(c)
+    .await?;
+    Ok(sent == 1)
+}

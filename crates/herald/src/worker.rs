@@ -17,7 +17,7 @@ use herald_core::limits::{
 use herald_core::{Decision, Report, RetryPolicy};
 use herald_store::deliveries::{
     Finish, Lease, LeasedRow, deliveries_lease, delivery_finish, delivery_hand_back,
-    delivery_lease_extend,
+    delivery_lease_extend, delivery_sent_fenced,
 };
 use herald_store::notify::WAKE_CHANNEL;
 use std::collections::BTreeMap;
@@ -330,7 +330,23 @@ impl Inner {
             .herald
             .transaction(|tx| {
                 let finish = finish.clone();
-                Box::pin(async move { Ok(delivery_finish(tx.conn(), &finish).await?) })
+                Box::pin(async move {
+                    // The common case, a fenced `sent`, in one statement; anything else
+                    // (or SQLite) through the general path and its decision table.
+                    if finish.report == Report::Sent
+                        && delivery_sent_fenced(
+                            tx.conn(),
+                            finish.id,
+                            finish.worker,
+                            finish.n,
+                            finish.now,
+                        )
+                        .await?
+                    {
+                        return Ok(Some(Decision::MarkSent { stale: false }));
+                    }
+                    Ok(delivery_finish(tx.conn(), &finish).await?)
+                })
             })
             .await?
             .value;
