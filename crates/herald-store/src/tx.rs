@@ -1,9 +1,11 @@
 //! Beginning, committing and rolling back one transaction on either backend, with the
 //! per-attempt wait bound the transaction runner needs.
 //!
-//! - PostgreSQL: `BEGIN ISOLATION LEVEL …; SET LOCAL lock_timeout …; SET LOCAL
-//!   statement_timeout …` in one round trip, so no lock or statement wait inside the
-//!   transaction outlives the caller's deadline.
+//! - PostgreSQL: `BEGIN ISOLATION LEVEL …; SET LOCAL statement_timeout …` in one round
+//!   trip, so no statement inside the transaction — lock waits included, which
+//!   `statement_timeout` counts too — outlives the caller's deadline. (A separate
+//!   `lock_timeout` would be one more statement per transaction for nothing: it could only
+//!   fire at the same moment.)
 //! - SQLite: `PRAGMA busy_timeout = …; BEGIN IMMEDIATE`. IMMEDIATE takes the write lock at
 //!   BEGIN, so writer contention is a *wait* at BEGIN (bounded by the busy timeout), before
 //!   any of the caller's statements run, instead of an SQLITE_BUSY in the middle of the
@@ -89,8 +91,7 @@ impl Store {
         }
         if let Some(pool) = self.postgres_pool() {
             let sql = format!(
-                "BEGIN ISOLATION LEVEL {}; SET LOCAL lock_timeout = '{wait_ms}ms'; \
-                 SET LOCAL statement_timeout = '{wait_ms}ms'",
+                "BEGIN ISOLATION LEVEL {}; SET LOCAL statement_timeout = '{wait_ms}ms'",
                 options.isolation.sql()
             );
             return Ok(StoreTx::Postgres(pool.begin_with(AssertSqlSafe(sql)).await?));

@@ -5,9 +5,9 @@
 //! Rules (ARCHITECTURE.md explains why):
 //! 1. Retry only on concurrency errors, classified by code (PostgreSQL 40001/40P01, SQLite
 //!    BUSY/LOCKED); anything else propagates after the first attempt.
-//! 2. Each attempt's waits are bounded by the time left: `lock_timeout` and
-//!    `statement_timeout` on PostgreSQL, the busy timeout on SQLite, and the closure
-//!    itself runs under a timer.
+//! 2. Each attempt's waits are bounded by the time left: `statement_timeout` (which counts
+//!    lock waits) on PostgreSQL, the busy timeout on SQLite, and the closure itself runs
+//!    under a timer.
 //! 3. A concurrency error raised by COMMIT is retried; a broken connection during COMMIT
 //!    is [`Error::CommitOutcomeUnknown`], never success, never a plain failure.
 //! 4. Effects registered with `after_commit` run after the final COMMIT, in order, once.
