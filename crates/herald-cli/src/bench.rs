@@ -8,7 +8,7 @@
 use anyhow::{Context, Result, bail};
 use herald::sqlx::{self, Connection};
 use herald::{AsConn, Channel, Herald, Leased, Outcome, SubmitRequest, Worker, WorkerOptions};
-use herald_store::bench::{count_state, floor_drain, floor_submit};
+use herald_store::bench::{bench_reset, count_state, floor_drain, floor_submit};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -185,6 +185,14 @@ impl Bench {
         Ok((done.load(Ordering::Relaxed), started.elapsed()))
     }
 
+    /// Empty delivery tables: each compared phase starts from the same sizes.
+    async fn reset(&self) -> Result<()> {
+        self.herald
+            .transaction(|tx| Box::pin(async move { Ok(bench_reset(tx.conn()).await?) }))
+            .await?;
+        Ok(())
+    }
+
     async fn pending(&self) -> Result<i64> {
         Ok(self
             .herald
@@ -303,9 +311,11 @@ async fn measure(args: &Args, n: usize, schema: &str) -> Result<Vec<Figure>> {
         args.tenants
     );
 
+    bench.reset().await?;
     let floor_submit = rate(n, bench.submit_floor(n, "floor").await?);
     let (drained, elapsed) = bench.drain_floor(100).await?;
     let floor_drain = rate(drained, elapsed);
+    bench.reset().await?;
     let herald_submit = rate(n, bench.submit_herald(n, "lib", &tenants, false).await?);
     say(
         &mut figures,

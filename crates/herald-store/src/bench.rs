@@ -91,3 +91,18 @@ pub async fn count_state(conn: Conn<'_>, state: &str) -> Result<i64, StoreError>
         }
     })
 }
+
+/// Empties the delivery tables between bench phases, so each phase starts from the same
+/// table sizes (accounts are kept; their balances no longer match a journal — bench
+/// schemas only, never a real database).
+pub async fn bench_reset(conn: Conn<'_>) -> Result<(), StoreError> {
+    let Conn::Postgres(c) = conn else {
+        return Err(StoreError::InvalidUrl("the SQL floor is PostgreSQL only".into()));
+    };
+    sqlx::raw_sql(
+        "TRUNCATE delivery_attempts, delivery_payloads, delivery_replays, quota_journal, deliveries",
+    )
+    .execute(c)
+    .await?;
+    Ok(())
+}
