@@ -143,7 +143,7 @@ impl Herald {
         let submitted = self.submit_in(tx, req).await?;
         if !submitted.duplicate {
             let wake = self.wake().clone();
-            tx.after_commit(move || wake.local());
+            tx.after_commit(move || wake.soon());
         }
         Ok(submitted)
     }

@@ -37,11 +37,6 @@ impl Default for Wake {
 }
 
 impl Wake {
-    /// Wakes this process's waiting workers.
-    pub(crate) fn local(&self) {
-        self.notify.notify_waiters();
-    }
-
     /// Wakes this process's workers now; they keep looking for a short while, so work
     /// that commits a moment later is found quickly too.
     pub(crate) fn soon(&self) {
