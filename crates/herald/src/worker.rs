@@ -45,6 +45,8 @@ pub struct WorkerOptions {
     pub shutdown_grace: Duration,
     /// Backoff and Retry-After cap for transient failures.
     pub retry: RetryPolicy,
+    /// How often a running send extends its lease; `None`: a third of the lease.
+    pub heartbeat_every: Option<Duration>,
 }
 
 impl Default for WorkerOptions {
@@ -58,6 +60,7 @@ impl Default for WorkerOptions {
             poll_interval: POLL_INTERVAL_DEFAULT,
             shutdown_grace: SHUTDOWN_GRACE_DEFAULT,
             retry: RetryPolicy::default(),
+            heartbeat_every: None,
         }
     }
 }
@@ -79,6 +82,14 @@ impl WorkerOptions {
             return Err(Error::Invalid(format!(
                 "the send timeout ({:?}) plus the safety margin ({:?}) must be shorter than the lease ({:?})",
                 self.send_timeout, LEASE_SAFETY_MARGIN, self.lease
+            )));
+        }
+        if let Some(every) = self.heartbeat_every
+            && (every.is_zero() || every >= self.lease)
+        {
+            return Err(Error::Invalid(format!(
+                "the heartbeat ({every:?}) must be positive and shorter than the lease ({:?})",
+                self.lease
             )));
         }
         Ok(())
@@ -373,7 +384,7 @@ impl Inner {
     ) -> Outcome {
         let mut task = AbortOnDrop(tokio::spawn(async move { channel.send(&leased).await }));
         let heartbeat = async {
-            let every = self.options.lease / 3;
+            let every = self.options.heartbeat_every.unwrap_or(self.options.lease / 3);
             loop {
                 tokio::time::sleep(every).await;
                 let (worker, lease, now) =

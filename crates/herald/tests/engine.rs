@@ -803,3 +803,63 @@ async fn the_database_itself_refuses_a_second_final_movement_and_an_unbalanced_a
         assert_eq!(env.quota().await, (100, 96, 2, 2), "{}", env.name);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_send_extends_its_lease_so_the_reconciler_leaves_it_alone() {
+    for env in envs().await {
+        let d = env.submit(request(env.tenant, "op-long")).await;
+        let channel = Script::new([]);
+        let release = channel.hold();
+        let mut entered = channel.watch();
+        let options =
+            WorkerOptions { heartbeat_every: Some(Duration::from_millis(20)), ..options("w1") };
+        let worker = env.worker(channel.clone(), options);
+        let running = tokio::spawn(async move { worker.run_once().await });
+        assert_eq!(entered.recv().await, Some(d.id), "{}", env.name);
+        let first_lease = env.get(d.id).await;
+        assert_eq!(first_lease.state, DeliveryState::Sending, "{}", env.name);
+        let until = |env: &Env| {
+            let id = d.id;
+            let herald = env.herald.clone();
+            async move {
+                herald
+                    .transaction(|tx| {
+                        Box::pin(async move {
+                            Ok(herald_store::deliveries::delivery_get(tx.conn(), None, id, false)
+                                .await?)
+                        })
+                    })
+                    .await
+                    .unwrap()
+                    .value
+                    .and_then(|r| r.lease_until)
+                    .unwrap()
+            }
+        };
+        let original = until(&env).await;
+        // Time passes (past the original lease); the heartbeat must move the lease on.
+        env.clock.advance(Duration::from_secs(50));
+        let extended = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let now = until(&env).await;
+                if now > original {
+                    return now;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{}: the heartbeat never extended the lease", env.name));
+        assert_eq!(extended - original, 50_000, "{}: lease = now + lease length", env.name);
+        env.clock.advance(Duration::from_secs(20)); // past the original expiry, within the new one
+        assert_eq!(
+            env.reconciler().run_once().await.unwrap().requeued,
+            0,
+            "{}: a live lease",
+            env.name
+        );
+        release.notify_one();
+        assert_eq!(running.await.unwrap().unwrap().sent, 1, "{}", env.name);
+        assert_eq!(env.outcomes(d.id).await, ["sent"], "{}", env.name);
+    }
+}
