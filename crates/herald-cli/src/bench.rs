@@ -59,17 +59,13 @@ fn rate(n: usize, elapsed: Duration) -> f64 {
 
 impl Bench {
     fn request(&self, tenant: Uuid, key: String) -> SubmitRequest {
-        SubmitRequest {
+        SubmitRequest::new(
             tenant,
-            operation_key: key,
-            channel: "webhook".into(),
-            to: "https://example.com/hooks".into(),
-            payload: json!({"event": "bench"}),
-            quota_key: None,
-            cost: None,
-            send_at: None,
-            max_attempts: None,
-        }
+            key,
+            "webhook",
+            "https://example.com/hooks",
+            json!({"event": "bench"}),
+        )
     }
 
     /// `n` operations split over the clients; returns the elapsed time.

@@ -288,16 +288,14 @@ async fn retention_prunes_final_deliveries_past_the_window_which_is_the_idempote
         let herald = env.herald.clone().with_clock(clock.clone());
         let tenant = herald.tenant_create("acme").await.unwrap().id;
         herald.quota_grant(tenant, "email", 10, None).await.unwrap();
-        let request = |key: &str| herald::SubmitRequest {
-            tenant,
-            operation_key: key.into(),
-            channel: "email".into(),
-            to: "a@example.com".into(),
-            payload: json!({"subject": "s", "text": "t"}),
-            quota_key: None,
-            cost: None,
-            send_at: None,
-            max_attempts: None,
+        let request = |key: &str| {
+            herald::SubmitRequest::new(
+                tenant,
+                key,
+                "email",
+                "a@example.com",
+                json!({"subject": "s", "text": "t"}),
+            )
         };
         let submit = |key: &'static str| {
             let (h, r) = (herald.clone(), request(key));

@@ -33,17 +33,13 @@ async fn main() -> Result<(), herald::Error> {
     herald.quota_grant(tenant, "sms", 10, None).await?;
 
     // The claim commits (or rolls back) with your business change.
-    let request = SubmitRequest {
+    let request = SubmitRequest::new(
         tenant,
-        operation_key: "ticket-42-status-7".into(),
-        channel: "sms".into(),
-        to: "+15550100".into(),
-        payload: serde_json::json!({"text": "Your repair is ready"}),
-        quota_key: None,
-        cost: None,
-        send_at: None,
-        max_attempts: None,
-    };
+        "ticket-42-status-7",
+        "sms",
+        "+15550100",
+        serde_json::json!({"text": "Your repair is ready"}),
+    );
     let submitted = herald.submit_alone(&request).await?;
     let again = herald.submit_alone(&request).await?; // a retry: the same delivery
     println!("submitted {} (repeat is a duplicate: {})", submitted.delivery.id, again.duplicate);

@@ -44,6 +44,30 @@ pub struct SubmitRequest {
     pub max_attempts: Option<u32>,
 }
 
+impl SubmitRequest {
+    /// A request with every optional field left to its default (quota key = channel,
+    /// cost 1, now, the engine's max attempts); set fields afterwards to change them.
+    pub fn new(
+        tenant: Uuid,
+        operation_key: impl Into<String>,
+        channel: impl Into<String>,
+        to: impl Into<String>,
+        payload: serde_json::Value,
+    ) -> SubmitRequest {
+        SubmitRequest {
+            tenant,
+            operation_key: operation_key.into(),
+            channel: channel.into(),
+            to: to.into(),
+            payload,
+            quota_key: None,
+            cost: None,
+            send_at: None,
+            max_attempts: None,
+        }
+    }
+}
+
 /// What a submit returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Submitted {

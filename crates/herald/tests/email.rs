@@ -8,9 +8,7 @@
 mod common;
 
 use herald::channels::{EmailChannel, EmailOptions};
-use herald::{
-    Channel, Clock, Delivery, DeliveryState, Herald, SubmitRequest, Worker, WorkerOptions,
-};
+use herald::{Channel, Delivery, DeliveryState, SubmitRequest, Worker, WorkerOptions};
 use serde_json::json;
 use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader};
@@ -21,7 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use uuid::Uuid;
 
-const START_S: i64 = 1_800_000_000;
+use common::Env;
 const FROM: &str = "herald@example.com";
 
 // ---- Python and the relay --------------------------------------------------------------
@@ -156,39 +154,13 @@ fn alerts(reason: &str) -> u64 {
 
 // ---- an environment per backend --------------------------------------------------------
 
-struct Env {
-    _db: common::TestDb,
-    name: &'static str,
-    herald: Herald,
-    clock: Clock,
-    tenant: Uuid,
-}
-
 async fn envs() -> Vec<Env> {
-    let mut envs = Vec::new();
-    for db in common::backends().await {
-        let clock = Clock::manual(jiff::Timestamp::from_second(START_S).unwrap());
-        let herald = db.herald().await.with_clock(clock.clone());
-        let tenant = herald.tenant_create("acme").await.unwrap().id;
-        herald.quota_grant(tenant, "email", 100, None).await.unwrap();
-        envs.push(Env { name: db.name(), _db: db, herald, clock, tenant });
-    }
-    envs
+    common::envs("email").await
 }
 
 impl Env {
     async fn submit(&self, key: &str, to: &str, payload: serde_json::Value) -> Delivery {
-        let req = SubmitRequest {
-            tenant: self.tenant,
-            operation_key: key.to_string(),
-            channel: "email".into(),
-            to: to.to_string(),
-            payload,
-            quota_key: None,
-            cost: None,
-            send_at: None,
-            max_attempts: None,
-        };
+        let req = SubmitRequest::new(self.tenant, key, "email", to, payload);
         self.herald
             .submit_alone(&req)
             .await

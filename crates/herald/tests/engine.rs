@@ -7,8 +7,8 @@
 mod common;
 
 use herald::{
-    Channel, Clock, DeliveryState, Error, Herald, Leased, Outcome, Reconciler, ReconcilerOptions,
-    SubmitRequest, Worker, WorkerOptions,
+    Channel, DeliveryState, Error, Leased, Outcome, Reconciler, ReconcilerOptions, SubmitRequest,
+    Worker, WorkerOptions,
 };
 use herald_core::{Decision, Report, RetryPolicy};
 use herald_store::deliveries::{
@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use uuid::Uuid;
 
-const START_S: i64 = 1_800_000_000;
+use common::{Env, START_S};
 
 // ---- a scripted channel ---------------------------------------------------------------
 
@@ -80,37 +80,15 @@ impl Channel for Script {
 
 // ---- an environment per backend --------------------------------------------------------
 
-struct Env {
-    _db: common::TestDb,
-    name: &'static str,
-    herald: Herald,
-    clock: Clock,
-    tenant: Uuid,
-}
-
 async fn envs() -> Vec<Env> {
-    let mut envs = Vec::new();
-    for db in common::backends().await {
-        let clock = Clock::manual(jiff::Timestamp::from_second(START_S).unwrap());
-        let herald = db.herald().await.with_clock(clock.clone());
-        let tenant = herald.tenant_create("acme").await.unwrap().id;
-        herald.quota_grant(tenant, "email", 100, None).await.unwrap();
-        envs.push(Env { name: db.name(), _db: db, herald, clock, tenant });
-    }
-    envs
+    common::envs("email").await
 }
 
 fn request(tenant: Uuid, key: &str) -> SubmitRequest {
+    let payload = serde_json::json!({"subject": "ready", "text": "your repair is ready"});
     SubmitRequest {
-        tenant,
-        operation_key: key.to_string(),
-        channel: "email".into(),
-        to: "a@example.com".into(),
-        payload: serde_json::json!({"subject": "ready", "text": "your repair is ready"}),
-        quota_key: None,
         cost: Some(2),
-        send_at: None,
-        max_attempts: None,
+        ..SubmitRequest::new(tenant, key, "email", "a@example.com", payload)
     }
 }
 

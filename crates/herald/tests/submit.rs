@@ -23,17 +23,13 @@ use uuid::Uuid;
 // ---- helpers -------------------------------------------------------------------------
 
 fn request(tenant: Uuid, operation_key: &str) -> SubmitRequest {
-    SubmitRequest {
+    SubmitRequest::new(
         tenant,
-        operation_key: operation_key.to_string(),
-        channel: "email".into(),
-        to: "ada@example.com".into(),
-        payload: json!({"subject": "receipt", "text": "thanks for your order"}),
-        quota_key: None,
-        cost: None,
-        send_at: None,
-        max_attempts: None,
-    }
+        operation_key,
+        "email",
+        "ada@example.com",
+        json!({"subject": "receipt", "text": "thanks for your order"}),
+    )
 }
 
 /// Submits in a transaction of its own through herald's runner.

@@ -13,9 +13,7 @@ use axum::http::{HeaderMap, Method, Uri};
 use axum::response::Response;
 use base64::Engine as _;
 use herald::channels::{WebhookChannel, WebhookOptions};
-use herald::{
-    Attempt, Channel, Clock, Delivery, DeliveryState, Herald, SubmitRequest, Worker, WorkerOptions,
-};
+use herald::{Attempt, Channel, Delivery, DeliveryState, SubmitRequest, Worker, WorkerOptions};
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::Write as _;
@@ -26,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
 
-const START_S: i64 = 1_800_000_000;
+use common::Env;
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 // ---- Python (the independent verifier) -------------------------------------------------
@@ -182,34 +180,8 @@ impl Receiver {
 
 // ---- an environment per backend --------------------------------------------------------
 
-struct Env {
-    _db: common::TestDb,
-    name: &'static str,
-    herald: Herald,
-    clock: Clock,
-    tenant: Uuid,
-    /// The `whsec_` secret `tenant_create` returned.
-    secret: String,
-}
-
 async fn envs() -> Vec<Env> {
-    let mut envs = Vec::new();
-    for db in common::backends().await {
-        let clock = Clock::manual(jiff::Timestamp::from_second(START_S).unwrap());
-        let herald = db.herald().await.with_clock(clock.clone());
-        let tenant = herald.tenant_create("acme").await.unwrap();
-        assert!(tenant.webhook_secret.starts_with("whsec_"), "{}", db.name());
-        herald.quota_grant(tenant.id, "webhook", 100, None).await.unwrap();
-        envs.push(Env {
-            name: db.name(),
-            _db: db,
-            herald,
-            clock,
-            tenant: tenant.id,
-            secret: tenant.webhook_secret,
-        });
-    }
-    envs
+    common::envs("webhook").await
 }
 
 fn loopback_allowed() -> WebhookOptions {
@@ -222,17 +194,7 @@ fn guarded() -> WebhookOptions {
 
 impl Env {
     async fn submit(&self, key: &str, to: &str, payload: serde_json::Value) -> Delivery {
-        let req = SubmitRequest {
-            tenant: self.tenant,
-            operation_key: key.to_string(),
-            channel: "webhook".into(),
-            to: to.to_string(),
-            payload,
-            quota_key: None,
-            cost: None,
-            send_at: None,
-            max_attempts: None,
-        };
+        let req = SubmitRequest::new(self.tenant, key, "webhook", to, payload);
         self.herald
             .submit_alone(&req)
             .await

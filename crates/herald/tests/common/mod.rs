@@ -124,3 +124,39 @@ pub fn python() -> &'static str {
         String::from_utf8(out.stdout).expect("utf-8 path").trim().to_string()
     })
 }
+
+/// The manual clock's start in the engine tests (2027-01-15).
+pub const START_S: i64 = 1_800_000_000;
+
+/// One backend, ready for engine tests: herald on a manual clock, one tenant ("acme")
+/// with 100 units granted on `quota_key`.
+#[derive(Debug)]
+pub struct Env {
+    pub _db: TestDb,
+    pub name: &'static str,
+    pub herald: Herald,
+    pub clock: herald::Clock,
+    pub tenant: uuid::Uuid,
+    /// The `whsec_` secret `tenant_create` returned.
+    pub secret: String,
+}
+
+/// An `Env` per backend of this run.
+pub async fn envs(quota_key: &str) -> Vec<Env> {
+    let mut envs = Vec::new();
+    for db in backends().await {
+        let clock = herald::Clock::manual(jiff::Timestamp::from_second(START_S).unwrap());
+        let herald = db.herald().await.with_clock(clock.clone());
+        let tenant = herald.tenant_create("acme").await.unwrap();
+        herald.quota_grant(tenant.id, quota_key, 100, None).await.unwrap();
+        envs.push(Env {
+            name: db.name(),
+            _db: db,
+            herald,
+            clock,
+            tenant: tenant.id,
+            secret: tenant.webhook_secret,
+        });
+    }
+    envs
+}
