@@ -1120,45 +1120,54 @@ pub async fn deliveries_count_by_state(conn: Conn<'_>) -> Result<Vec<(String, i6
     Ok(rows)
 }
 
-/// The common case in one statement (PostgreSQL): attempt `n` of `worker` still holds the
-/// lease and reports `sent` — the delivery becomes `sent`, its reservation is committed
-/// with a journal row, and the attempt row closed. Returns `false` (and changes nothing)
-/// when the attempt no longer holds the lease or on SQLite; the caller then goes through
-/// `delivery_finish`, which decides the stale cases. Same result as `delivery_finish`
-/// with `Report::Sent` on a fenced attempt (`Decision::MarkSent { stale: false }`).
-pub async fn delivery_sent_fenced(
+/// The common case, set-based (PostgreSQL): every `(id, n)` whose attempt `n` of `worker`
+/// still holds the lease and reported `sent` becomes `sent` in one statement — state,
+/// reservation committed per account with one journal row per delivery, attempt row
+/// closed. Returns the ids it marked; the others are unchanged and the caller sends them
+/// through `delivery_finish`, which decides the stale cases. Per delivery, the same result
+/// as `delivery_finish` with `Report::Sent` on a fenced attempt. On SQLite: marks none.
+///
+/// Lock the quota rows first with `quota_lock` (in a stable order), or two concurrent
+/// batches over the same tenants can deadlock.
+pub async fn deliveries_sent_fenced(
     conn: Conn<'_>,
-    id: Uuid,
     worker: &str,
-    n: i32,
+    attempts: &[(Uuid, i32)],
     now: Option<i64>,
-) -> Result<bool, StoreError> {
-    let Conn::Postgres(c) = conn else { return Ok(false) };
-    let sent: i64 = sqlx::query_scalar(
-        "WITH d AS (
-             UPDATE deliveries SET state = 'sent', lease_owner = NULL, lease_until = NULL,
+) -> Result<Vec<Uuid>, StoreError> {
+    let Conn::Postgres(c) = conn else { return Ok(Vec::new()) };
+    if attempts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (ids, ns): (Vec<Uuid>, Vec<i32>) = attempts.iter().copied().unzip();
+    let sent: Vec<Uuid> = sqlx::query_scalar(
+        "WITH i AS (SELECT * FROM unnest($1::uuid[], $2::int4[]) AS i (id, n)),
+         d AS (
+             UPDATE deliveries u SET state = 'sent', lease_owner = NULL, lease_until = NULL,
                  last_error = NULL, sent_at = herald_now($4), updated_at = herald_now($4)
-             WHERE id = $1 AND state = 'sending' AND lease_owner = $2 AND attempts = $3
-             RETURNING tenant_id, quota_key, cost, reservation_seq),
-         a AS (UPDATE quota_accounts q SET reserved = q.reserved - d.cost,
-                   spent = q.spent + d.cost, updated_at = herald_now($4)
-               FROM d WHERE d.cost > 0 AND q.tenant_id = d.tenant_id AND q.quota_key = d.quota_key
-               RETURNING 1),
+             FROM i
+             WHERE u.id = i.id AND u.state = 'sending' AND u.lease_owner = $3 AND u.attempts = i.n
+             RETURNING u.id, u.tenant_id, u.quota_key, u.cost, u.reservation_seq, u.attempts),
+         s AS (SELECT tenant_id, quota_key, sum(cost)::bigint AS cost FROM d WHERE cost > 0
+               GROUP BY tenant_id, quota_key),
+         a AS (UPDATE quota_accounts q SET reserved = q.reserved - s.cost,
+                   spent = q.spent + s.cost, updated_at = herald_now($4)
+               FROM s WHERE q.tenant_id = s.tenant_id AND q.quota_key = s.quota_key),
          j AS (INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
                    reservation_seq, at)
-               SELECT d.tenant_id, d.quota_key, 'commit', d.cost, $1, d.reservation_seq,
+               SELECT d.tenant_id, d.quota_key, 'commit', d.cost, d.id, d.reservation_seq,
                    herald_now($4)
                FROM d WHERE d.cost > 0),
-         t AS (UPDATE delivery_attempts SET finished_at = herald_now($4), outcome = 'sent',
+         t AS (UPDATE delivery_attempts t SET finished_at = herald_now($4), outcome = 'sent',
                    error_code = NULL, error_message = NULL
-               WHERE delivery_id = $1 AND n = $3 AND EXISTS (SELECT 1 FROM d))
-         SELECT count(*) FROM d",
+               FROM d WHERE t.delivery_id = d.id AND t.n = d.attempts)
+         SELECT id FROM d",
     )
-    .bind(id)
+    .bind(ids)
+    .bind(ns)
     .bind(worker)
-    .bind(n)
     .bind(now)
-    .fetch_one(c)
+    .fetch_all(c)
     .await?;
-    Ok(sent == 1)
+    Ok(sent)
 }

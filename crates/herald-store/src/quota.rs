@@ -319,3 +319,26 @@ pub async fn quota_reserved_by_tenant(conn: Conn<'_>) -> Result<Vec<(Uuid, i64)>
     };
     Ok(rows)
 }
+
+/// Locks the given quota rows in one stable order (tenant, key) for the rest of the
+/// transaction (PostgreSQL; SQLite's writer lock already serialises). A statement that
+/// then updates several accounts cannot deadlock with another that locked them this way.
+pub async fn quota_lock(conn: Conn<'_>, accounts: &[(Uuid, String)]) -> Result<(), StoreError> {
+    let Conn::Postgres(c) = conn else { return Ok(()) };
+    if accounts.is_empty() {
+        return Ok(());
+    }
+    let (tenants, keys): (Vec<Uuid>, Vec<String>) = accounts.iter().cloned().unzip();
+    sqlx::query(
+        "SELECT 1 FROM quota_accounts q
+         JOIN unnest($1::uuid[], $2::text[]) AS k (tenant_id, quota_key)
+           ON q.tenant_id = k.tenant_id AND q.quota_key = k.quota_key
+         ORDER BY q.tenant_id, q.quota_key
+         FOR UPDATE OF q",
+    )
+    .bind(tenants)
+    .bind(keys)
+    .fetch_all(c)
+    .await?;
+    Ok(())
+}

@@ -16,14 +16,16 @@ use herald_core::limits::{
 };
 use herald_core::{Decision, Report, RetryPolicy};
 use herald_store::deliveries::{
-    Finish, Lease, LeasedRow, deliveries_lease, delivery_finish, delivery_hand_back,
-    delivery_lease_extend, delivery_sent_fenced,
+    Finish, Lease, LeasedRow, deliveries_lease, deliveries_sent_fenced, delivery_finish,
+    delivery_hand_back, delivery_lease_extend,
 };
 use herald_store::notify::WAKE_CHANNEL;
-use std::collections::BTreeMap;
+use herald_store::quota::quota_lock;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -121,6 +123,8 @@ struct Inner {
     options: WorkerOptions,
     channels: BTreeMap<String, Arc<dyn Channel>>,
     channel_names: Vec<String>,
+    /// Where finished sends queue their outcomes; started with the first one.
+    recorder: OnceLock<mpsc::UnboundedSender<Recording>>,
 }
 
 impl fmt::Debug for Worker {
@@ -142,7 +146,8 @@ impl Worker {
         options.validate()?;
         let channels: BTreeMap<_, _> = channels.into_iter().collect();
         let channel_names = channels.keys().cloned().collect();
-        Ok(Worker { inner: Arc::new(Inner { herald, options, channels, channel_names }) })
+        let recorder = OnceLock::new();
+        Ok(Worker { inner: Arc::new(Inner { herald, options, channels, channel_names, recorder }) })
     }
 
     pub fn options(&self) -> &WorkerOptions {
@@ -325,42 +330,19 @@ impl Inner {
                 (Report::Terminal, None, Some(code.as_str()), Some(message.as_str()))
             }
         };
-        let finish = Finish {
+        let (code, message) = (code.map(str::to_string), message.map(str::to_string));
+        let outcome = Finished {
             id: d.id,
-            worker: &self.options.id,
             n,
+            tenant: d.tenant_id,
+            quota_key: d.quota_key.clone(),
             report,
             retry_after,
-            retry: self.options.retry,
             jitter: fastrand::f64(),
-            error_code: code,
-            error_message: message,
-            now: self.herald.clock().now_ms(),
+            code,
+            message,
         };
-        let decision = self
-            .herald
-            .transaction(|tx| {
-                let finish = finish.clone();
-                Box::pin(async move {
-                    // The common case, a fenced `sent`, in one statement; anything else
-                    // (or SQLite) through the general path and its decision table.
-                    if finish.report == Report::Sent
-                        && delivery_sent_fenced(
-                            tx.conn(),
-                            finish.id,
-                            finish.worker,
-                            finish.n,
-                            finish.now,
-                        )
-                        .await?
-                    {
-                        return Ok(Some(Decision::MarkSent { stale: false }));
-                    }
-                    Ok(delivery_finish(tx.conn(), &finish).await?)
-                })
-            })
-            .await?
-            .value;
+        let decision = self.record(outcome).await?;
         let outcome_label = match decision.and_then(Decision::attempt_outcome) {
             Some(o) => o.as_str(),
             None => "stale_ignored",
@@ -371,6 +353,26 @@ impl Inner {
         }
         tracing::debug!(?decision, "outcome recorded");
         Ok(decision)
+    }
+
+    /// Queues an outcome for the recorder and waits until it is committed: the send's
+    /// slot stays taken until then, so a slow database slows leasing down.
+    async fn record(&self, outcome: Finished) -> Result<Option<Decision>, Error> {
+        let queue = self.recorder.get_or_init(|| {
+            let (queue, pending) = mpsc::unbounded_channel();
+            let recorder = Recorder {
+                herald: self.herald.clone(),
+                worker: self.options.id.clone(),
+                retry: self.options.retry,
+            };
+            tokio::spawn(recorder.run(pending));
+            queue
+        });
+        let (reply, decision) = oneshot::channel();
+        queue
+            .send(Recording { outcome, reply })
+            .map_err(|_| Error::app("the outcome recorder has stopped"))?;
+        decision.await.map_err(|_| Error::app("the outcome recorder has stopped"))?
     }
 
     /// Runs the channel's send in its own task (a panic becomes a transient outcome),
@@ -428,6 +430,122 @@ impl Inner {
 }
 
 use crate::runner::Committed;
+
+/// Outcomes recorded together at most (one transaction, one set-based statement for the
+/// fenced `sent` ones).
+const RECORD_BATCH_MAX: usize = 256;
+
+/// A finished send's outcome, to record.
+struct Finished {
+    id: uuid::Uuid,
+    n: i32,
+    tenant: uuid::Uuid,
+    quota_key: String,
+    report: Report,
+    retry_after: Option<Duration>,
+    jitter: f64,
+    code: Option<String>,
+    message: Option<String>,
+}
+
+struct Recording {
+    outcome: Finished,
+    reply: oneshot::Sender<Result<Option<Decision>, Error>>,
+}
+
+/// Records outcomes in batches: whatever finished while the previous batch committed goes
+/// into the next transaction — group commit without a timer, so a lone outcome is
+/// recorded at once and a busy worker pays one commit per batch. Ends when its worker is
+/// dropped.
+struct Recorder {
+    herald: Herald,
+    worker: String,
+    retry: RetryPolicy,
+}
+
+impl Recorder {
+    async fn run(self, mut pending: mpsc::UnboundedReceiver<Recording>) {
+        let mut batch = Vec::with_capacity(RECORD_BATCH_MAX);
+        while pending.recv_many(&mut batch, RECORD_BATCH_MAX).await > 0 {
+            let (outcomes, replies): (Vec<_>, Vec<_>) =
+                batch.drain(..).map(|r| (r.outcome, r.reply)).unzip();
+            match self.record(&outcomes).await {
+                Ok(decisions) => {
+                    for (reply, decision) in replies.into_iter().zip(decisions) {
+                        let _ = reply.send(Ok(decision));
+                    }
+                }
+                // One bad outcome must not fail the others: each alone, in its own
+                // transaction.
+                Err(e) if outcomes.len() > 1 => {
+                    tracing::debug!(error = %e, "recording a batch failed; one by one");
+                    for (outcome, reply) in outcomes.iter().zip(replies) {
+                        let decision = self.record(std::slice::from_ref(outcome)).await;
+                        let _ = reply.send(decision.map(|mut d| d.pop().flatten()));
+                    }
+                }
+                Err(e) => {
+                    if let Some(reply) = replies.into_iter().next() {
+                        let _ = reply.send(Err(e));
+                    }
+                }
+            }
+        }
+    }
+
+    /// One transaction: the quota rows locked in a stable order, the fenced `sent`
+    /// outcomes in one statement (PostgreSQL), everything else — and SQLite — through
+    /// `delivery_finish` and its decision table.
+    async fn record(&self, outcomes: &[Finished]) -> Result<Vec<Option<Decision>>, Error> {
+        let now = self.herald.clock().now_ms();
+        let (worker, retry) = (self.worker.as_str(), self.retry);
+        let mut accounts: Vec<(uuid::Uuid, String)> =
+            outcomes.iter().map(|o| (o.tenant, o.quota_key.clone())).collect();
+        accounts.sort();
+        accounts.dedup();
+        let sent: Vec<(uuid::Uuid, i32)> =
+            outcomes.iter().filter(|o| o.report == Report::Sent).map(|o| (o.id, o.n)).collect();
+        let committed = self
+            .herald
+            .transaction(|tx| {
+                let (accounts, sent) = (&accounts, &sent);
+                Box::pin(async move {
+                    // One account cannot deadlock; several are locked in order first.
+                    if accounts.len() > 1 {
+                        quota_lock(tx.conn(), accounts).await?;
+                    }
+                    let marked: HashSet<uuid::Uuid> =
+                        deliveries_sent_fenced(tx.conn(), worker, sent, now)
+                            .await?
+                            .into_iter()
+                            .collect();
+                    let mut decisions = Vec::with_capacity(outcomes.len());
+                    for o in outcomes {
+                        if o.report == Report::Sent && marked.contains(&o.id) {
+                            decisions.push(Some(Decision::MarkSent { stale: false }));
+                            continue;
+                        }
+                        let finish = Finish {
+                            id: o.id,
+                            worker,
+                            n: o.n,
+                            report: o.report,
+                            retry_after: o.retry_after,
+                            retry,
+                            jitter: o.jitter,
+                            error_code: o.code.as_deref(),
+                            error_message: o.message.as_deref(),
+                            now,
+                        };
+                        decisions.push(delivery_finish(tx.conn(), &finish).await?);
+                    }
+                    Ok(decisions)
+                })
+            })
+            .await?;
+        Ok(committed.value)
+    }
+}
 
 /// LISTEN on PostgreSQL for cross-process wake-ups; absent on SQLite or after a lost
 /// connection (polling covers both; a new listener is tried again later).
