@@ -483,8 +483,10 @@ pub async fn deliveries_lease(
                  attempt AS (
                      INSERT INTO delivery_attempts (delivery_id, n, worker, started_at)
                      SELECT id, attempts, $4, herald_now($1) FROM leased)
-                 SELECT {PG_COLS}, p.payload::text AS payload
-                 FROM leased d JOIN delivery_payloads p ON p.delivery_id = d.id
+                 SELECT {PG_COLS},
+                     (SELECT p.payload::text FROM delivery_payloads p WHERE p.delivery_id = d.id)
+                         AS payload
+                 FROM leased d
                  ORDER BY d.next_attempt_at, d.id"
             );
             let rows = sqlx::query(sql(q))
@@ -1146,7 +1148,8 @@ pub async fn deliveries_sent_fenced(
              UPDATE deliveries u SET state = 'sent', lease_owner = NULL, lease_until = NULL,
                  last_error = NULL, sent_at = herald_now($4), updated_at = herald_now($4)
              FROM i
-             WHERE u.id = i.id AND u.state = 'sending' AND u.lease_owner = $3 AND u.attempts = i.n
+             WHERE u.id = ANY($1) AND u.id = i.id AND u.attempts = i.n
+               AND u.state = 'sending' AND u.lease_owner = $3
              RETURNING u.id, u.tenant_id, u.quota_key, u.cost, u.reservation_seq, u.attempts),
          s AS (SELECT tenant_id, quota_key, sum(cost)::bigint AS cost FROM d WHERE cost > 0
                GROUP BY tenant_id, quota_key),

@@ -434,6 +434,9 @@ use crate::runner::Committed;
 /// Outcomes recorded together at most (one transaction, one set-based statement for the
 /// fenced `sent` ones).
 const RECORD_BATCH_MAX: usize = 256;
+/// A batch at least this large is recorded in `RECORD_PARTS` parallel transactions.
+const RECORD_SPLIT_MIN: usize = 32;
+const RECORD_PARTS: usize = 4;
 
 /// A finished send's outcome, to record.
 struct Finished {
@@ -465,29 +468,45 @@ struct Recorder {
 
 impl Recorder {
     async fn run(self, mut pending: mpsc::UnboundedReceiver<Recording>) {
+        let this = Arc::new(self);
         let mut batch = Vec::with_capacity(RECORD_BATCH_MAX);
         while pending.recv_many(&mut batch, RECORD_BATCH_MAX).await > 0 {
-            let (outcomes, replies): (Vec<_>, Vec<_>) =
-                batch.drain(..).map(|r| (r.outcome, r.reply)).unzip();
-            match self.record(&outcomes).await {
-                Ok(decisions) => {
-                    for (reply, decision) in replies.into_iter().zip(decisions) {
-                        let _ = reply.send(Ok(decision));
-                    }
+            // A large batch is split by tenant into parts recorded at once: the parts lock
+            // disjoint quota rows, so they commit in parallel instead of queueing on them.
+            let parts = if batch.len() >= RECORD_SPLIT_MIN { RECORD_PARTS } else { 1 };
+            let mut groups: Vec<Vec<Recording>> = (0..parts).map(|_| Vec::new()).collect();
+            for r in batch.drain(..) {
+                groups[(r.outcome.tenant.as_u128() % parts as u128) as usize].push(r);
+            }
+            let mut recording = JoinSet::new();
+            for group in groups.into_iter().filter(|g| !g.is_empty()) {
+                let this = this.clone();
+                recording.spawn(async move { this.record_and_reply(group).await });
+            }
+            while recording.join_next().await.is_some() {}
+        }
+    }
+
+    async fn record_and_reply(&self, batch: Vec<Recording>) {
+        let (outcomes, replies): (Vec<_>, Vec<_>) =
+            batch.into_iter().map(|r| (r.outcome, r.reply)).unzip();
+        match self.record(&outcomes).await {
+            Ok(decisions) => {
+                for (reply, decision) in replies.into_iter().zip(decisions) {
+                    let _ = reply.send(Ok(decision));
                 }
-                // One bad outcome must not fail the others: each alone, in its own
-                // transaction.
-                Err(e) if outcomes.len() > 1 => {
-                    tracing::debug!(error = %e, "recording a batch failed; one by one");
-                    for (outcome, reply) in outcomes.iter().zip(replies) {
-                        let decision = self.record(std::slice::from_ref(outcome)).await;
-                        let _ = reply.send(decision.map(|mut d| d.pop().flatten()));
-                    }
+            }
+            // One bad outcome must not fail the others: each alone, in its own transaction.
+            Err(e) if outcomes.len() > 1 => {
+                tracing::debug!(error = %e, "recording a batch failed; one by one");
+                for (outcome, reply) in outcomes.iter().zip(replies) {
+                    let decision = self.record(std::slice::from_ref(outcome)).await;
+                    let _ = reply.send(decision.map(|mut d| d.pop().flatten()));
                 }
-                Err(e) => {
-                    if let Some(reply) = replies.into_iter().next() {
-                        let _ = reply.send(Err(e));
-                    }
+            }
+            Err(e) => {
+                if let Some(reply) = replies.into_iter().next() {
+                    let _ = reply.send(Err(e));
                 }
             }
         }

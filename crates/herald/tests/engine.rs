@@ -841,3 +841,110 @@ async fn a_long_send_extends_its_lease_so_the_reconciler_leaves_it_alone() {
         assert_eq!(env.outcomes(d.id).await, ["sent"], "{}", env.name);
     }
 }
+
+/// Sent for most, terminal for every seventh delivery (by its key's number).
+struct Mixed {
+    seen: Mutex<HashMap<Uuid, u32>>,
+    done: mpsc::UnboundedSender<Uuid>,
+}
+
+impl Channel for Mixed {
+    fn send<'a>(&'a self, d: &'a Leased) -> herald::BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            *self.seen.lock().unwrap().entry(d.id).or_default() += 1;
+            let _ = self.done.send(d.id);
+            let n: usize = d.operation_key.rsplit('-').next().unwrap().parse().unwrap();
+            if n % 7 == 0 {
+                Outcome::terminal("rejected", "no such mailbox")
+            } else {
+                Outcome::Sent
+            }
+        })
+    }
+}
+
+/// Outcomes are recorded in batches, split across tenants and committed in parallel, by
+/// two engines at once: every account must still balance to the delivery, with no
+/// deadlock surfacing and nothing sent twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_outcomes_of_two_engines_keep_every_account_exact() {
+    const N: usize = 1200;
+    const TENANTS: usize = 24;
+    for db in common::backends().await {
+        let a = db.herald().await;
+        let b = db.herald().await;
+        let mut tenants = Vec::new();
+        for t in 0..TENANTS {
+            let id = a.tenant_create(&format!("t{t}")).await.unwrap().id;
+            a.quota_grant(id, "email", 1_000, None).await.unwrap();
+            tenants.push(id);
+        }
+        for batch in 0..N / 100 {
+            let (h, tenants) = (a.clone(), tenants.clone());
+            a.transaction(|tx| {
+                let (h, tenants) = (h.clone(), tenants.clone());
+                Box::pin(async move {
+                    for i in batch * 100..(batch + 1) * 100 {
+                        let mut req = request(tenants[i % TENANTS], &format!("op-{i}"));
+                        req.cost = Some(3);
+                        h.submit(tx, &req).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .await
+            .unwrap();
+        }
+        let (done_tx, mut done) = mpsc::unbounded_channel();
+        let channel = Arc::new(Mixed { seen: Mutex::default(), done: done_tx });
+        let stop = herald::CancellationToken::new();
+        let mut runs = Vec::new();
+        for (engine, id) in [(a.clone(), "engine-a"), (b.clone(), "engine-b")] {
+            let channel: Arc<dyn Channel> = channel.clone();
+            let options = WorkerOptions { id: id.into(), slots: 200, ..WorkerOptions::default() };
+            let worker = Worker::new(engine, options, [("email".to_string(), channel)]).unwrap();
+            let stop = stop.clone();
+            runs.push(tokio::spawn(async move { worker.run(stop).await }));
+        }
+        let all = tokio::time::timeout(Duration::from_secs(120), async {
+            for _ in 0..N {
+                done.recv().await;
+            }
+        })
+        .await;
+        assert!(all.is_ok(), "{}: not all deliveries were sent in time", db.name());
+        // The last outcomes may still be committing: wait until nothing is in flight.
+        let settled = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                let mut reserved = 0;
+                for t in &tenants {
+                    reserved += a.quotas(*t).await.unwrap()[0].reserved;
+                }
+                if reserved == 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        stop.cancel();
+        for run in runs {
+            run.await.unwrap().unwrap();
+        }
+        assert!(settled.is_ok(), "{}: reservations left after every send", db.name());
+        let seen = channel.seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), N, "{}", db.name());
+        assert!(seen.values().all(|&n| n == 1), "{}: a delivery was sent twice", db.name());
+        for (t, tenant) in tenants.iter().enumerate() {
+            let keys = (0..N).filter(|i| i % TENANTS == t);
+            let sent = keys.clone().filter(|i| i % 7 != 0).count() as i64;
+            let q = &a.quotas(*tenant).await.unwrap()[0];
+            assert_eq!(
+                (q.available, q.reserved, q.spent),
+                (1_000 - 3 * sent, 0, 3 * sent),
+                "{}: tenant {t}",
+                db.name()
+            );
+        }
+    }
+}
