@@ -854,7 +854,7 @@ impl Channel for Mixed {
             *self.seen.lock().unwrap().entry(d.id).or_default() += 1;
             let _ = self.done.send(d.id);
             let n: usize = d.operation_key.rsplit('-').next().unwrap().parse().unwrap();
-            if n % 7 == 0 {
+            if n.is_multiple_of(7) {
                 Outcome::terminal("rejected", "no such mailbox")
             } else {
                 Outcome::Sent
