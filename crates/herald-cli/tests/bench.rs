@@ -1,0 +1,99 @@
+//! `herald bench` as a real process on PostgreSQL: a short run (no peers, small N) writes
+//! every figure to its JSON file, and bad input is one `error:` line, never a panic.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::Value;
+use std::process::Command;
+
+const POSTGRES_ENV: &str = "HERALD_TEST_POSTGRES_URL";
+
+/// The PostgreSQL base URL, if tests should use PostgreSQL (required when `CI` is set).
+fn postgres_url() -> Option<String> {
+    match std::env::var(POSTGRES_ENV) {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but {POSTGRES_ENV} is not: PostgreSQL tests must run in CI")
+        }
+        _ => None,
+    }
+}
+
+fn herald(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(args)
+        .env("RUST_LOG", "error")
+        .env_remove("HERALD_DB")
+        .output()
+        .expect("run herald")
+}
+
+#[test]
+fn a_short_run_reports_every_figure_as_json() {
+    let Some(db) = postgres_url() else {
+        eprintln!("skipped: {POSTGRES_ENV} is not set");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("bench.json");
+    let json_arg = json.to_str().expect("utf-8 path");
+    let out = herald(&[
+        "bench",
+        "--quick",
+        "--no-peers",
+        "--n",
+        "200",
+        "--tenants",
+        "10",
+        "--db",
+        &db,
+        "--json",
+        json_arg,
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "herald bench failed:\n{stdout}\n{stderr}");
+    let figures: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON file")).unwrap();
+    let figures = figures.as_array().expect("an array of figures");
+    let names: Vec<&str> = figures.iter().filter_map(|f| f["name"].as_str()).collect();
+    for expected in [
+        "submit, library, single-delivery transactions",
+        "submit, one tenant (hot quota row)",
+        "submit, half the keys repeat",
+        "drain, no-op channel, 256 slots",
+        "commit-to-start p50 at 200/s",
+        "commit-to-start p99 at 200/s",
+        "submit, HTTP API",
+        "end-to-end: submit + webhook drain",
+    ] {
+        assert!(names.contains(&expected), "no {expected:?} in {names:?}");
+    }
+    for f in figures {
+        let value = f["value"].as_f64().unwrap_or(f64::NAN);
+        assert!(value.is_finite() && value > 0.0, "figure without a value: {f}");
+        assert!(f["unit"].is_string(), "figure without a unit: {f}");
+        if f["unit"] == "/s" {
+            assert!(f["floor"].as_f64().is_some_and(|v| v > 0.0), "rate without a floor: {f}");
+        }
+    }
+    for name in names {
+        assert!(stdout.contains(name), "{name:?} is not in the table:\n{stdout}");
+    }
+}
+
+#[test]
+fn bad_input_is_one_error_line() {
+    for args in [
+        &["bench", "--clients", "0", "--no-peers"][..],
+        &["bench", "--workers", "0", "--no-peers"],
+        &["bench", "--db", "sqlite://x.db", "--no-peers"],
+        &["bench", "--peers", "/nonexistent/peers", "--db", "postgres://127.0.0.1:1/x"],
+    ] {
+        let out = herald(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: ") && stderr.lines().count() == 1, "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
