@@ -21,7 +21,7 @@ function parseArgs(argv) {
     }
   }
   if (!args.db) throw new Error('--db is required');
-  if (!['insert', 'drain', 'latency'].includes(args.phase)) throw new Error('--phase must be insert, drain or latency');
+  if (!['insert', 'drain', 'latency', 'e2e'].includes(args.phase)) throw new Error('--phase must be insert, drain, latency or e2e');
   if (!Number.isInteger(args.n) || args.n <= 0) throw new Error('--n must be a positive integer');
   if (!Number.isInteger(args.clients) || args.clients <= 0) args.clients = 1;
   if (!(args.rate > 0) || !Number.isFinite(args.rate)) throw new Error('--rate must be positive');
@@ -122,6 +122,17 @@ async function paced(n, rate, insertOne) {
   return first;
 }
 
+/**
+ * Calls `insertOne(i)` for every i in 0..n from `clients` concurrent async loops (each loop
+ * awaits its insert before taking the next index); resolves when all inserts returned.
+ */
+async function concurrently(n, clients, insertOne) {
+  let next = 0;
+  await Promise.all(Array.from({ length: clients }, async () => {
+    for (let i = next++; i < n; i = next++) await insertOne(i);
+  }));
+}
+
 function latencySummary(committed, started) {
   const latencies = [];
   for (let i = 0; i < committed.length; i += 1) {
@@ -134,7 +145,7 @@ function latencySummary(committed, started) {
 }
 
 module.exports = {
-  parseArgs, nowMs, sleep, withClient, quoteIdent, dropSchema, pollUntil, waitFor, percentile, round, main, paced, latencySummary,
+  parseArgs, nowMs, sleep, withClient, quoteIdent, dropSchema, pollUntil, waitFor, percentile, round, main, paced, concurrently, latencySummary,
 };
 
 /** The installed version of a package (read from its package.json, which `exports` may hide). */

@@ -163,11 +163,45 @@ async function phaseLatency(args) {
   }
 }
 
+// End to end: the worker (drain's configuration) runs while C callers add N jobs one per
+// addJob (as in insert); timed from the first insert until the jobs table is empty again.
+async function phaseE2e(args) {
+  const { db, n, clients } = args;
+  let handled = 0;
+  let duplicates = 0;
+  const runner = await startWorker(db, () => { handled += 1; });
+  let utils = null;
+  try {
+    utils = await makeWorkerUtils({ connectionString: db, schema: SCHEMA, logger, maxPoolSize: clients });
+    await Promise.all(Array.from({ length: clients }, () => utils.withPgClient((c) => c.query('SELECT 1'))));
+    await common.sleep(1000); // let the worker settle (as in latency)
+    const begin = common.nowMs();
+    await common.concurrently(n, clients, async (i) => {
+      const job = await utils.addJob(TASK, { seq: i }, { jobKey: key(i), jobKeyMode: 'unsafe_dedupe' });
+      if (Number(job.payload.seq) !== i) duplicates += 1;
+    });
+    if (duplicates !== 0) throw new Error(`${duplicates} inserts were deduplicated`);
+    await common.waitFor(() => handled >= n, TIMEOUT_MS, `${n} jobs to be handled (${handled} so far)`);
+    const left = await common.pollUntil(db, jobsLeftSql, (v) => v === 0, TIMEOUT_MS);
+    const seconds = (common.nowMs() - begin) / 1000;
+    if (left !== 0 || handled !== n) throw new Error(`expected ${n} completed jobs; ${handled} handled, ${left} still in the table`);
+    return {
+      peer: PEER, version: VERSION, phase: 'e2e',
+      config: `${CONFIG}; WorkerUtils.addJob per job, ${clients} concurrent callers over a ${clients}-connection pool`,
+      count: n, seconds: common.round(seconds, 4), per_sec: common.round(n / seconds, 1),
+    };
+  } finally {
+    if (utils) await utils.release();
+    await runner.stop();
+  }
+}
+
 common.main(PEER, async (args) => {
   await freshSchema(args.db);
   try {
     if (args.phase === 'insert') return await phaseInsert(args);
     if (args.phase === 'drain') return await phaseDrain(args);
+    if (args.phase === 'e2e') return await phaseE2e(args);
     return await phaseLatency(args);
   } finally {
     await common.dropSchema(args.db, SCHEMA);

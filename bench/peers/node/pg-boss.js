@@ -173,11 +173,45 @@ async function phaseLatency(args) {
   }
 }
 
+// End to end: the worker (drain's configuration) runs while C callers send() N jobs one per
+// call (as in insert); timed from the first insert until N jobs are completed in the table.
+async function phaseE2e(args) {
+  const { db, n, clients } = args;
+  let handled = 0;
+  let duplicates = 0;
+  const worker = await startWorker(db, (jobs) => { handled += jobs.length; });
+  const boss = makeBoss(db, { supervise: false, migrate: false, max: clients });
+  try {
+    await boss.start();
+    await Promise.all(Array.from({ length: clients }, () => boss.getDb().executeSql('SELECT 1')));
+    await common.sleep(1000); // let the worker settle (as in latency)
+    const begin = common.nowMs();
+    await common.concurrently(n, clients, async (i) => {
+      const id = await boss.send(QUEUE, { seq: i }, { id: keyId(i) });
+      if (id === null) duplicates += 1;
+    });
+    if (duplicates !== 0) throw new Error(`${duplicates} inserts were deduplicated`);
+    await common.waitFor(() => handled >= n, TIMEOUT_MS, `${n} jobs to be handled (${handled} so far)`);
+    const completed = await common.pollUntil(db, countSql('completed'), (v) => v >= n, TIMEOUT_MS);
+    const seconds = (common.nowMs() - begin) / 1000;
+    if (completed !== n || handled !== n) throw new Error(`expected ${n} completed jobs; ${handled} handled, ${completed} completed in the table`);
+    return {
+      peer: PEER, version: VERSION, phase: 'e2e',
+      config: `${CONFIG}; send() per job, ${clients} concurrent callers over a ${clients}-connection pool`,
+      count: n, seconds: common.round(seconds, 4), per_sec: common.round(n / seconds, 1),
+    };
+  } finally {
+    await boss.stop({ graceful: false, close: true });
+    await worker.stop({ graceful: true, close: true, timeout: 5000 });
+  }
+}
+
 common.main(PEER, async (args) => {
   await freshSchema(args.db);
   try {
     if (args.phase === 'insert') return await phaseInsert(args);
     if (args.phase === 'drain') return await phaseDrain(args);
+    if (args.phase === 'e2e') return await phaseE2e(args);
     return await phaseLatency(args);
   } finally {
     await common.dropSchema(args.db, SCHEMA);

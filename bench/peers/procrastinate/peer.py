@@ -1,6 +1,6 @@
 """procrastinate peer harness for `herald bench`. See bench/peers/README.md.
 
-Usage: peer.py --db URL --phase insert|drain|latency --n N --clients C [--rate R]
+Usage: peer.py --db URL --phase insert|drain|latency|e2e --n N --clients C [--rate R]
 
 Prints exactly one line of JSON on stdout on success; logs go to stderr. Uses only the schema
 `herald_peer_procrastinate`: every connection sets `search_path` to it, and procrastinate's own
@@ -257,10 +257,60 @@ async def phase_latency(args) -> dict:
     }
 
 
+async def phase_e2e(args) -> dict:
+    """End to end: the worker (drain's configuration) runs while C callers defer N jobs one per
+    call (as in insert); timed from the first insert until N jobs have succeeded in the table."""
+    n, clients = args.n, args.clients
+    state = {"started": [0.0] * n, "handled": 0}
+    app, _ = make_app(args.db, CONCURRENCY + 4, state)
+    producer_app, noop = make_app(args.db, clients)
+    next_i = 0
+    duplicates = 0
+    async with app.open_async(), producer_app.open_async():
+        await producer_app.connector._async_pool.wait()  # every insert connection is open
+        worker = await run_worker(app)
+        try:
+            await asyncio.sleep(1.0)  # let the worker settle (as in latency)
+
+            async def client() -> None:
+                nonlocal next_i, duplicates
+                while True:
+                    i = next_i
+                    next_i += 1
+                    if i >= n:
+                        return
+                    try:
+                        await noop.configure(queueing_lock=key(i)).defer_async(seq=i)
+                    except exceptions.AlreadyEnqueued:
+                        duplicates += 1
+
+            begin = now()
+            await asyncio.gather(*(client() for _ in range(clients)))
+            if duplicates:
+                raise RuntimeError(f"{duplicates} inserts raised AlreadyEnqueued")
+            await wait_for(lambda: state["handled"] >= n or worker.done(), f"{n} jobs to be handled")
+            if worker.done():
+                worker.result()
+            done = await poll_count(args.db, "succeeded", n)
+            seconds = now() - begin
+        finally:
+            await stop_worker(worker)
+    rows = await count(args.db)
+    if done != n or rows != n or state["handled"] != n:
+        raise RuntimeError(f"expected {n} succeeded jobs; {state['handled']} handled, {done} succeeded of {rows}")
+    return {
+        "peer": PEER, "version": VERSION, "phase": "e2e",
+        "config": f"{CONFIG}; defer_async per job, {clients} concurrent callers over a {clients}-connection pool",
+        "count": n, "seconds": round(seconds, 4), "per_sec": round(n / seconds, 1),
+    }
+
+
 async def run(args) -> dict:
     await fresh_schema(args.db)
     try:
-        return await {"insert": phase_insert, "drain": phase_drain, "latency": phase_latency}[args.phase](args)
+        return await {
+            "insert": phase_insert, "drain": phase_drain, "latency": phase_latency, "e2e": phase_e2e,
+        }[args.phase](args)
     finally:
         await drop_schema(args.db)
 
@@ -268,7 +318,7 @@ async def run(args) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="procrastinate-peer")
     parser.add_argument("--db", required=True)
-    parser.add_argument("--phase", required=True, choices=["insert", "drain", "latency"])
+    parser.add_argument("--phase", required=True, choices=["insert", "drain", "latency", "e2e"])
     parser.add_argument("--n", required=True, type=int)
     parser.add_argument("--clients", type=int, default=1)
     parser.add_argument("--rate", type=float, default=100.0)

@@ -1,6 +1,6 @@
 //! River (the `riverqueue` crate) peer harness for `herald bench`.
 //!
-//! Usage: `herald-peer-river --db URL --phase insert|drain|latency --n N --clients C [--rate R]`
+//! Usage: `herald-peer-river --db URL --phase insert|drain|latency|e2e --n N --clients C [--rate R]`
 //!
 //! Prints exactly one line of JSON on stdout on success; logs go to stderr. Uses only the
 //! schema `herald_peer_river`, which it drops and re-creates (with River's own migrator) at the
@@ -52,6 +52,7 @@ enum Phase {
     Insert,
     Drain,
     Latency,
+    E2e,
 }
 
 impl Phase {
@@ -60,6 +61,7 @@ impl Phase {
             Phase::Insert => "insert",
             Phase::Drain => "drain",
             Phase::Latency => "latency",
+            Phase::E2e => "e2e",
         }
     }
 }
@@ -88,6 +90,7 @@ fn parse_args() -> Result<Args, String> {
                     "insert" => Phase::Insert,
                     "drain" => Phase::Drain,
                     "latency" => Phase::Latency,
+                    "e2e" => Phase::E2e,
                     other => return Err(format!("unknown phase {other:?}")),
                 })
             }
@@ -264,6 +267,7 @@ async fn run(args: &Args) -> Result<serde_json::Value, BoxError> {
         Phase::Insert => phase_insert(args, &admin).await,
         Phase::Drain => phase_drain(args, &admin).await,
         Phase::Latency => phase_latency(args, &admin).await,
+        Phase::E2e => phase_e2e(args, &admin).await,
     };
     let dropped = drop_schema(&admin).await;
     admin.close().await;
@@ -278,34 +282,11 @@ async fn phase_insert(args: &Args, admin: &PgPool) -> Result<serde_json::Value, 
     let pool = connect(&args.db, clients as u32).await?;
     warm(&pool, clients as u32).await?;
     let client = Client::builder(PostgresDatabase::new(pool.clone()).with_schema(schema())).build()?;
-    let next = Arc::new(AtomicUsize::new(0));
-    let duplicates = Arc::new(AtomicUsize::new(0));
     let begin = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..clients {
-        let client = client.clone();
-        let next = Arc::clone(&next);
-        let duplicates = Arc::clone(&duplicates);
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
-                    return Ok::<_, riverqueue::Error>(());
-                }
-                let inserted = client.insert(job(i)).opts(unique_opts()).await?;
-                if inserted.unique_skipped_as_duplicate {
-                    duplicates.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }));
-    }
-    for task in tasks {
-        task.await??;
-    }
+    let duplicates = insert_concurrently(&client, n, clients).await?;
     let seconds = begin.elapsed().as_secs_f64();
     pool.close().await;
     let rows = count_jobs(admin, None).await?;
-    let duplicates = duplicates.load(Ordering::Relaxed);
     if rows != n as i64 || duplicates != 0 {
         return Err(format!("expected {n} rows, found {rows} ({duplicates} skipped as duplicates)").into());
     }
@@ -434,6 +415,85 @@ async fn phase_latency(args: &Args, admin: &PgPool) -> Result<serde_json::Value,
         "count": n, "seconds": round(insert_seconds, 4), "per_sec": round(n as f64 / insert_seconds, 1),
         "p50_ms": round(percentile(&latencies, 50.0), 3),
         "p99_ms": round(percentile(&latencies, 99.0), 3),
+    }))
+}
+
+/// Inserts `job(i)` for every i in 0..n from `clients` concurrent tasks (one `Client::insert`,
+/// i.e. one transaction, per job, unique by key); returns how many were skipped as duplicates.
+async fn insert_concurrently(client: &Client, n: usize, clients: usize) -> Result<usize, BoxError> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let duplicates = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let client = client.clone();
+        let next = Arc::clone(&next);
+        let duplicates = Arc::clone(&duplicates);
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    return Ok::<_, riverqueue::Error>(());
+                }
+                let inserted = client.insert(job(i)).opts(unique_opts()).await?;
+                if inserted.unique_skipped_as_duplicate {
+                    duplicates.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok(duplicates.load(Ordering::Relaxed))
+}
+
+/// End to end: the worker (drain's configuration) runs while C clients insert N jobs one per
+/// call; timed from the first insert until all N completions are persisted.
+async fn phase_e2e(args: &Args, admin: &PgPool) -> Result<serde_json::Value, BoxError> {
+    let n = args.n;
+    let clients = args.clients;
+    let pool = connect(&args.db, WORKER_POOL).await?;
+    warm(&pool, WORKER_POOL).await?;
+    let handled = Arc::new(AtomicUsize::new(0));
+    let client = worker_client(pool.clone(), Arc::clone(&handled), None)?;
+    let capacity = NonZeroUsize::new(n + 1024).expect("nonzero");
+    let mut events = client.subscribe_config(
+        SubscribeConfig::new([EventKind::JobCompleted])?.with_buffer_capacity(capacity),
+    )?;
+    let mut handle = client.start()?;
+
+    // A separate insert-only client over C connections, like producer processes.
+    let insert_pool = connect(&args.db, clients as u32).await?;
+    warm(&insert_pool, clients as u32).await?;
+    let inserter =
+        Client::builder(PostgresDatabase::new(insert_pool.clone()).with_schema(schema())).build()?;
+    tokio::time::sleep(Duration::from_secs(1)).await; // let the worker settle (as in latency)
+
+    let begin = Instant::now();
+    let inserted = insert_concurrently(&inserter, n, clients).await;
+    let waited = match inserted {
+        Ok(0) => wait_completed(&mut events, n).await,
+        Ok(duplicates) => Err(format!("{duplicates} inserts skipped as duplicates").into()),
+        Err(error) => Err(error),
+    };
+    let seconds = begin.elapsed().as_secs_f64();
+    handle.stop().await?;
+    pool.close().await;
+    insert_pool.close().await;
+    waited?;
+    let completed = count_jobs(admin, Some("completed")).await?;
+    let rows = count_jobs(admin, None).await?;
+    let handled = handled.load(Ordering::Relaxed);
+    if completed != n as i64 || rows != n as i64 || handled != n {
+        return Err(format!(
+            "expected {n} completed jobs, found {completed} completed of {rows} in the table and {handled} handled"
+        )
+        .into());
+    }
+    Ok(json!({
+        "peer": PEER, "version": RIVER_VERSION, "phase": "e2e",
+        "config": format!("{}; Client::insert per job with UniqueOpts by_args (unique on `key`), {clients} clients over {clients} pooled connections", worker_config()),
+        "count": n, "seconds": round(seconds, 4), "per_sec": round(n as f64 / seconds, 1),
     }))
 }
 
