@@ -434,9 +434,6 @@ use crate::runner::Committed;
 /// Outcomes recorded together at most (one transaction, one set-based statement for the
 /// fenced `sent` ones).
 const RECORD_BATCH_MAX: usize = 256;
-/// A batch at least this large is recorded in `RECORD_PARTS` parallel transactions.
-const RECORD_SPLIT_MIN: usize = 32;
-const RECORD_PARTS: usize = 4;
 
 /// A finished send's outcome, to record.
 struct Finished {
@@ -468,22 +465,9 @@ struct Recorder {
 
 impl Recorder {
     async fn run(self, mut pending: mpsc::UnboundedReceiver<Recording>) {
-        let this = Arc::new(self);
         let mut batch = Vec::with_capacity(RECORD_BATCH_MAX);
         while pending.recv_many(&mut batch, RECORD_BATCH_MAX).await > 0 {
-            // A large batch is split by tenant into parts recorded at once: the parts lock
-            // disjoint quota rows, so they commit in parallel instead of queueing on them.
-            let parts = if batch.len() >= RECORD_SPLIT_MIN { RECORD_PARTS } else { 1 };
-            let mut groups: Vec<Vec<Recording>> = (0..parts).map(|_| Vec::new()).collect();
-            for r in batch.drain(..) {
-                groups[(r.outcome.tenant.as_u128() % parts as u128) as usize].push(r);
-            }
-            let mut recording = JoinSet::new();
-            for group in groups.into_iter().filter(|g| !g.is_empty()) {
-                let this = this.clone();
-                recording.spawn(async move { this.record_and_reply(group).await });
-            }
-            while recording.join_next().await.is_some() {}
+            self.record_and_reply(std::mem::take(&mut batch)).await;
         }
     }
 
