@@ -13,7 +13,7 @@
 //! | submit, half the keys repeat | same, every key submitted twice | the submit floor | — |
 //! | submit, HTTP API | C clients, keep-alive `POST /v1/deliveries` to the real router (API-key auth, validation, one transaction) | the submit floor (no HTTP) | — |
 //! | drain, no-op channel | a worker with `--workers` send slots, a channel that returns `Sent` | C clients, one CTE per 100 rows (lease with SKIP LOCKED + sent + ledger + journal) | `drain`: N jobs bulk-inserted untimed, a no-op handler, until all are completed in the DB |
-//! | end-to-end, webhook | C clients submit through the library *while* a worker with the real webhook channel sends each delivery to a local HTTP receiver; time from the first submit to the N-th `sent` in the DB | the submit floor's C clients and the drain floor's C parts run at once, until all N are submitted and drained — the floor makes **no HTTP call** | `drain` (the peer's jobs are inserted before its clock starts and its handler is a no-op, so this flatters the peer) |
+//! | end-to-end, webhook | C clients submit through the library *while* a worker with the real webhook channel sends each delivery to a local HTTP receiver; time from the first submit to the N-th `sent` in the DB | the submit floor's C clients and the drain floor's C parts run at once, until all N are submitted and drained — the floor makes **no HTTP call** | `e2e`: C callers insert one job per transaction while the peer's worker drains them with a no-op handler, until all are completed (no HTTP call: this flatters the peer) |
 //! | commit-to-start p50 / p99 | submits at a fixed rate (200/s), an idle worker polling every second: time from COMMIT returned to the channel's `send` | — | `latency`: the peer's worker running, jobs inserted at a fixed rate, insert returned → handler start (procrastinate at 50/s, its drain saturates below 200/s) |
 //!
 //! Peer cells show the peer's figure and, in brackets, herald ÷ peer: above 1 herald is
@@ -22,10 +22,10 @@
 //! bench/peers/README.md), so a ratio is "herald against a queue that does less".
 //!
 //! Sizes: herald's phases use N deliveries (2,000 with `--quick`, 20,000 otherwise). The
-//! peers use N too in a full run, except procrastinate (insert 2,000, drain 1,000, latency
-//! 600 at 50/s) and the latency phase (3,000 at 200/s); `--quick` keeps the whole run under
-//! three minutes with insert 1,000, drain 2,000, latency 600 at 200/s (procrastinate: 500,
-//! 300, 150 at 50/s). Every size is in the `--json` output.
+//! peers use N too in a full run, except procrastinate (insert 2,000, drain and e2e 1,000,
+//! latency 600 at 50/s) and the latency phase (3,000 at 200/s); `--quick` keeps the whole
+//! run under three minutes with insert 1,000, drain and e2e 2,000, latency 600 at 200/s
+//! (procrastinate: 500, 300, 300, 150 at 50/s). Every size is in the `--json` output.
 
 use anyhow::{Context, Result, anyhow, bail};
 use herald::channels::{WebhookChannel, WebhookOptions};
@@ -89,6 +89,7 @@ pub struct Args {
 enum PeerMetric {
     Insert,
     Drain,
+    EndToEnd,
     LatencyP50,
     LatencyP99,
 }
@@ -765,7 +766,7 @@ async fn phases(
         "/s",
         Some(floor_e2e),
         n,
-        Some(PeerMetric::Drain),
+        Some(PeerMetric::EndToEnd),
     ));
 
     if let Some(kib) = peak_rss_kib() {
@@ -1025,18 +1026,21 @@ struct PeerLine {
 struct PeerSizes {
     insert: usize,
     drain: usize,
+    e2e: usize,
     latency: usize,
     rate: u32,
 }
 
 fn peer_sizes(peer: &str, quick: bool, n: usize) -> PeerSizes {
     match (peer, quick) {
-        ("procrastinate", true) => PeerSizes { insert: 500, drain: 300, latency: 150, rate: 50 },
-        ("procrastinate", false) => {
-            PeerSizes { insert: 2_000, drain: 1_000, latency: 600, rate: 50 }
+        ("procrastinate", true) => {
+            PeerSizes { insert: 500, drain: 300, e2e: 300, latency: 150, rate: 50 }
         }
-        (_, true) => PeerSizes { insert: 1_000, drain: 2_000, latency: 600, rate: 200 },
-        (_, false) => PeerSizes { insert: n, drain: n, latency: 3_000, rate: 200 },
+        ("procrastinate", false) => {
+            PeerSizes { insert: 2_000, drain: 1_000, e2e: 1_000, latency: 600, rate: 50 }
+        }
+        (_, true) => PeerSizes { insert: 1_000, drain: 2_000, e2e: 2_000, latency: 600, rate: 200 },
+        (_, false) => PeerSizes { insert: n, drain: n, e2e: n, latency: 3_000, rate: 200 },
     }
 }
 
@@ -1047,6 +1051,7 @@ struct PeerRun {
     sizes: PeerSizes,
     insert: Result<PeerLine, String>,
     drain: Result<PeerLine, String>,
+    e2e: Result<PeerLine, String>,
     latency: Result<PeerLine, String>,
 }
 
@@ -1068,8 +1073,9 @@ async fn run_peers(args: &Args, n: usize, dir: &Path) -> Result<Vec<PeerRun>> {
         };
         let insert = phase("insert", sizes.insert, None).await;
         let drain = phase("drain", sizes.drain, None).await;
+        let e2e = phase("e2e", sizes.e2e, None).await;
         let latency = phase("latency", sizes.latency, Some(sizes.rate)).await;
-        runs.push(PeerRun { name, sizes, insert, drain, latency });
+        runs.push(PeerRun { name, sizes, insert, drain, e2e, latency });
     }
     Ok(runs)
 }
@@ -1126,6 +1132,7 @@ fn attach_peers(figures: &mut [Figure], peers: &[PeerRun]) {
             let (phase, result, n, rate) = match metric {
                 PeerMetric::Insert => ("insert", &p.insert, p.sizes.insert, None),
                 PeerMetric::Drain => ("drain", &p.drain, p.sizes.drain, None),
+                PeerMetric::EndToEnd => ("e2e", &p.e2e, p.sizes.e2e, None),
                 PeerMetric::LatencyP50 | PeerMetric::LatencyP99 => {
                     ("latency", &p.latency, p.sizes.latency, Some(p.sizes.rate))
                 }
@@ -1135,7 +1142,9 @@ fn attach_peers(figures: &mut [Figure], peers: &[PeerRun]) {
             match result {
                 Ok(line) => {
                     let value = match metric {
-                        PeerMetric::Insert | PeerMetric::Drain => Some(line.per_sec),
+                        PeerMetric::Insert | PeerMetric::Drain | PeerMetric::EndToEnd => {
+                            Some(line.per_sec)
+                        }
                         PeerMetric::LatencyP50 => line.p50_ms,
                         PeerMetric::LatencyP99 => line.p99_ms,
                     };
@@ -1232,14 +1241,15 @@ fn print_table(figures: &[Figure], peers: &[PeerRun]) {
     if !peers.is_empty() {
         println!(
             "peers: [herald ÷ peer] — above 1 herald is faster (rates), below 1 herald is \
-             quicker (latencies). submit vs the peer's insert, drain and end-to-end vs the \
-             peer's drain (jobs inserted before its clock starts), latency vs the peer's \
+             quicker (latencies). submit vs the peer's insert, drain vs the peer's drain \
+             (jobs inserted before its clock starts), end-to-end vs the peer's e2e (insert \
+             from C clients while its worker drains, no-op handler), latency vs the peer's \
              latency phase."
         );
         for p in peers {
             println!(
-                "  {}: insert {}, drain {}, latency {} at {}/s",
-                p.name, p.sizes.insert, p.sizes.drain, p.sizes.latency, p.sizes.rate
+                "  {}: insert {}, drain {}, e2e {}, latency {} at {}/s",
+                p.name, p.sizes.insert, p.sizes.drain, p.sizes.e2e, p.sizes.latency, p.sizes.rate
             );
         }
     }
