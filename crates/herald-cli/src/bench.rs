@@ -718,6 +718,15 @@ async fn phases(
     tokio::time::timeout(DRAIN_TIMEOUT, channel.done.notified())
         .await
         .context("drain did not finish")?;
+    // The channel has seen every send; the phase ends when the last outcome is committed.
+    tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while (bench.count("sent").await? as usize) < pending {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        Ok::<_, anyhow::Error>(())
+    })
+    .await
+    .context("drain: outcomes were not all recorded")??;
     let drain = rate(pending, started.elapsed());
     running.stop().await?;
     b.finish();
