@@ -16,6 +16,8 @@
 //! | end-to-end, webhook | C clients submit through the library *while* a worker with the real webhook channel sends each delivery to a local HTTP receiver; time from the first submit to the N-th `sent` in the DB | the submit floor's C clients and the drain floor's C parts run at once, until all N are submitted and drained — the floor makes **no HTTP call** | `e2e`: C callers insert one job per transaction while the peer's worker drains them with a no-op handler, until all are completed (no HTTP call: this flatters the peer) |
 //! | commit-to-start p50 / p99 | submits at a fixed rate (200/s), an idle worker polling every second: time from COMMIT returned to the channel's `send` | — | `latency`: the peer's worker running, jobs inserted at a fixed rate, insert returned → handler start (procrastinate at 50/s, its drain saturates below 200/s) |
 //!
+//! | SQLite: submit, library / drain | the same phases on a fresh SQLite file (the default backend) | submit: `BEGIN IMMEDIATE`, claim + payload + reservation + journal row, `COMMIT`, from C clients; drain: one client, 100 rows marked sent per transaction, one account update per tenant, a journal row each | — |
+//!
 //! Peer cells show the peer's figure and, in brackets, herald ÷ peer: above 1 herald is
 //! faster for a rate; below 1 herald is quicker for a latency. The peers do less work per
 //! job than herald (no quota ledger, no journal, no fenced completion; see
@@ -556,6 +558,7 @@ pub async fn run(args: Args) -> Result<()> {
     let _ = admin.close().await;
     let mut figures = result?;
     dropped?;
+    figures.extend(sqlite_phases(&args, n).await?);
     if let Some(dir) = &peers {
         let peers = run_peers(&args, n, dir).await?;
         attach_peers(&mut figures, &peers);
@@ -568,6 +571,115 @@ pub async fn run(args: Args) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// Drains every pending delivery with a no-op channel and `slots` send slots; returns how
+/// many and the rate, timed until the last outcome is committed.
+async fn drain_herald(bench: &Bench, slots: usize, label: &str) -> Result<(usize, f64)> {
+    let pending = bench.count("pending").await? as usize;
+    let b = bar(pending, label);
+    let channel = noop(pending, b.clone());
+    let w = worker(&bench.herald, channel.clone(), slots, Duration::from_millis(50))?;
+    let started = Instant::now();
+    let running = start(&w);
+    tokio::time::timeout(DRAIN_TIMEOUT, channel.done.notified())
+        .await
+        .context("drain did not finish")?;
+    // The channel has seen every send; the phase ends when the last outcome is committed.
+    tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while (bench.count("sent").await? as usize) < pending {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        Ok::<_, anyhow::Error>(())
+    })
+    .await
+    .context("drain: outcomes were not all recorded")??;
+    let drain = rate(pending, started.elapsed());
+    running.stop().await?;
+    b.finish();
+    Ok((pending, drain))
+}
+
+/// The SQLite default, where it applies: submit and drain through the library on a fresh
+/// file, against the same work hand-written (SQLite has one writer at a time, so the floor
+/// drains from one client; submits take `BEGIN IMMEDIATE`, as herald does).
+async fn sqlite_phases(args: &Args, n: usize) -> Result<Vec<Figure>> {
+    let dir = std::env::temp_dir().join(format!("herald-bench-{}", Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let result = async {
+        let herald = Herald::open(&format!("sqlite://{}", dir.join("bench.db").display())).await?;
+        let mut tenants = Vec::with_capacity(args.tenants);
+        for i in 0..args.tenants {
+            let t = herald.tenant_create(&format!("bench-{i}")).await?.id;
+            herald.quota_grant(t, "webhook", 1_000_000_000, None).await?;
+            tenants.push(t);
+        }
+        let bench =
+            Bench { herald: herald.clone(), tenants: tenants.clone(), clients: args.clients };
+        let pool = herald.store().sqlite_pool().context("a SQLite store")?.clone();
+
+        let b = bar(n, "SQLite floor: submit");
+        let started = Instant::now();
+        let (floor_pool, floor_tenants) = (pool.clone(), tenants.clone());
+        spawn_clients(args.clients, n, &b, move |i| {
+            let (pool, tenant) = (floor_pool.clone(), floor_tenants[i % floor_tenants.len()]);
+            async move {
+                let mut c = pool.acquire().await?;
+                sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *c).await?;
+                let key = format!("floor-{i}");
+                match floor_submit(c.as_conn(), Uuid::now_v7(), tenant, &key).await {
+                    Ok(_) => sqlx::raw_sql("COMMIT").execute(&mut *c).await?,
+                    Err(e) => {
+                        sqlx::raw_sql("ROLLBACK").execute(&mut *c).await?;
+                        return Err(e.into());
+                    }
+                };
+                Ok(())
+            }
+        })
+        .await?;
+        let floor_submit_rate = rate(n, started.elapsed());
+        b.finish();
+        let b = bar(n, "SQLite floor: drain");
+        let started = Instant::now();
+        let mut c = pool.acquire().await?;
+        let mut drained = 0;
+        loop {
+            sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *c).await?;
+            let k = floor_drain(c.as_conn(), 100, 0, 1).await?;
+            sqlx::raw_sql("COMMIT").execute(&mut *c).await?;
+            if k == 0 {
+                break;
+            }
+            drained += k as usize;
+            b.inc(k);
+        }
+        drop(c);
+        let floor_drain_rate = rate(drained, started.elapsed());
+        b.finish();
+
+        bench.reset().await?;
+        let b = bar(n, "SQLite: submit, library");
+        let submit = rate(n, bench.submit_herald(n, "lib", &tenants, false, &b).await?);
+        b.finish();
+        let label = format!("SQLite: drain, no-op channel, {} slots", args.workers);
+        let (pending, drain) = drain_herald(&bench, args.workers, &label).await?;
+        herald.close().await;
+        Ok::<_, anyhow::Error>(vec![
+            figure(
+                "SQLite: submit, library, single-delivery transactions",
+                submit,
+                "/s",
+                Some(floor_submit_rate),
+                n,
+                None,
+            ),
+            figure(label, drain, "/s", Some(floor_drain_rate), pending, None),
+        ])
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }
 
 /// The in-process HTTP receiver of the end-to-end phase: answers 200 and counts.
@@ -709,27 +821,12 @@ async fn phases(
     figures.push(figure("submit, half the keys repeat", dup, "/s", Some(floor_submit), n, None));
 
     // Drain everything herald submitted above.
-    let pending = bench.count("pending").await? as usize;
-    let b = bar(pending, &format!("drain, no-op channel, {} slots", args.workers));
-    let channel = noop(pending, b.clone());
-    let w = worker(herald, channel.clone(), args.workers, Duration::from_millis(50))?;
-    let started = Instant::now();
-    let running = start(&w);
-    tokio::time::timeout(DRAIN_TIMEOUT, channel.done.notified())
-        .await
-        .context("drain did not finish")?;
-    // The channel has seen every send; the phase ends when the last outcome is committed.
-    tokio::time::timeout(DRAIN_TIMEOUT, async {
-        while (bench.count("sent").await? as usize) < pending {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        Ok::<_, anyhow::Error>(())
-    })
-    .await
-    .context("drain: outcomes were not all recorded")??;
-    let drain = rate(pending, started.elapsed());
-    running.stop().await?;
-    b.finish();
+    let (pending, drain) = drain_herald(
+        &bench,
+        args.workers,
+        &format!("drain, no-op channel, {} slots", args.workers),
+    )
+    .await?;
     figures.push(figure(
         format!("drain, no-op channel, {} slots", args.workers),
         drain,

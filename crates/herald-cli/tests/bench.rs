@@ -66,6 +66,8 @@ fn a_short_run_reports_every_figure_as_json() {
         "commit-to-start p99 at 200/s",
         "submit, HTTP API",
         "end-to-end: submit + webhook drain",
+        "SQLite: submit, library, single-delivery transactions",
+        "SQLite: drain, no-op channel, 256 slots",
     ] {
         assert!(names.contains(&expected), "no {expected:?} in {names:?}");
     }

@@ -1,7 +1,9 @@
 //! The SQL floor for `herald bench`: the least work any engine must do per delivery on
-//! herald's own tables, hand-written, one statement each (PostgreSQL). The bench runs it
-//! with the same harness and concurrency as herald and prints herald as a ratio to it.
+//! herald's own tables, hand-written — one statement each on PostgreSQL, the fewest
+//! in-process statements on SQLite (no writing CTEs there). The bench runs it with the
+//! same harness and concurrency as herald and prints herald as a ratio to it.
 
+use crate::clock::sqlite_now;
 use crate::conn::Conn;
 use crate::error::StoreError;
 use sqlx::types::Uuid;
@@ -13,8 +15,9 @@ pub async fn floor_submit(
     tenant: Uuid,
     operation_key: &str,
 ) -> Result<bool, StoreError> {
-    let Conn::Postgres(c) = conn else {
-        return Err(StoreError::InvalidUrl("the SQL floor is PostgreSQL only".into()));
+    let c = match conn {
+        Conn::Postgres(c) => c,
+        Conn::Sqlite(c) => return floor_submit_sqlite(c, id, tenant, operation_key).await,
     };
     let n = sqlx::query(
         "WITH d AS (
@@ -49,8 +52,10 @@ pub async fn floor_drain(
     part: i64,
     parts: i64,
 ) -> Result<u64, StoreError> {
-    let Conn::Postgres(c) = conn else {
-        return Err(StoreError::InvalidUrl("the SQL floor is PostgreSQL only".into()));
+    let c = match conn {
+        Conn::Postgres(c) => c,
+        // One writer at a time: a part of the tenants would change nothing.
+        Conn::Sqlite(c) => return floor_drain_sqlite(c, limit).await,
     };
     let n = sqlx::query(
         "WITH l AS (
@@ -96,13 +101,118 @@ pub async fn count_state(conn: Conn<'_>, state: &str) -> Result<i64, StoreError>
 /// table sizes (accounts are kept; their balances no longer match a journal — bench
 /// schemas only, never a real database).
 pub async fn bench_reset(conn: Conn<'_>) -> Result<(), StoreError> {
-    let Conn::Postgres(c) = conn else {
-        return Err(StoreError::InvalidUrl("the SQL floor is PostgreSQL only".into()));
-    };
-    sqlx::raw_sql(
-        "TRUNCATE delivery_attempts, delivery_payloads, delivery_replays, quota_journal, deliveries",
-    )
-    .execute(c)
-    .await?;
+    match conn {
+        Conn::Postgres(c) => {
+            sqlx::raw_sql(
+                "TRUNCATE delivery_attempts, delivery_payloads, delivery_replays, quota_journal,
+                     deliveries",
+            )
+            .execute(c)
+            .await?;
+        }
+        Conn::Sqlite(c) => {
+            sqlx::raw_sql(
+                "DELETE FROM delivery_attempts; DELETE FROM delivery_payloads;
+                 DELETE FROM delivery_replays; DELETE FROM quota_journal; DELETE FROM deliveries;",
+            )
+            .execute(c)
+            .await?;
+        }
+    }
     Ok(())
+}
+
+/// The submit floor on SQLite (inside the caller's `BEGIN IMMEDIATE`): claim, payload,
+/// reservation, journal row.
+async fn floor_submit_sqlite(
+    c: &mut sqlx::SqliteConnection,
+    id: Uuid,
+    tenant: Uuid,
+    operation_key: &str,
+) -> Result<bool, StoreError> {
+    let now = sqlite_now(None);
+    let claimed = sqlx::query(
+        "INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient, fingerprint,
+             quota_key, cost, state, max_attempts, next_attempt_at)
+         VALUES (?1, ?2, ?3, 'webhook', 'https://example.com/h', x'00', 'webhook', 1, 'pending',
+             8, ?4)
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(id)
+    .bind(tenant)
+    .bind(operation_key)
+    .bind(now)
+    .execute(&mut *c)
+    .await?
+    .rows_affected();
+    if claimed == 0 {
+        return Ok(false);
+    }
+    sqlx::query("INSERT INTO delivery_payloads (delivery_id, payload) VALUES (?1, '{}')")
+        .bind(id)
+        .execute(&mut *c)
+        .await?;
+    sqlx::query(
+        "UPDATE quota_accounts SET available = available - 1, reserved = reserved + 1
+         WHERE tenant_id = ?1 AND quota_key = 'webhook' AND available >= 1",
+    )
+    .bind(tenant)
+    .execute(&mut *c)
+    .await?;
+    sqlx::query(
+        "INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+             reservation_seq, at)
+         VALUES (?1, 'webhook', 'reserve', 1, ?2, 1, ?3)",
+    )
+    .bind(tenant)
+    .bind(id)
+    .bind(now)
+    .execute(&mut *c)
+    .await?;
+    Ok(true)
+}
+
+/// The drain floor on SQLite (inside the caller's `BEGIN IMMEDIATE`): up to `limit` due
+/// rows marked sent in one statement, then one account update per tenant and a journal
+/// row per delivery.
+async fn floor_drain_sqlite(c: &mut sqlx::SqliteConnection, limit: i64) -> Result<u64, StoreError> {
+    let now = sqlite_now(None);
+    let sent: Vec<(Uuid, Uuid, i64)> = sqlx::query_as(
+        "UPDATE deliveries SET state = 'sent', sent_at = ?2, updated_at = ?2
+         WHERE id IN (SELECT id FROM deliveries WHERE state = 'pending' AND next_attempt_at <= ?2
+                      ORDER BY next_attempt_at LIMIT ?1)
+         RETURNING id, tenant_id, cost",
+    )
+    .bind(limit)
+    .bind(now)
+    .fetch_all(&mut *c)
+    .await?;
+    let mut per_tenant = std::collections::BTreeMap::<Uuid, i64>::new();
+    for (_, tenant, cost) in &sent {
+        *per_tenant.entry(*tenant).or_default() += cost;
+    }
+    for (tenant, cost) in per_tenant {
+        sqlx::query(
+            "UPDATE quota_accounts SET reserved = reserved - ?2, spent = spent + ?2
+             WHERE tenant_id = ?1 AND quota_key = 'webhook'",
+        )
+        .bind(tenant)
+        .bind(cost)
+        .execute(&mut *c)
+        .await?;
+    }
+    for (id, tenant, cost) in &sent {
+        sqlx::query(
+            "INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+                 reservation_seq, at)
+             VALUES (?1, 'webhook', 'commit', ?2, ?3, 1, ?4)",
+        )
+        .bind(tenant)
+        .bind(cost)
+        .bind(id)
+        .bind(now)
+        .execute(&mut *c)
+        .await?;
+    }
+    Ok(sent.len() as u64)
 }
