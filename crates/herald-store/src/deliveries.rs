@@ -7,7 +7,7 @@
 use crate::clock::sqlite_now;
 use crate::conn::Conn;
 use crate::error::StoreError;
-use crate::quota::{Settle, quota_reserve, quota_settle};
+use crate::quota::{Settle, journal_insert_sqlite, quota_reserve, quota_settle};
 use herald_core::{Current, Decision, DeliveryState, Report, RetryPolicy, decide};
 use sqlx::Row;
 use sqlx::types::Uuid;
@@ -1127,7 +1127,8 @@ pub async fn deliveries_count_by_state(conn: Conn<'_>) -> Result<Vec<(String, i6
 /// reservation committed per account with one journal row per delivery, attempt row
 /// closed. Returns the ids it marked; the others are unchanged and the caller sends them
 /// through `delivery_finish`, which decides the stale cases. Per delivery, the same result
-/// as `delivery_finish` with `Report::Sent` on a fenced attempt. On SQLite: marks none.
+/// as `delivery_finish` with `Report::Sent` on a fenced attempt. On SQLite (no writing
+/// CTEs) the same as a few in-process statements per delivery and one update per account.
 ///
 /// Lock the quota rows first with `quota_lock` (in a stable order), or two concurrent
 /// batches over the same tenants can deadlock.
@@ -1137,10 +1138,13 @@ pub async fn deliveries_sent_fenced(
     attempts: &[(Uuid, i32)],
     now: Option<i64>,
 ) -> Result<Vec<Uuid>, StoreError> {
-    let Conn::Postgres(c) = conn else { return Ok(Vec::new()) };
     if attempts.is_empty() {
         return Ok(Vec::new());
     }
+    let c = match conn {
+        Conn::Postgres(c) => c,
+        Conn::Sqlite(c) => return sent_fenced_sqlite(c, worker, attempts, sqlite_now(now)).await,
+    };
     let (ids, ns): (Vec<Uuid>, Vec<i32>) = attempts.iter().copied().unzip();
     let sent: Vec<Uuid> = sqlx::query_scalar(
         "WITH i AS (SELECT * FROM unnest($1::uuid[], $2::int4[]) AS i (id, n)),
@@ -1173,4 +1177,58 @@ pub async fn deliveries_sent_fenced(
     .fetch_all(c)
     .await?;
     Ok(sent)
+}
+
+async fn sent_fenced_sqlite(
+    c: &mut sqlx::SqliteConnection,
+    worker: &str,
+    attempts: &[(Uuid, i32)],
+    now: i64,
+) -> Result<Vec<Uuid>, StoreError> {
+    let mut marked = Vec::with_capacity(attempts.len());
+    let mut accounts = std::collections::BTreeMap::<(Uuid, String), i64>::new();
+    for (id, n) in attempts {
+        let row: Option<(Uuid, String, i64, i32)> = sqlx::query_as(
+            "UPDATE deliveries SET state = 'sent', lease_owner = NULL, lease_until = NULL,
+                 last_error = NULL, sent_at = ?4, updated_at = ?4
+             WHERE id = ?1 AND state = 'sending' AND lease_owner = ?2 AND attempts = ?3
+             RETURNING tenant_id, quota_key, cost, reservation_seq",
+        )
+        .bind(id)
+        .bind(worker)
+        .bind(n)
+        .bind(now)
+        .fetch_optional(&mut *c)
+        .await?;
+        let Some((tenant, quota_key, cost, seq)) = row else { continue };
+        sqlx::query(
+            "UPDATE delivery_attempts SET finished_at = ?3, outcome = 'sent', error_code = NULL,
+                 error_message = NULL
+             WHERE delivery_id = ?1 AND n = ?2",
+        )
+        .bind(id)
+        .bind(n)
+        .bind(now)
+        .execute(&mut *c)
+        .await?;
+        if cost > 0 {
+            journal_insert_sqlite(c, tenant, &quota_key, "commit", cost, *id, seq, now).await?;
+            *accounts.entry((tenant, quota_key)).or_default() += cost;
+        }
+        marked.push(*id);
+    }
+    for ((tenant, quota_key), cost) in accounts {
+        sqlx::query(
+            "UPDATE quota_accounts SET reserved = reserved - ?3, spent = spent + ?3,
+                 updated_at = ?4
+             WHERE tenant_id = ?1 AND quota_key = ?2",
+        )
+        .bind(tenant)
+        .bind(quota_key)
+        .bind(cost)
+        .bind(now)
+        .execute(&mut *c)
+        .await?;
+    }
+    Ok(marked)
 }

@@ -245,7 +245,7 @@ pub async fn quota_settle(
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn journal_insert_sqlite(
+pub(crate) async fn journal_insert_sqlite(
     c: &mut sqlx::SqliteConnection,
     tenant: Uuid,
     quota_key: &str,
