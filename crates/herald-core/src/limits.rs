@@ -75,8 +75,9 @@ pub const LEASE_SAFETY_MARGIN: Duration = Duration::from_secs(5);
 /// Concurrent sends per process (`HERALD_WORKERS`).
 pub const WORKER_SLOTS_DEFAULT: usize = 8;
 
-/// Most deliveries leased in one statement, and most leases the reconciler handles per pass.
-pub const LEASE_BATCH_MAX: usize = 100;
+/// Most deliveries leased in one statement (250: larger batches measured faster with many
+/// send slots; a worker with more free slots leases again at once).
+pub const LEASE_BATCH_MAX: usize = 250;
 pub const RECONCILE_BATCH_MAX: usize = 500;
 
 /// Fallback polling (`HERALD_POLL_INTERVAL`) and reconciler period (`HERALD_RECONCILE_EVERY`).
