@@ -656,6 +656,62 @@ impl Channel for Counter {
     }
 }
 
+/// Submits `n` deliveries in transactions of 100.
+async fn submit_many(
+    herald: &herald::Herald,
+    n: usize,
+    req: impl Fn(usize) -> SubmitRequest + Sync,
+) {
+    let req = &req;
+    for batch in 0..n.div_ceil(100) {
+        let h = herald.clone();
+        herald
+            .transaction(|tx| {
+                let h = h.clone();
+                Box::pin(async move {
+                    for i in batch * 100..((batch + 1) * 100).min(n) {
+                        h.submit(tx, &req(i)).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .await
+            .unwrap();
+    }
+}
+
+/// Runs a worker per engine until `n` sends have started, then shuts them down — which
+/// waits for every started send's outcome to be recorded. `false` if the sends did not
+/// all start in time.
+async fn work_until_started(
+    engines: [(&herald::Herald, &str); 2],
+    channel: Arc<dyn Channel>,
+    slots: usize,
+    n: usize,
+    started: &mut mpsc::UnboundedReceiver<Uuid>,
+) -> bool {
+    let stop = herald::CancellationToken::new();
+    let mut runs = Vec::new();
+    for (engine, id) in engines {
+        let options = WorkerOptions { id: id.into(), slots, ..WorkerOptions::default() };
+        let channels = [("email".to_string(), channel.clone())];
+        let worker = Worker::new(engine.clone(), options, channels).unwrap();
+        let stop = stop.clone();
+        runs.push(tokio::spawn(async move { worker.run(stop).await }));
+    }
+    let all = tokio::time::timeout(Duration::from_secs(120), async {
+        for _ in 0..n {
+            started.recv().await;
+        }
+    })
+    .await;
+    stop.cancel();
+    for run in runs {
+        run.await.unwrap().unwrap();
+    }
+    all.is_ok()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_engines_on_separate_pools_send_each_of_1000_deliveries_exactly_once() {
     const N: usize = 1000;
@@ -663,44 +719,16 @@ async fn two_engines_on_separate_pools_send_each_of_1000_deliveries_exactly_once
         let a = db.herald().await;
         let b = db.herald().await; // a second engine: its own pool, its own wake-ups
         let tenant = a.tenant_create("acme").await.unwrap().id;
-        for batch in 0..N / 100 {
-            let h = a.clone();
-            a.transaction(|tx| {
-                let h = h.clone();
-                Box::pin(async move {
-                    for i in 0..100 {
-                        let mut req = request(tenant, &format!("op-{batch}-{i}"));
-                        req.cost = Some(0);
-                        h.submit(tx, &req).await?;
-                    }
-                    Ok(())
-                })
-            })
-            .await
-            .unwrap();
-        }
-        let (done_tx, mut done) = mpsc::unbounded_channel();
-        let counter = Arc::new(Counter { seen: Mutex::default(), done: done_tx });
-        let stop = herald::CancellationToken::new();
-        let mut runs = Vec::new();
-        for (engine, id) in [(a.clone(), "engine-a"), (b.clone(), "engine-b")] {
-            let channel: Arc<dyn Channel> = counter.clone();
-            let options = WorkerOptions { id: id.into(), slots: 16, ..WorkerOptions::default() };
-            let worker = Worker::new(engine, options, [("email".to_string(), channel)]).unwrap();
-            let stop = stop.clone();
-            runs.push(tokio::spawn(async move { worker.run(stop).await }));
-        }
-        let all = tokio::time::timeout(Duration::from_secs(120), async {
-            for _ in 0..N {
-                done.recv().await;
-            }
+        submit_many(&a, N, |i| SubmitRequest {
+            cost: Some(0),
+            ..request(tenant, &format!("op-{i}"))
         })
         .await;
-        stop.cancel();
-        for run in runs {
-            run.await.unwrap().unwrap();
-        }
-        assert!(all.is_ok(), "{}: not all deliveries were sent in time", db.name());
+        let (done_tx, mut done) = mpsc::unbounded_channel();
+        let counter = Arc::new(Counter { seen: Mutex::default(), done: done_tx });
+        let engines = [(&a, "engine-a"), (&b, "engine-b")];
+        let all = work_until_started(engines, counter.clone(), 16, N, &mut done).await;
+        assert!(all, "{}: not all deliveries were sent in time", db.name());
         let seen = counter.seen.lock().unwrap();
         assert_eq!(seen.len(), N, "{}", db.name());
         assert!(seen.values().all(|&n| n == 1), "{}: a delivery was sent twice", db.name());
@@ -879,59 +907,17 @@ async fn batched_outcomes_of_two_engines_keep_every_account_exact() {
             a.quota_grant(id, "email", 1_000, None).await.unwrap();
             tenants.push(id);
         }
-        for batch in 0..N / 100 {
-            let (h, tenants) = (a.clone(), tenants.clone());
-            a.transaction(|tx| {
-                let (h, tenants) = (h.clone(), tenants.clone());
-                Box::pin(async move {
-                    for i in batch * 100..(batch + 1) * 100 {
-                        let mut req = request(tenants[i % TENANTS], &format!("op-{i}"));
-                        req.cost = Some(3);
-                        h.submit(tx, &req).await?;
-                    }
-                    Ok(())
-                })
-            })
-            .await
-            .unwrap();
-        }
+        submit_many(&a, N, |i| SubmitRequest {
+            cost: Some(3),
+            ..request(tenants[i % TENANTS], &format!("op-{i}"))
+        })
+        .await;
         let (done_tx, mut done) = mpsc::unbounded_channel();
         let channel = Arc::new(Mixed { seen: Mutex::default(), done: done_tx });
-        let stop = herald::CancellationToken::new();
-        let mut runs = Vec::new();
-        for (engine, id) in [(a.clone(), "engine-a"), (b.clone(), "engine-b")] {
-            let channel: Arc<dyn Channel> = channel.clone();
-            let options = WorkerOptions { id: id.into(), slots: 200, ..WorkerOptions::default() };
-            let worker = Worker::new(engine, options, [("email".to_string(), channel)]).unwrap();
-            let stop = stop.clone();
-            runs.push(tokio::spawn(async move { worker.run(stop).await }));
-        }
-        let all = tokio::time::timeout(Duration::from_secs(120), async {
-            for _ in 0..N {
-                done.recv().await;
-            }
-        })
-        .await;
-        assert!(all.is_ok(), "{}: not all deliveries were sent in time", db.name());
-        // The last outcomes may still be committing: wait until nothing is in flight.
-        let settled = tokio::time::timeout(Duration::from_secs(30), async {
-            loop {
-                let mut reserved = 0;
-                for t in &tenants {
-                    reserved += a.quotas(*t).await.unwrap()[0].reserved;
-                }
-                if reserved == 0 {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-        .await;
-        stop.cancel();
-        for run in runs {
-            run.await.unwrap().unwrap();
-        }
-        assert!(settled.is_ok(), "{}: reservations left after every send", db.name());
+        // Shutting down waits for every started send's outcome, so the ledger is final.
+        let engines = [(&a, "engine-a"), (&b, "engine-b")];
+        let all = work_until_started(engines, channel.clone(), 200, N, &mut done).await;
+        assert!(all, "{}: not all deliveries were sent in time", db.name());
         let seen = channel.seen.lock().unwrap().clone();
         assert_eq!(seen.len(), N, "{}", db.name());
         assert!(seen.values().all(|&n| n == 1), "{}: a delivery was sent twice", db.name());
