@@ -347,7 +347,8 @@ pub async fn delivery_get(
     })
 }
 
-/// A delivery's attempts, in order.
+/// A delivery's attempts, in order. An attempt's row is written when it ends; the one in
+/// flight (a `sending` delivery's) is read from the delivery's lease.
 pub async fn delivery_attempts(conn: Conn<'_>, id: Uuid) -> Result<Vec<AttemptRow>, StoreError> {
     macro_rules! attempt_row {
         ($row:expr) => {
@@ -367,7 +368,13 @@ pub async fn delivery_attempts(conn: Conn<'_>, id: Uuid) -> Result<Vec<AttemptRo
         Conn::Sqlite(c) => {
             let rows = sqlx::query(
                 "SELECT n, worker, started_at, finished_at, outcome, error_code, error_message
-                 FROM delivery_attempts WHERE delivery_id = ?1 ORDER BY n",
+                 FROM delivery_attempts WHERE delivery_id = ?1
+                 UNION ALL
+                 SELECT d.attempts, d.lease_owner, d.updated_at, NULL, NULL, NULL, NULL
+                 FROM deliveries d WHERE d.id = ?1 AND d.state = 'sending'
+                   AND NOT EXISTS (SELECT 1 FROM delivery_attempts a
+                                   WHERE a.delivery_id = d.id AND a.n = d.attempts)
+                 ORDER BY n",
             )
             .bind(id)
             .fetch_all(c)
@@ -380,7 +387,14 @@ pub async fn delivery_attempts(conn: Conn<'_>, id: Uuid) -> Result<Vec<AttemptRo
             let rows = sqlx::query(
                 "SELECT n, worker, herald_ms(started_at) AS started_at,
                      herald_ms(finished_at) AS finished_at, outcome, error_code, error_message
-                 FROM delivery_attempts WHERE delivery_id = $1 ORDER BY n",
+                 FROM delivery_attempts WHERE delivery_id = $1
+                 UNION ALL
+                 SELECT d.attempts, d.lease_owner, herald_ms(d.updated_at), NULL, NULL, NULL,
+                     NULL
+                 FROM deliveries d WHERE d.id = $1 AND d.state = 'sending'
+                   AND NOT EXISTS (SELECT 1 FROM delivery_attempts a
+                                   WHERE a.delivery_id = d.id AND a.n = d.attempts)
+                 ORDER BY n",
             )
             .bind(id)
             .fetch_all(c)
@@ -445,16 +459,6 @@ pub async fn deliveries_lease(
             }
             deliveries.sort_by_key(|d| (d.next_attempt_at, d.id));
             for delivery in deliveries {
-                sqlx::query(
-                    "INSERT INTO delivery_attempts (delivery_id, n, worker, started_at)
-                     VALUES (?1, ?2, ?3, ?4)",
-                )
-                .bind(delivery.id)
-                .bind(delivery.attempts)
-                .bind(lease.worker)
-                .bind(now)
-                .execute(&mut *c)
-                .await?;
                 let payload: String = sqlx::query_scalar(
                     "SELECT payload FROM delivery_payloads WHERE delivery_id = ?1",
                 )
@@ -478,11 +482,10 @@ pub async fn deliveries_lease(
                          lease_owner = $4,
                          lease_until = herald_now($1) + $5 * interval '1 millisecond',
                          updated_at = herald_now($1)
-                     FROM due WHERE u.id = due.id
-                     RETURNING u.*),
-                 attempt AS (
-                     INSERT INTO delivery_attempts (delivery_id, n, worker, started_at)
-                     SELECT id, attempts, $4, herald_now($1) FROM leased)
+                     -- An array, not a join: a join on the CTE is planned as a hash
+                     -- join over a scan of every delivery, ever (O(history) per lease).
+                     WHERE u.id = ANY(ARRAY(SELECT id FROM due))
+                     RETURNING u.*)
                  SELECT {PG_COLS},
                      (SELECT p.payload::text FROM delivery_payloads p WHERE p.delivery_id = d.id)
                          AS payload
@@ -575,6 +578,7 @@ pub async fn delivery_hand_back(
             .await?
             .rows_affected();
             if n_rows == 1 {
+                // (Rows an older herald wrote at lease time; see below.)
                 sqlx::query("DELETE FROM delivery_attempts WHERE delivery_id = ?1 AND n = ?2")
                     .bind(id)
                     .bind(n)
@@ -584,21 +588,23 @@ pub async fn delivery_hand_back(
             n_rows == 1
         }
         Conn::Postgres(c) => {
-            sqlx::query(
+            // (An attempt's row is written when it ends, so a handed-back one has none;
+            // the delete covers rows an older herald wrote at lease time.)
+            sqlx::query_scalar::<_, i64>(
                 "WITH back AS (
                      UPDATE deliveries SET state = 'pending', attempts = attempts - 1,
                          lease_owner = NULL, lease_until = NULL
                      WHERE id = $1 AND state = 'sending' AND lease_owner = $2 AND attempts = $3
-                     RETURNING id)
-                 DELETE FROM delivery_attempts a USING back
-                 WHERE a.delivery_id = back.id AND a.n = $3",
+                     RETURNING id),
+                 gone AS (DELETE FROM delivery_attempts a USING back
+                          WHERE a.delivery_id = back.id AND a.n = $3)
+                 SELECT count(*) FROM back",
             )
             .bind(id)
             .bind(worker)
             .bind(n)
-            .execute(c)
+            .fetch_one(c)
             .await?
-            .rows_affected()
                 == 1
         }
     };
@@ -705,7 +711,10 @@ pub async fn delivery_finish(
         Decision::RecordSentAgain | Decision::RecordLateSent | Decision::Ignore => {}
     }
     if let Some(outcome) = decision.attempt_outcome() {
-        attempt_close(conn, finish, outcome.as_str()).await?;
+        // The current attempt started when it was leased (the row's last update before
+        // this outcome); an older attempt's row normally exists already.
+        let started = (row.attempts == finish.n).then_some(row.updated_at);
+        attempt_close(conn, finish, outcome.as_str(), started).await?;
     }
     Ok(Some(decision))
 }
@@ -788,29 +797,47 @@ fn truncate_error(message: &str) -> String {
     message[..end].to_string()
 }
 
-async fn attempt_close(conn: Conn<'_>, f: &Finish<'_>, outcome: &str) -> Result<(), StoreError> {
+/// Writes attempt `n`'s row when it ends (or rewrites the outcome of one already ended, as
+/// a late `sent` after `lost` does). `started` is when it was leased, if known (else its
+/// end).
+async fn attempt_close(
+    conn: Conn<'_>,
+    f: &Finish<'_>,
+    outcome: &str,
+    started: Option<i64>,
+) -> Result<(), StoreError> {
     let message = f.error_message.map(truncate_error);
     match conn {
         Conn::Sqlite(c) => {
+            let now = sqlite_now(f.now);
             sqlx::query(
-                "UPDATE delivery_attempts SET finished_at = ?3, outcome = ?4, error_code = ?5,
-                     error_message = ?6
-                 WHERE delivery_id = ?1 AND n = ?2",
+                "INSERT INTO delivery_attempts (delivery_id, n, worker, started_at, finished_at,
+                     outcome, error_code, error_message)
+                 VALUES (?1, ?2, ?7, coalesce(?8, ?3), ?3, ?4, ?5, ?6)
+                 ON CONFLICT (delivery_id, n) DO UPDATE SET finished_at = excluded.finished_at,
+                     outcome = excluded.outcome, error_code = excluded.error_code,
+                     error_message = excluded.error_message",
             )
             .bind(f.id)
             .bind(f.n)
-            .bind(sqlite_now(f.now))
+            .bind(now)
             .bind(outcome)
             .bind(f.error_code)
             .bind(message)
+            .bind(f.worker)
+            .bind(started)
             .execute(c)
             .await?;
         }
         Conn::Postgres(c) => {
             sqlx::query(
-                "UPDATE delivery_attempts SET finished_at = herald_now($3), outcome = $4,
-                     error_code = $5, error_message = $6
-                 WHERE delivery_id = $1 AND n = $2",
+                "INSERT INTO delivery_attempts (delivery_id, n, worker, started_at, finished_at,
+                     outcome, error_code, error_message)
+                 VALUES ($1, $2, $7, coalesce(herald_ts($8), herald_now($3)), herald_now($3),
+                     $4, $5, $6)
+                 ON CONFLICT (delivery_id, n) DO UPDATE SET finished_at = excluded.finished_at,
+                     outcome = excluded.outcome, error_code = excluded.error_code,
+                     error_message = excluded.error_message",
             )
             .bind(f.id)
             .bind(f.n)
@@ -818,6 +845,8 @@ async fn attempt_close(conn: Conn<'_>, f: &Finish<'_>, outcome: &str) -> Result<
             .bind(outcome)
             .bind(f.error_code)
             .bind(message)
+            .bind(f.worker)
+            .bind(started)
             .execute(c)
             .await?;
         }
@@ -1125,8 +1154,10 @@ pub async fn deliveries_count_by_state(conn: Conn<'_>) -> Result<Vec<(String, i6
 /// The common case, set-based (PostgreSQL): every `(id, n)` whose attempt `n` of `worker`
 /// still holds the lease and reported `sent` becomes `sent` in one statement — state,
 /// reservation committed per account with one journal row per delivery, attempt row
-/// closed. Returns the ids it marked; the others are unchanged and the caller sends them
-/// through `delivery_finish`, which decides the stale cases. Per delivery, the same result
+/// closed. Returns the `(id, n)` it marked; the others are unchanged and the caller sends
+/// them through `delivery_finish`, which decides the stale cases. Only the first `(id, n)`
+/// of an id is considered (a worker can hold a stale and a new attempt of one delivery):
+/// later ones are never marked here. Per delivery, the same result
 /// as `delivery_finish` with `Report::Sent` on a fenced attempt. On SQLite (no writing
 /// CTEs) the same as a few in-process statements per delivery and one update per account.
 ///
@@ -1137,23 +1168,31 @@ pub async fn deliveries_sent_fenced(
     worker: &str,
     attempts: &[(Uuid, i32)],
     now: Option<i64>,
-) -> Result<Vec<Uuid>, StoreError> {
+) -> Result<Vec<(Uuid, i32)>, StoreError> {
+    let mut seen = std::collections::HashSet::with_capacity(attempts.len());
+    let attempts: Vec<(Uuid, i32)> =
+        attempts.iter().copied().filter(|(id, _)| seen.insert(*id)).collect();
     if attempts.is_empty() {
         return Ok(Vec::new());
     }
     let c = match conn {
         Conn::Postgres(c) => c,
-        Conn::Sqlite(c) => return sent_fenced_sqlite(c, worker, attempts, sqlite_now(now)).await,
+        Conn::Sqlite(c) => {
+            return sent_fenced_sqlite(c, worker, &attempts, sqlite_now(now)).await;
+        }
     };
-    let (ids, ns): (Vec<Uuid>, Vec<i32>) = attempts.iter().copied().unzip();
-    let sent: Vec<Uuid> = sqlx::query_scalar(
-        "WITH i AS (SELECT * FROM unnest($1::uuid[], $2::int4[]) AS i (id, n)),
-         d AS (
+    let (ids, ns): (Vec<Uuid>, Vec<i32>) = attempts.into_iter().unzip();
+    // The rows come through the primary key (`id = ANY`), and each row's attempt is looked
+    // up by its position in the arrays: a join with `unnest` let the planner pick a nested
+    // loop over every pair (O(batch²)) or a scan of the whole table, by the statistics of
+    // the moment. The lease owner implies `sending` (a table constraint), so the state is
+    // not tested again — which also keeps the planner off the partial `sending` index.
+    let sent: Vec<(Uuid, i32)> = sqlx::query_as(
+        "WITH d AS (
              UPDATE deliveries u SET state = 'sent', lease_owner = NULL, lease_until = NULL,
                  last_error = NULL, sent_at = herald_now($4), updated_at = herald_now($4)
-             FROM i
-             WHERE u.id = ANY($1) AND u.id = i.id AND u.attempts = i.n
-               AND u.state = 'sending' AND u.lease_owner = $3
+             WHERE u.id = ANY($1) AND u.lease_owner = $3
+               AND u.attempts = ($2::int4[])[array_position($1::uuid[], u.id)]
              RETURNING u.id, u.tenant_id, u.quota_key, u.cost, u.reservation_seq, u.attempts),
          s AS (SELECT tenant_id, quota_key, sum(cost)::bigint AS cost FROM d WHERE cost > 0
                GROUP BY tenant_id, quota_key),
@@ -1165,10 +1204,15 @@ pub async fn deliveries_sent_fenced(
                SELECT d.tenant_id, d.quota_key, 'commit', d.cost, d.id, d.reservation_seq,
                    herald_now($4)
                FROM d WHERE d.cost > 0),
-         t AS (UPDATE delivery_attempts t SET finished_at = herald_now($4), outcome = 'sent',
-                   error_code = NULL, error_message = NULL
-               FROM d WHERE t.delivery_id = d.id AND t.n = d.attempts)
-         SELECT id FROM d",
+         -- The attempt's row is written once, when it ends; it started when it was leased
+         -- (`updated_at` before this statement: every part of it reads the same snapshot).
+         t AS (INSERT INTO delivery_attempts (delivery_id, n, worker, started_at, finished_at,
+                   outcome)
+               SELECT o.id, o.attempts, $3, o.updated_at, herald_now($4), 'sent'
+               FROM deliveries o JOIN d ON o.id = d.id
+               ON CONFLICT (delivery_id, n) DO UPDATE SET finished_at = excluded.finished_at,
+                   outcome = excluded.outcome, error_code = NULL, error_message = NULL)
+         SELECT id, attempts FROM d",
     )
     .bind(ids)
     .bind(ns)
@@ -1184,10 +1228,25 @@ async fn sent_fenced_sqlite(
     worker: &str,
     attempts: &[(Uuid, i32)],
     now: i64,
-) -> Result<Vec<Uuid>, StoreError> {
+) -> Result<Vec<(Uuid, i32)>, StoreError> {
     let mut marked = Vec::with_capacity(attempts.len());
     let mut accounts = std::collections::BTreeMap::<(Uuid, String), i64>::new();
     for (id, n) in attempts {
+        // The attempt's row first, from the row as leased (its start is the lease's time).
+        sqlx::query(
+            "INSERT INTO delivery_attempts (delivery_id, n, worker, started_at, finished_at,
+                 outcome)
+             SELECT id, attempts, lease_owner, updated_at, ?4, 'sent' FROM deliveries
+             WHERE id = ?1 AND state = 'sending' AND lease_owner = ?2 AND attempts = ?3
+             ON CONFLICT (delivery_id, n) DO UPDATE SET finished_at = excluded.finished_at,
+                 outcome = excluded.outcome, error_code = NULL, error_message = NULL",
+        )
+        .bind(id)
+        .bind(worker)
+        .bind(n)
+        .bind(now)
+        .execute(&mut *c)
+        .await?;
         let row: Option<(Uuid, String, i64, i32)> = sqlx::query_as(
             "UPDATE deliveries SET state = 'sent', lease_owner = NULL, lease_until = NULL,
                  last_error = NULL, sent_at = ?4, updated_at = ?4
@@ -1201,21 +1260,11 @@ async fn sent_fenced_sqlite(
         .fetch_optional(&mut *c)
         .await?;
         let Some((tenant, quota_key, cost, seq)) = row else { continue };
-        sqlx::query(
-            "UPDATE delivery_attempts SET finished_at = ?3, outcome = 'sent', error_code = NULL,
-                 error_message = NULL
-             WHERE delivery_id = ?1 AND n = ?2",
-        )
-        .bind(id)
-        .bind(n)
-        .bind(now)
-        .execute(&mut *c)
-        .await?;
         if cost > 0 {
             journal_insert_sqlite(c, tenant, &quota_key, "commit", cost, *id, seq, now).await?;
             *accounts.entry((tenant, quota_key)).or_default() += cost;
         }
-        marked.push(*id);
+        marked.push((*id, *n));
     }
     for ((tenant, quota_key), cost) in accounts {
         sqlx::query(

@@ -180,6 +180,11 @@ impl Worker {
         let mut inflight: JoinSet<()> = JoinSet::new();
         let mut listener = Listener::default();
         let mut hot_until = Instant::now();
+        // Below this many free slots, while sends are in flight, the worker waits (at most
+        // LEASE_COOLDOWN) for more to finish: a busy worker leases in batches, not one
+        // delivery per finished send, which is what keeps the database's work per delivery low.
+        let low_water = (options.slots.min(LEASE_BATCH_MAX) / 4).max(1);
+        let mut last_lease = Instant::now();
         loop {
             if shutdown.is_cancelled() {
                 break;
@@ -194,8 +199,11 @@ impl Worker {
             // free-slot count lags and the worker leases one delivery at a time.
             while inflight.try_join_next().is_some() {}
             let free = options.slots.saturating_sub(inflight.len());
+            let cooling =
+                free < low_water && !inflight.is_empty() && last_lease.elapsed() < LEASE_COOLDOWN;
             let mut leased_count = 0;
-            if free > 0 {
+            if free > 0 && !cooling {
+                last_lease = Instant::now();
                 match self.lease(free).await {
                     Ok(rows) => {
                         leased_count = rows.len();
@@ -221,8 +229,11 @@ impl Worker {
                     continue; // there may be more due right now
                 }
             }
-            let wait =
+            let mut wait =
                 if Instant::now() < hot_until { HOT_POLL_EVERY } else { options.poll_interval };
+            if cooling {
+                wait = wait.min(LEASE_COOLDOWN.saturating_sub(last_lease.elapsed()));
+            }
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 Some(_) = inflight.join_next(), if !inflight.is_empty() => {}
@@ -434,6 +445,8 @@ use crate::runner::Committed;
 /// Outcomes recorded together at most (one transaction, one set-based statement for the
 /// fenced `sent` ones).
 const RECORD_BATCH_MAX: usize = 256;
+/// Longest a busy worker with few free slots waits for more before leasing anyway.
+const LEASE_COOLDOWN: Duration = Duration::from_millis(5);
 
 /// A finished send's outcome, to record.
 struct Finished {
@@ -517,14 +530,14 @@ impl Recorder {
                     if accounts.len() > 1 {
                         quota_lock(tx.conn(), accounts).await?;
                     }
-                    let marked: HashSet<uuid::Uuid> =
+                    let marked: HashSet<(uuid::Uuid, i32)> =
                         deliveries_sent_fenced(tx.conn(), worker, sent, now)
                             .await?
                             .into_iter()
                             .collect();
                     let mut decisions = Vec::with_capacity(outcomes.len());
                     for o in outcomes {
-                        if o.report == Report::Sent && marked.contains(&o.id) {
+                        if o.report == Report::Sent && marked.contains(&(o.id, o.n)) {
                             decisions.push(Some(Decision::MarkSent { stale: false }));
                             continue;
                         }

@@ -406,6 +406,32 @@ async fn lost_leases_exhaust_attempts_and_release() {
     }
 }
 
+/// An attempt's row is written when it ends; until then the attempt is read from the
+/// lease, so it is listed (worker, start, no outcome) all the same.
+#[tokio::test]
+async fn an_attempt_in_flight_is_listed_and_keeps_its_start_when_it_ends() {
+    for env in envs().await {
+        let d = env.submit(request(env.tenant, "op-1")).await;
+        let leased_at = env.clock.now_ms().map(|ms| ms / 1000);
+        assert_eq!(ghost_lease(&env, "w1").await, 1);
+        let running = env.herald.attempts(env.tenant, d.id).await.unwrap();
+        assert_eq!(running.len(), 1, "{}: {running:?}", env.name);
+        let a = &running[0];
+        assert_eq!((a.n, a.worker.as_str(), &a.outcome), (1, "w1", &None), "{}", env.name);
+        assert_eq!(a.finished_at, None, "{}", env.name);
+        if let Some(secs) = leased_at {
+            assert_eq!(a.started_at.as_second(), secs, "{}: started when leased", env.name);
+        }
+        env.clock.advance(Duration::from_secs(61));
+        env.reconciler().run_once().await.unwrap();
+        let ended = env.herald.attempts(env.tenant, d.id).await.unwrap();
+        assert_eq!(ended.len(), 1, "{}: {ended:?}", env.name);
+        assert_eq!(ended[0].outcome.as_deref(), Some("lost"), "{}", env.name);
+        assert_eq!(ended[0].started_at, a.started_at, "{}: the same start", env.name);
+        assert!(ended[0].finished_at > Some(a.started_at), "{}: {ended:?}", env.name);
+    }
+}
+
 /// Leases every due delivery as `worker`, which then vanishes.
 async fn ghost_lease(env: &Env, worker: &str) -> usize {
     let now = env.clock.now_ms();
