@@ -97,6 +97,24 @@ pub async fn count_state(conn: Conn<'_>, state: &str) -> Result<i64, StoreError>
     })
 }
 
+/// Refreshes the planner's statistics of the delivery tables, as autovacuum would have in a
+/// steady state. The bench empties and refills tables within seconds: without this, plans
+/// cached while a table was nearly empty (sequential scans, sorts of every due row) stay in
+/// use after it holds thousands of rows — for herald's statements and the floor's alike.
+pub async fn bench_analyze(conn: Conn<'_>) -> Result<(), StoreError> {
+    const TABLES: &str =
+        "ANALYZE deliveries, delivery_payloads, delivery_attempts, quota_journal, quota_accounts";
+    match conn {
+        Conn::Postgres(c) => {
+            sqlx::raw_sql(TABLES).execute(c).await?;
+        }
+        Conn::Sqlite(c) => {
+            sqlx::raw_sql("ANALYZE").execute(c).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Empties the delivery tables between bench phases, so each phase starts from the same
 /// table sizes (accounts are kept; their balances no longer match a journal — bench
 /// schemas only, never a real database).
