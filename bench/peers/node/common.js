@@ -54,6 +54,17 @@ async function dropSchema(url, schema) {
   await withClient(url, (c) => c.query(`DROP SCHEMA IF EXISTS ${quoteIdent(schema)} CASCADE`));
 }
 
+/**
+ * ANALYZE every table of `schema`, untimed, before a drain of bulk-inserted jobs: the same
+ * fresh statistics herald's drain and its floor get (see `herald_store::bench::bench_analyze`).
+ */
+async function analyzeSchema(url, schema) {
+  quoteIdent(schema);
+  await withClient(url, (c) => c.query(
+    `DO $$DECLARE t record; BEGIN FOR t IN SELECT format('%I.%I', schemaname, tablename) AS name FROM pg_tables WHERE schemaname = '${schema}' LOOP EXECUTE 'ANALYZE ' || t.name; END LOOP; END$$`,
+  ));
+}
+
 /** Polls `query` (returning a number) until `done(value)` or the deadline; returns the last value. */
 async function pollUntil(url, sql, done, timeoutMs, intervalMs = 5) {
   return withClient(url, async (c) => {
@@ -145,7 +156,7 @@ function latencySummary(committed, started) {
 }
 
 module.exports = {
-  parseArgs, nowMs, sleep, withClient, quoteIdent, dropSchema, pollUntil, waitFor, percentile, round, main, paced, concurrently, latencySummary,
+  parseArgs, nowMs, sleep, withClient, quoteIdent, dropSchema, analyzeSchema, pollUntil, waitFor, percentile, round, main, paced, concurrently, latencySummary,
 };
 
 /** The installed version of a package (read from its package.json, which `exports` may hide). */

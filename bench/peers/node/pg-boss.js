@@ -117,6 +117,7 @@ async function phaseDrain(args) {
   const { db, n } = args;
   await bulkInsert(db, n);
   const queued = await common.pollUntil(db, countSql('created'), () => true, 0);
+  await common.analyzeSchema(db, SCHEMA);
   if (queued !== n) throw new Error(`expected ${n} queued jobs after the bulk insert, found ${queued}`);
   let handled = 0;
   const begin = common.nowMs();

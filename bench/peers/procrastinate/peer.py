@@ -85,6 +85,16 @@ async def count(db: str, status: str | None = None) -> int:
     return int(rows[0][0])
 
 
+async def analyze_schema(db: str) -> None:
+    """ANALYZE every table of the schema, untimed, before a drain of bulk-inserted jobs: the same
+    fresh statistics herald's drain and its floor get (herald_store::bench::bench_analyze)."""
+    await admin(
+        db,
+        "DO $$DECLARE t record; BEGIN FOR t IN SELECT format('%I.%I', schemaname, tablename) AS name "
+        f"FROM pg_tables WHERE schemaname = '{SCHEMA}' LOOP EXECUTE 'ANALYZE ' || t.name; END LOOP; END$$",
+    )
+
+
 async def fresh_schema(db: str) -> None:
     await admin(db, f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
     await admin(db, f"CREATE SCHEMA {SCHEMA}")
@@ -185,6 +195,7 @@ async def phase_drain(args) -> dict:
     queued = await count(args.db, "todo")
     if queued != n:
         raise RuntimeError(f"expected {n} queued jobs after the bulk insert, found {queued}")
+    await analyze_schema(args.db)
     state = {"started": [0.0] * n, "handled": 0}
     app, _ = make_app(args.db, CONCURRENCY + 4, state)
     async with app.open_async():

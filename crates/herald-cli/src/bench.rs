@@ -18,6 +18,12 @@
 //!
 //! | SQLite: submit, library / drain | the same phases on a fresh SQLite file (the default backend) | submit: `BEGIN IMMEDIATE`, claim + payload + reservation + journal row, `COMMIT`, from C clients; drain: one client, 100 rows marked sent per transaction, one account update per tenant, a journal row each | — |
 //!
+//! Every timed drain of pre-submitted rows — herald's, the floor's, each peer's — starts
+//! after an untimed `ANALYZE` of its tables, the statistics autovacuum would have given a
+//! steady-state database (the bench fills tables within seconds; plans cached while they
+//! were nearly empty would otherwise scan them whole). herald drains the N deliveries its
+//! library submit phase made, as the floor drains its own N.
+//!
 //! Peer cells show the peer's figure and, in brackets, herald ÷ peer: above 1 herald is
 //! faster for a rate; below 1 herald is quicker for a latency. The peers do less work per
 //! job than herald (no quota ledger, no journal, no fenced completion; see

@@ -166,6 +166,19 @@ async fn reset_schema(pool: &PgPool) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// ANALYZE every table of the schema, untimed, before a drain of bulk-inserted jobs: the
+/// same fresh statistics herald's drain and its floor get (`herald_store::bench::bench_analyze`).
+async fn analyze_schema(pool: &PgPool) -> Result<(), BoxError> {
+    riverqueue::sqlx::query(
+        "DO $$DECLARE t record; BEGIN FOR t IN SELECT format('%I.%I', schemaname, tablename) AS name \
+         FROM pg_tables WHERE schemaname = 'herald_peer_river' LOOP EXECUTE 'ANALYZE ' || t.name; \
+         END LOOP; END$$",
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 async fn drop_schema(pool: &PgPool) -> Result<(), BoxError> {
     riverqueue::sqlx::query("DROP SCHEMA IF EXISTS herald_peer_river CASCADE")
         .execute(pool)
@@ -321,6 +334,7 @@ async fn phase_drain(args: &Args, admin: &PgPool) -> Result<serde_json::Value, B
     if available != n as i64 {
         return Err(format!("expected {n} available jobs after the bulk insert, found {available}").into());
     }
+    analyze_schema(admin).await?;
 
     let pool = connect(&args.db, WORKER_POOL).await?;
     warm(&pool, WORKER_POOL).await?;
