@@ -12,7 +12,7 @@ use herald::{
 };
 use herald_core::{Decision, Report, RetryPolicy};
 use herald_store::deliveries::{
-    Finish, Lease, deliveries_lease, delivery_finish, delivery_hand_back,
+    Finish, Lease, deliveries_lease, deliveries_sent_fenced, delivery_finish, delivery_hand_back,
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -502,6 +502,42 @@ async fn stale_outcomes_are_fenced_but_a_stale_sent_is_kept() {
         );
         assert_eq!(env.outcomes(d.id).await, ["sent", "sent"], "{}", env.name);
         assert_eq!(env.quota().await, (100, 98, 0, 2), "{}: still charged once", env.name);
+    }
+}
+
+/// One recorder batch can hold a stale and a current attempt of one delivery (its lease
+/// expired and the same worker leased it again): the set-based `sent` considers only an
+/// id's first pair, so neither is mismarked; the other goes through `delivery_finish`.
+#[tokio::test]
+async fn a_batch_with_two_attempts_of_one_delivery_marks_neither_by_the_wrong_one() {
+    for env in envs().await {
+        let d = env.submit(request(env.tenant, "op-1")).await;
+        assert_eq!(ghost_lease(&env, "w1").await, 1);
+        env.clock.advance(Duration::from_secs(61));
+        env.reconciler().run_once().await.unwrap();
+        env.clock.advance(Duration::from_secs(2));
+        assert_eq!(ghost_lease(&env, "w1").await, 1, "{}: attempt 2, same worker", env.name);
+
+        let now = env.clock.now_ms();
+        let batch = [(d.id, 1), (d.id, 2)];
+        let marked = env
+            .herald
+            .transaction(|tx| {
+                Box::pin(
+                    async move { Ok(deliveries_sent_fenced(tx.conn(), "w1", &batch, now).await?) },
+                )
+            })
+            .await
+            .unwrap()
+            .value;
+        assert_eq!(marked, [], "{}: attempt 1 is stale, attempt 2 was not considered", env.name);
+        assert_eq!(env.get(d.id).await.state, DeliveryState::Sending, "{}", env.name);
+        assert_eq!(
+            finish(&env, d.id, "w1", 2, Report::Sent).await,
+            Some(Decision::MarkSent { stale: false })
+        );
+        assert_eq!(env.outcomes(d.id).await, ["lost", "sent"], "{}", env.name);
+        assert_eq!(env.quota().await, (100, 98, 0, 2), "{}: charged once", env.name);
     }
 }
 
