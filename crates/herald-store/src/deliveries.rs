@@ -7,7 +7,9 @@
 use crate::clock::sqlite_now;
 use crate::conn::Conn;
 use crate::error::StoreError;
-use crate::quota::{Settle, journal_insert_sqlite, quota_reserve, quota_settle};
+use crate::quota::{
+    SQLITE_ACCOUNT_COMMIT, Settle, journal_insert_sqlite, quota_reserve, quota_settle,
+};
 use herald_core::{Current, Decision, DeliveryState, Report, RetryPolicy, decide};
 use sqlx::Row;
 use sqlx::types::Uuid;
@@ -1267,17 +1269,13 @@ async fn sent_fenced_sqlite(
         marked.push((*id, *n));
     }
     for ((tenant, quota_key), cost) in accounts {
-        sqlx::query(
-            "UPDATE quota_accounts SET reserved = reserved - ?3, spent = spent + ?3,
-                 updated_at = ?4
-             WHERE tenant_id = ?1 AND quota_key = ?2",
-        )
-        .bind(tenant)
-        .bind(quota_key)
-        .bind(cost)
-        .bind(now)
-        .execute(&mut *c)
-        .await?;
+        sqlx::query(SQLITE_ACCOUNT_COMMIT)
+            .bind(tenant)
+            .bind(quota_key)
+            .bind(cost)
+            .bind(now)
+            .execute(&mut *c)
+            .await?;
     }
     Ok(marked)
 }

@@ -178,6 +178,12 @@ pub async fn quota_reserve(
     Ok(reserved)
 }
 
+/// SQLite: moves `?3` of account (`?1`, `?2`) from reserved to spent at `?4` (a commit; the
+/// journal row is the caller's).
+pub(crate) const SQLITE_ACCOUNT_COMMIT: &str =
+    "UPDATE quota_accounts SET reserved = reserved - ?3, spent = spent + ?3, updated_at = ?4
+     WHERE tenant_id = ?1 AND quota_key = ?2";
+
 /// Ends reservation `seq` of `delivery` with a commit or a release. A second final
 /// movement of one reservation fails on the journal's unique index.
 #[allow(clippy::too_many_arguments)]
@@ -194,8 +200,7 @@ pub async fn quota_settle(
     let (kind, sqlite_update, pg_update) = match settle {
         Settle::Commit => (
             "commit",
-            "UPDATE quota_accounts SET reserved = reserved - ?3, spent = spent + ?3, updated_at = ?4
-             WHERE tenant_id = ?1 AND quota_key = ?2",
+            SQLITE_ACCOUNT_COMMIT,
             "UPDATE quota_accounts SET reserved = reserved - $3, spent = spent + $3,
                  updated_at = herald_now($6)
              WHERE tenant_id = $1 AND quota_key = $2 RETURNING tenant_id",

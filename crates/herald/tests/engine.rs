@@ -702,10 +702,12 @@ async fn shutdown_lets_a_started_send_finish_and_never_releases_one_early() {
 
 // ---- many workers --------------------------------------------------------------------------
 
-/// Counts sends per delivery id and reports each on a channel.
+/// Counts sends per delivery id and reports each on a channel; sent, or — with
+/// `terminal_every: Some(k)` — terminal for every k-th delivery by its key's number.
 struct Counter {
     seen: Mutex<HashMap<Uuid, u32>>,
     done: mpsc::UnboundedSender<Uuid>,
+    terminal_every: Option<usize>,
 }
 
 impl Channel for Counter {
@@ -713,7 +715,14 @@ impl Channel for Counter {
         Box::pin(async move {
             *self.seen.lock().unwrap().entry(d.id).or_default() += 1;
             let _ = self.done.send(d.id);
-            Outcome::Sent
+            let number =
+                || -> usize { d.operation_key.rsplit('-').next().unwrap().parse().unwrap() };
+            match self.terminal_every {
+                Some(k) if number().is_multiple_of(k) => {
+                    Outcome::terminal("rejected", "no such mailbox")
+                }
+                _ => Outcome::Sent,
+            }
         })
     }
 }
@@ -787,7 +796,8 @@ async fn two_engines_on_separate_pools_send_each_of_1000_deliveries_exactly_once
         })
         .await;
         let (done_tx, mut done) = mpsc::unbounded_channel();
-        let counter = Arc::new(Counter { seen: Mutex::default(), done: done_tx });
+        let counter =
+            Arc::new(Counter { seen: Mutex::default(), done: done_tx, terminal_every: None });
         let engines = [(&a, "engine-a"), (&b, "engine-b")];
         let all = work_until_started(engines, counter.clone(), 16, N, &mut done).await;
         assert!(all, "{}: not all deliveries were sent in time", db.name());
@@ -932,29 +942,8 @@ async fn a_long_send_extends_its_lease_so_the_reconciler_leaves_it_alone() {
     }
 }
 
-/// Sent for most, terminal for every seventh delivery (by its key's number).
-struct Mixed {
-    seen: Mutex<HashMap<Uuid, u32>>,
-    done: mpsc::UnboundedSender<Uuid>,
-}
-
-impl Channel for Mixed {
-    fn send<'a>(&'a self, d: &'a Leased) -> herald::BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            *self.seen.lock().unwrap().entry(d.id).or_default() += 1;
-            let _ = self.done.send(d.id);
-            let n: usize = d.operation_key.rsplit('-').next().unwrap().parse().unwrap();
-            if n.is_multiple_of(7) {
-                Outcome::terminal("rejected", "no such mailbox")
-            } else {
-                Outcome::Sent
-            }
-        })
-    }
-}
-
-/// Outcomes are recorded in batches, split across tenants and committed in parallel, by
-/// two engines at once: every account must still balance to the delivery, with no
+/// Outcomes are recorded in batches (each engine's recorder, one transaction per batch) by
+/// two engines at once, every seventh terminal: every account must still balance to the delivery, with no
 /// deadlock surfacing and nothing sent twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_outcomes_of_two_engines_keep_every_account_exact() {
@@ -975,7 +964,8 @@ async fn batched_outcomes_of_two_engines_keep_every_account_exact() {
         })
         .await;
         let (done_tx, mut done) = mpsc::unbounded_channel();
-        let channel = Arc::new(Mixed { seen: Mutex::default(), done: done_tx });
+        let channel =
+            Arc::new(Counter { seen: Mutex::default(), done: done_tx, terminal_every: Some(7) });
         // Shutting down waits for every started send's outcome, so the ledger is final.
         let engines = [(&a, "engine-a"), (&b, "engine-b")];
         let all = work_until_started(engines, channel.clone(), 200, N, &mut done).await;
