@@ -181,8 +181,9 @@ impl Worker {
         let mut listener = Listener::default();
         let mut hot_until = Instant::now();
         // Below this many free slots, while sends are in flight, the worker waits (at most
-        // LEASE_COOLDOWN) for more to finish: a busy worker leases in batches, not one
-        // delivery per finished send, which is what keeps the database's work per delivery low.
+        // LEASE_COOLDOWN) for more to finish: a busy worker takes fewer, larger leases instead
+        // of a few rows per finished send. (No drain figure moved measurably either way on
+        // the bench's machine; it bounds the lease statements per delivery.)
         let low_water = (options.slots.min(LEASE_BATCH_MAX) / 4).max(1);
         let mut last_lease = Instant::now();
         loop {
