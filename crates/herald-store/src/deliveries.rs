@@ -38,6 +38,11 @@ pub struct DeliveryRow {
     pub created_at: i64,
     pub updated_at: i64,
     pub sent_at: Option<i64>,
+    /// The current attempt's worker and start, set by the lease; kept only while the row
+    /// stands for that attempt (`sending`, or `sent` by it) — such an attempt has no
+    /// `delivery_attempts` row until it ends otherwise.
+    pub attempt_worker: Option<String>,
+    pub attempt_started_at: Option<i64>,
 }
 
 /// A leased delivery with its payload (JSON text).
@@ -78,14 +83,16 @@ pub struct NewDelivery<'a> {
 
 const SQLITE_COLS: &str = "id, tenant_id, operation_key, channel, recipient, fingerprint, \
     quota_key, cost, state, attempts, max_attempts, attempts_base, reservation_seq, \
-    next_attempt_at, lease_owner, lease_until, last_error, created_at, updated_at, sent_at";
+    next_attempt_at, lease_owner, lease_until, last_error, created_at, updated_at, sent_at, \
+    attempt_worker, attempt_started_at";
 
 const PG_COLS: &str = "d.id, d.tenant_id, d.operation_key, d.channel, d.recipient, \
     d.fingerprint, d.quota_key, d.cost, d.state, d.attempts, d.max_attempts, \
     d.attempts_base, d.reservation_seq, herald_ms(d.next_attempt_at) AS next_attempt_at, \
     d.lease_owner, herald_ms(d.lease_until) AS lease_until, d.last_error, \
     herald_ms(d.created_at) AS created_at, herald_ms(d.updated_at) AS updated_at, \
-    herald_ms(d.sent_at) AS sent_at";
+    herald_ms(d.sent_at) AS sent_at, d.attempt_worker, \
+    herald_ms(d.attempt_started_at) AS attempt_started_at";
 
 macro_rules! delivery_row {
     ($row:expr) => {{
@@ -113,6 +120,8 @@ macro_rules! delivery_row {
             created_at: $row.try_get("created_at")?,
             updated_at: $row.try_get("updated_at")?,
             sent_at: $row.try_get("sent_at")?,
+            attempt_worker: $row.try_get("attempt_worker")?,
+            attempt_started_at: $row.try_get("attempt_started_at")?,
         }
     }};
 }
@@ -349,8 +358,9 @@ pub async fn delivery_get(
     })
 }
 
-/// A delivery's attempts, in order. An attempt's row is written when it ends; the one in
-/// flight (a `sending` delivery's) is read from the delivery's lease.
+/// A delivery's attempts, in order. An attempt's row is written when it ends, except one
+/// that ended `sent` under its own lease: that one, like the one in flight, is read from
+/// the delivery row (its `attempt_worker`, `attempt_started_at` and, when sent, `sent_at`).
 pub async fn delivery_attempts(conn: Conn<'_>, id: Uuid) -> Result<Vec<AttemptRow>, StoreError> {
     macro_rules! attempt_row {
         ($row:expr) => {
@@ -372,8 +382,11 @@ pub async fn delivery_attempts(conn: Conn<'_>, id: Uuid) -> Result<Vec<AttemptRo
                 "SELECT n, worker, started_at, finished_at, outcome, error_code, error_message
                  FROM delivery_attempts WHERE delivery_id = ?1
                  UNION ALL
-                 SELECT d.attempts, d.lease_owner, d.updated_at, NULL, NULL, NULL, NULL
-                 FROM deliveries d WHERE d.id = ?1 AND d.state = 'sending'
+                 SELECT d.attempts, d.attempt_worker, d.attempt_started_at,
+                     CASE WHEN d.state = 'sent' THEN d.sent_at END,
+                     CASE WHEN d.state = 'sent' THEN 'sent' END, NULL, NULL
+                 FROM deliveries d WHERE d.id = ?1 AND d.state IN ('sending', 'sent')
+                   AND d.attempt_worker IS NOT NULL AND d.attempt_started_at IS NOT NULL
                    AND NOT EXISTS (SELECT 1 FROM delivery_attempts a
                                    WHERE a.delivery_id = d.id AND a.n = d.attempts)
                  ORDER BY n",
@@ -391,9 +404,11 @@ pub async fn delivery_attempts(conn: Conn<'_>, id: Uuid) -> Result<Vec<AttemptRo
                      herald_ms(finished_at) AS finished_at, outcome, error_code, error_message
                  FROM delivery_attempts WHERE delivery_id = $1
                  UNION ALL
-                 SELECT d.attempts, d.lease_owner, herald_ms(d.updated_at), NULL, NULL, NULL,
-                     NULL
-                 FROM deliveries d WHERE d.id = $1 AND d.state = 'sending'
+                 SELECT d.attempts, d.attempt_worker, herald_ms(d.attempt_started_at),
+                     CASE WHEN d.state = 'sent' THEN herald_ms(d.sent_at) END,
+                     CASE WHEN d.state = 'sent' THEN 'sent' END, NULL, NULL
+                 FROM deliveries d WHERE d.id = $1 AND d.state IN ('sending', 'sent')
+                   AND d.attempt_worker IS NOT NULL AND d.attempt_started_at IS NOT NULL
                    AND NOT EXISTS (SELECT 1 FROM delivery_attempts a
                                    WHERE a.delivery_id = d.id AND a.n = d.attempts)
                  ORDER BY n",
@@ -439,7 +454,8 @@ pub async fn deliveries_lease(
             let channels = serde_json_array(lease.channels);
             let q = format!(
                 "UPDATE deliveries SET state = 'sending', attempts = attempts + 1,
-                     lease_owner = ?1, lease_until = ?2 + ?3, updated_at = ?2
+                     lease_owner = ?1, lease_until = ?2 + ?3, updated_at = ?2,
+                     attempt_worker = ?1, attempt_started_at = ?2
                  WHERE id IN (
                      SELECT id FROM deliveries
                      WHERE state = 'pending' AND next_attempt_at <= ?2
@@ -483,7 +499,8 @@ pub async fn deliveries_lease(
                      UPDATE deliveries u SET state = 'sending', attempts = u.attempts + 1,
                          lease_owner = $4,
                          lease_until = herald_now($1) + $5 * interval '1 millisecond',
-                         updated_at = herald_now($1)
+                         updated_at = herald_now($1), attempt_worker = $4,
+                         attempt_started_at = herald_now($1)
                      -- An array, not a join: a join on the CTE is planned as a hash
                      -- join over a scan of every delivery, ever (O(history) per lease).
                      WHERE u.id = ANY(ARRAY(SELECT id FROM due))
@@ -570,7 +587,8 @@ pub async fn delivery_hand_back(
         Conn::Sqlite(c) => {
             let n_rows = sqlx::query(
                 "UPDATE deliveries SET state = 'pending', attempts = attempts - 1,
-                     lease_owner = NULL, lease_until = NULL
+                     lease_owner = NULL, lease_until = NULL, attempt_worker = NULL,
+                     attempt_started_at = NULL
                  WHERE id = ?1 AND state = 'sending' AND lease_owner = ?2 AND attempts = ?3",
             )
             .bind(id)
@@ -595,7 +613,8 @@ pub async fn delivery_hand_back(
             sqlx::query_scalar::<_, i64>(
                 "WITH back AS (
                      UPDATE deliveries SET state = 'pending', attempts = attempts - 1,
-                         lease_owner = NULL, lease_until = NULL
+                         lease_owner = NULL, lease_until = NULL, attempt_worker = NULL,
+                         attempt_started_at = NULL
                      WHERE id = $1 AND state = 'sending' AND lease_owner = $2 AND attempts = $3
                      RETURNING id),
                  gone AS (DELETE FROM delivery_attempts a USING back
@@ -664,8 +683,9 @@ pub async fn delivery_finish(
     let attempts_used = row.attempts.saturating_sub(row.attempts_base).max(1) as u32;
     let message = finish.error_message;
     match decision {
-        Decision::MarkSent { .. } => {
-            set_state(conn.reborrow(), finish.id, DeliveryState::Sent, None, None, finish.now)
+        Decision::MarkSent { stale } => {
+            let own = !stale;
+            set_state(conn.reborrow(), finish.id, DeliveryState::Sent, None, None, own, finish.now)
                 .await?;
             if row.cost > 0 && row.state.holds_reservation() {
                 quota_settle(
@@ -689,13 +709,14 @@ pub async fn delivery_finish(
                 DeliveryState::Pending,
                 Some(delay),
                 message,
+                false,
                 finish.now,
             )
             .await?;
         }
         Decision::Fail { .. } => {
-            set_state(conn.reborrow(), finish.id, DeliveryState::Failed, None, message, finish.now)
-                .await?;
+            let failed = DeliveryState::Failed;
+            set_state(conn.reborrow(), finish.id, failed, None, message, false, finish.now).await?;
             if row.cost > 0 {
                 quota_settle(
                     conn.reborrow(),
@@ -712,10 +733,19 @@ pub async fn delivery_finish(
         }
         Decision::RecordSentAgain | Decision::RecordLateSent | Decision::Ignore => {}
     }
-    if let Some(outcome) = decision.attempt_outcome() {
-        // The current attempt started when it was leased (the row's last update before
-        // this outcome); an older attempt's row normally exists already.
-        let started = (row.attempts == finish.n).then_some(row.updated_at);
+    // An attempt that ended `sent` under its own lease is read from the delivery row (its
+    // worker, start and `sent_at`); a repeated `sent` from it changes nothing either.
+    let own_attempt = row.attempts == finish.n && row.attempt_worker.is_some();
+    let on_row = match decision {
+        Decision::MarkSent { stale } => !stale,
+        Decision::RecordSentAgain => own_attempt && row.state == DeliveryState::Sent,
+        _ => false,
+    };
+    if let (Some(outcome), false) = (decision.attempt_outcome(), on_row) {
+        // The current attempt started when it was leased; an older attempt's row normally
+        // exists already.
+        let started =
+            (row.attempts == finish.n).then_some(row.attempt_started_at.unwrap_or(row.updated_at));
         attempt_close(conn, finish, outcome.as_str(), started).await?;
     }
     Ok(Some(decision))
@@ -735,13 +765,16 @@ async fn lease_expired_by_db(conn: Conn<'_>, id: Uuid) -> Result<bool, StoreErro
 }
 
 /// Moves a delivery to `state`, clearing the lease. `delay` sets the next attempt time;
-/// `error` the last error.
+/// `error` the last error. `own_sent`: the current attempt ended `sent` under its own lease,
+/// so the row keeps standing for it; any other move clears `attempt_worker` (the start is
+/// kept: a row written later for that attempt still starts when it was leased).
 async fn set_state(
     conn: Conn<'_>,
     id: Uuid,
     state: DeliveryState,
     delay: Option<Duration>,
     error: Option<&str>,
+    own_sent: bool,
     now: Option<i64>,
 ) -> Result<(), StoreError> {
     let delay_ms = delay.map(|d| d.as_millis() as i64);
@@ -754,7 +787,8 @@ async fn set_state(
                      next_attempt_at = CASE WHEN ?3 IS NULL THEN next_attempt_at ELSE ?4 + ?3 END,
                      last_error = CASE WHEN ?2 = 'sent' THEN NULL ELSE coalesce(?5, last_error) END,
                      sent_at = CASE WHEN ?2 = 'sent' THEN ?4 ELSE sent_at END,
-                     updated_at = ?4
+                     updated_at = ?4,
+                     attempt_worker = CASE WHEN ?6 THEN attempt_worker END
                  WHERE id = ?1",
             )
             .bind(id)
@@ -762,6 +796,7 @@ async fn set_state(
             .bind(delay_ms)
             .bind(now)
             .bind(error)
+            .bind(own_sent)
             .execute(c)
             .await?;
         }
@@ -772,7 +807,8 @@ async fn set_state(
                          ELSE herald_now($4) + $3 * interval '1 millisecond' END,
                      last_error = CASE WHEN $2 = 'sent' THEN NULL ELSE coalesce($5, last_error) END,
                      sent_at = CASE WHEN $2 = 'sent' THEN herald_now($4) ELSE sent_at END,
-                     updated_at = herald_now($4)
+                     updated_at = herald_now($4),
+                     attempt_worker = CASE WHEN $6 THEN attempt_worker END
                  WHERE id = $1",
             )
             .bind(id)
@@ -780,6 +816,7 @@ async fn set_state(
             .bind(delay_ms)
             .bind(now)
             .bind(error)
+            .bind(own_sent)
             .execute(c)
             .await?;
         }
@@ -1013,7 +1050,7 @@ pub async fn delivery_cancel(
     if !row.state.can_cancel() {
         return Ok(Change::WrongState(row.state));
     }
-    set_state(conn.reborrow(), id, DeliveryState::Cancelled, None, None, now).await?;
+    set_state(conn.reborrow(), id, DeliveryState::Cancelled, None, None, false, now).await?;
     if row.cost > 0 {
         quota_settle(
             conn.reborrow(),
@@ -1155,8 +1192,8 @@ pub async fn deliveries_count_by_state(conn: Conn<'_>) -> Result<Vec<(String, i6
 
 /// The common case, set-based (PostgreSQL): every `(id, n)` whose attempt `n` of `worker`
 /// still holds the lease and reported `sent` becomes `sent` in one statement — state,
-/// reservation committed per account with one journal row per delivery, attempt row
-/// closed. Returns the `(id, n)` it marked; the others are unchanged and the caller sends
+/// reservation committed per account with one journal row per delivery; the attempt
+/// stays on the delivery row (no `delivery_attempts` row, see `delivery_attempts`). Returns the `(id, n)` it marked; the others are unchanged and the caller sends
 /// them through `delivery_finish`, which decides the stale cases. Only the first `(id, n)`
 /// of an id is considered (a worker can hold a stale and a new attempt of one delivery):
 /// later ones are never marked here. Per delivery, the same result
@@ -1205,15 +1242,7 @@ pub async fn deliveries_sent_fenced(
                    reservation_seq, at)
                SELECT d.tenant_id, d.quota_key, 'commit', d.cost, d.id, d.reservation_seq,
                    herald_now($4)
-               FROM d WHERE d.cost > 0),
-         -- The attempt's row is written once, when it ends; it started when it was leased
-         -- (`updated_at` before this statement: every part of it reads the same snapshot).
-         t AS (INSERT INTO delivery_attempts (delivery_id, n, worker, started_at, finished_at,
-                   outcome)
-               SELECT o.id, o.attempts, $3, o.updated_at, herald_now($4), 'sent'
-               FROM deliveries o JOIN d ON o.id = d.id
-               ON CONFLICT (delivery_id, n) DO UPDATE SET finished_at = excluded.finished_at,
-                   outcome = excluded.outcome, error_code = NULL, error_message = NULL)
+               FROM d WHERE d.cost > 0)
          SELECT id, attempts FROM d",
     )
     .bind(ids)
@@ -1234,21 +1263,6 @@ async fn sent_fenced_sqlite(
     let mut marked = Vec::with_capacity(attempts.len());
     let mut accounts = std::collections::BTreeMap::<(Uuid, String), i64>::new();
     for (id, n) in attempts {
-        // The attempt's row first, from the row as leased (its start is the lease's time).
-        sqlx::query(
-            "INSERT INTO delivery_attempts (delivery_id, n, worker, started_at, finished_at,
-                 outcome)
-             SELECT id, attempts, lease_owner, updated_at, ?4, 'sent' FROM deliveries
-             WHERE id = ?1 AND state = 'sending' AND lease_owner = ?2 AND attempts = ?3
-             ON CONFLICT (delivery_id, n) DO UPDATE SET finished_at = excluded.finished_at,
-                 outcome = excluded.outcome, error_code = NULL, error_message = NULL",
-        )
-        .bind(id)
-        .bind(worker)
-        .bind(n)
-        .bind(now)
-        .execute(&mut *c)
-        .await?;
         let row: Option<(Uuid, String, i64, i32)> = sqlx::query_as(
             "UPDATE deliveries SET state = 'sent', lease_owner = NULL, lease_until = NULL,
                  last_error = NULL, sent_at = ?4, updated_at = ?4

@@ -17,10 +17,12 @@ const TABLE: &str = "herald_migrations";
 const SQLITE: &[(i64, &str, &str)] = &[
     (1, "foundation", include_str!("../migrations/sqlite/0001_foundation.sql")),
     (2, "engine", include_str!("../migrations/sqlite/0002_engine.sql")),
+    (3, "attempt on row", include_str!("../migrations/sqlite/0003_attempt_on_row.sql")),
 ];
 const POSTGRES: &[(i64, &str, &str)] = &[
     (1, "foundation", include_str!("../migrations/postgres/0001_foundation.sql")),
     (2, "engine", include_str!("../migrations/postgres/0002_engine.sql")),
+    (3, "attempt on row", include_str!("../migrations/postgres/0003_attempt_on_row.sql")),
 ];
 
 /// The newest schema version this build knows.

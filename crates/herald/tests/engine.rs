@@ -482,6 +482,8 @@ async fn stale_outcomes_are_fenced_but_a_stale_sent_is_kept() {
         env.reconciler().run_once().await.unwrap();
         env.clock.advance(Duration::from_secs(2));
         assert_eq!(ghost_lease(&env, "w2").await, 1, "{}: attempt 2 leased by w2", env.name);
+        let attempt_2_start = env.herald.attempts(env.tenant, d.id).await.unwrap()[1].started_at;
+        env.clock.advance(Duration::from_secs(3));
 
         // w1 comes back from the dead with a terminal outcome: ignored.
         assert_eq!(finish(&env, d.id, "w1", 1, Report::Terminal).await, Some(Decision::Ignore));
@@ -494,6 +496,8 @@ async fn stale_outcomes_are_fenced_but_a_stale_sent_is_kept() {
         );
         assert_eq!(env.get(d.id).await.state, DeliveryState::Sent, "{}", env.name);
         assert_eq!(env.quota().await, (100, 98, 0, 2), "{}: charged once", env.name);
+        // The sent row is not taken for w2's attempt, which was cut short, not sent.
+        assert_eq!(env.outcomes(d.id).await, ["sent"], "{}", env.name);
         // w2's own outcome afterwards changes nothing but its attempt row.
         assert_eq!(finish(&env, d.id, "w2", 2, Report::Transient).await, Some(Decision::Ignore));
         assert_eq!(
@@ -501,7 +505,45 @@ async fn stale_outcomes_are_fenced_but_a_stale_sent_is_kept() {
             Some(Decision::RecordSentAgain)
         );
         assert_eq!(env.outcomes(d.id).await, ["sent", "sent"], "{}", env.name);
+        let attempts = env.herald.attempts(env.tenant, d.id).await.unwrap();
+        assert_eq!(attempts[1].started_at, attempt_2_start, "{}: started when leased", env.name);
         assert_eq!(env.quota().await, (100, 98, 0, 2), "{}: still charged once", env.name);
+    }
+}
+
+/// An attempt that ends `sent` under its own lease writes no attempt row (one insert fewer
+/// per delivery on the hot path): it is listed from the delivery row, with its worker, its
+/// start at the lease and its end at `sent_at`; a repeated `sent` from it changes nothing.
+#[tokio::test]
+async fn an_attempt_sent_under_its_own_lease_is_listed_from_the_delivery() {
+    for env in envs().await {
+        let d = env.submit(request(env.tenant, "op-1")).await;
+        assert_eq!(ghost_lease(&env, "w1").await, 1);
+        let running = env.herald.attempts(env.tenant, d.id).await.unwrap();
+        env.clock.advance(Duration::from_secs(5));
+        assert_eq!(
+            finish(&env, d.id, "w1", 1, Report::Sent).await,
+            Some(Decision::MarkSent { stale: false })
+        );
+        let sent = env.herald.attempts(env.tenant, d.id).await.unwrap();
+        assert_eq!(sent.len(), 1, "{}: {sent:?}", env.name);
+        let a = &sent[0];
+        assert_eq!((a.n, a.worker.as_str()), (1, "w1"), "{}", env.name);
+        assert_eq!(a.outcome.as_deref(), Some("sent"), "{}", env.name);
+        assert_eq!(a.started_at, running[0].started_at, "{}: started when leased", env.name);
+        assert_eq!(a.finished_at, env.get(d.id).await.sent_at, "{}: ended when sent", env.name);
+        if env.clock.now_ms().is_some() {
+            let took = a.finished_at.map(|f| f.duration_since(a.started_at).as_secs());
+            assert_eq!(took, Some(5), "{}: {a:?}", env.name);
+        }
+
+        env.clock.advance(Duration::from_secs(1));
+        assert_eq!(
+            finish(&env, d.id, "w1", 1, Report::Sent).await,
+            Some(Decision::RecordSentAgain)
+        );
+        assert_eq!(env.herald.attempts(env.tenant, d.id).await.unwrap(), sent, "{}", env.name);
+        assert_eq!(env.quota().await, (100, 98, 0, 2), "{}: charged once", env.name);
     }
 }
 

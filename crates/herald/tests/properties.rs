@@ -12,8 +12,9 @@
 //! cancels are allowed; how many rows a worker, a vanished worker or the reconciler
 //! takes). After every step the tables are read with SQL and checked: balances against
 //! the journal, each delivery's state against its current reservation, one final
-//! movement per reservation, attempt rows (written when an attempt ends) against the
-//! attempt counters, and the model's delivery count and grants against the database. A failure prints the operations as
+//! movement per reservation, the attempts listed (rows written when an attempt ends, plus
+//! the one a delivery row stands for) against the attempt counters, and the model's
+//! delivery count and grants against the database. A failure prints the operations as
 //! executed (with the deliveries they resolved to) and proptest's shrunk input.
 //!
 //! `PROPTEST_CASES=n` changes the number of cases; `HERALD_PROPERTY_TRACE=1` prints every
@@ -227,7 +228,14 @@ const ACCOUNTS_SQL: &str =
     "SELECT tenant_id, quota_key, granted, available, reserved, spent FROM quota_accounts";
 const JOURNAL_SQL: &str =
     "SELECT tenant_id, quota_key, kind, amount, delivery_id, reservation_seq FROM quota_journal";
-const ATTEMPTS_SQL: &str = "SELECT delivery_id, n, outcome FROM delivery_attempts";
+/// Attempt rows, plus the attempt a delivery row stands for (in flight, or ended `sent`
+/// under its own lease: neither has a row of its own).
+const ATTEMPTS_SQL: &str = "SELECT delivery_id, n, outcome FROM delivery_attempts \
+     UNION ALL \
+     SELECT d.id, d.attempts, CASE WHEN d.state = 'sent' THEN 'sent' END FROM deliveries d \
+     WHERE d.state IN ('sending', 'sent') AND d.attempt_worker IS NOT NULL \
+       AND NOT EXISTS (SELECT 1 FROM delivery_attempts a \
+                       WHERE a.delivery_id = d.id AND a.n = d.attempts)";
 const REPLAYS_SQL: &str = "SELECT delivery_id, reservation_seq FROM delivery_replays";
 const PAYLOADS_SQL: &str = "SELECT count(*) FROM delivery_payloads";
 const SQLITE_DELIVERIES_SQL: &str = "SELECT id, tenant_id, state, quota_key, cost, attempts, \
@@ -771,18 +779,18 @@ fn check(snap: &Snapshot, model: &Model) -> Result<(), String> {
             snap.attempts.iter().filter(|a| a.0 == d.id).map(|a| (a.1, a.2.as_deref())).collect();
         ns.sort_unstable();
         let numbers: Vec<i32> = ns.iter().map(|a| a.0).collect();
-        // An attempt's row is written when it ends: a `sending` delivery's current attempt
-        // has none yet, every other attempt has one, with an outcome.
-        let ended = d.attempts - i32::from(state == DeliveryState::Sending);
-        if numbers != (1..=ended).collect::<Vec<_>>() {
+        // Every attempt is listed once; only a `sending` delivery's current one has no
+        // outcome yet.
+        if numbers != (1..=d.attempts).collect::<Vec<_>>() {
             return Err(format!(
-                "{who}: attempts = {} ({state:?}) but attempt rows {numbers:?}",
+                "{who}: attempts = {} ({state:?}) but attempts listed {numbers:?}",
                 d.attempts
             ));
         }
         for &(n, outcome) in &ns {
-            if outcome.is_none() {
-                return Err(format!("{who}: attempt {n} has no outcome"));
+            let in_flight = state == DeliveryState::Sending && n == d.attempts;
+            if outcome.is_none() != in_flight {
+                return Err(format!("{who}: attempt {n} has outcome {outcome:?} ({state:?})"));
             }
         }
         if let Some(&(n, outcome)) = ns.last() {
