@@ -95,6 +95,9 @@ pub struct Args {
     /// Deliveries per herald phase, overriding --quick's and the full run's (for tests).
     #[arg(long, hide = true)]
     n: Option<usize>,
+    /// Only the floor, herald's library submit and its drain (for profiling the drain).
+    #[arg(long, hide = true)]
+    drain_only: bool,
 }
 
 /// How a figure compares to a peer's: which peer phase, and which of its numbers.
@@ -592,12 +595,15 @@ pub async fn run(args: Args) -> Result<()> {
     let _ = admin.close().await;
     let mut figures = result?;
     dropped?;
-    figures.extend(sqlite_phases(&args, n).await?);
-    if let Some(dir) = &peers {
+    if args.drain_only {
+        print_table(&figures, &[]);
+    } else if let Some(dir) = &peers {
+        figures.extend(sqlite_phases(&args, n).await?);
         let peers = run_peers(&args, n, dir).await?;
         attach_peers(&mut figures, &peers);
         print_table(&figures, &peers);
     } else {
+        figures.extend(sqlite_phases(&args, n).await?);
         print_table(&figures, &[]);
     }
     if let Some(path) = &args.json {
@@ -843,6 +849,13 @@ async fn phases(
     b.finish();
     let drain_label = format!("drain, no-op channel, {} slots", args.workers);
     let (pending, drain) = drain_herald(&bench, args.workers, &drain_label).await?;
+    if args.drain_only {
+        let after = floor_pass(&bench, n, "after").await?;
+        let drains = [before.1, after.1];
+        let floor = (before.1 + after.1) / 2.0;
+        let f = figure(drain_label, drain, "/s", Some(floor), pending, None);
+        return Ok(vec![f.floor_passes(&drains)]);
+    }
     let b = bar(n / 2, "submit, one tenant");
     let hot = rate(n / 2, bench.submit_herald(n / 2, "hot", &tenants[..1], false, &b).await?);
     b.finish();
