@@ -481,6 +481,23 @@ impl Recorder {
     async fn run(self, mut pending: mpsc::UnboundedReceiver<Recording>) {
         let mut batch = Vec::with_capacity(RECORD_BATCH_MAX);
         while pending.recv_many(&mut batch, RECORD_BATCH_MAX).await > 0 {
+            // Outcomes of one lease often finish together: the first to arrive woke this
+            // task, the rest are runnable. Let them run before committing, while that still
+            // adds to the batch — otherwise a batch of one costs a whole transaction while
+            // the others wait for it (every third batch in a no-op drain).
+            while batch.len() < RECORD_BATCH_MAX {
+                let before = batch.len();
+                tokio::task::yield_now().await;
+                while batch.len() < RECORD_BATCH_MAX {
+                    match pending.try_recv() {
+                        Ok(r) => batch.push(r),
+                        Err(_) => break,
+                    }
+                }
+                if batch.len() == before {
+                    break;
+                }
+            }
             self.record_and_reply(std::mem::take(&mut batch)).await;
         }
     }
