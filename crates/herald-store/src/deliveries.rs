@@ -38,10 +38,11 @@ pub struct DeliveryRow {
     pub created_at: i64,
     pub updated_at: i64,
     pub sent_at: Option<i64>,
-    /// The current attempt's worker and start, set by the lease; kept only while the row
-    /// stands for that attempt (`sending`, or `sent` by it) — such an attempt has no
-    /// `delivery_attempts` row until it ends otherwise.
+    /// The latest attempt's worker, set by the lease and kept only while the row stands for
+    /// that attempt (`sending`, or `sent` by it): such an attempt has no `delivery_attempts`
+    /// row, and listing reads it from here. Any other transition clears it.
     pub attempt_worker: Option<String>,
+    /// When the latest attempt was leased (kept after it ends, for its row's start).
     pub attempt_started_at: Option<i64>,
 }
 
