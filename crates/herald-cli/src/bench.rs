@@ -74,10 +74,11 @@ pub struct Args {
     /// Concurrent clients for submits and the floor.
     #[arg(long, default_value_t = 8)]
     clients: usize,
-    /// Send slots of the draining worker (1024: leases come in batches of up to 250 and
-    /// outcomes are recorded up to 256 per transaction, so four batches can be in flight —
-    /// herald's best configuration for a no-op channel; 256 slots drained ~25 % slower).
-    #[arg(long, default_value_t = 1024)]
+    /// Send slots of the draining worker (2048: leases come in batches of up to 1,000 and
+    /// outcomes are recorded up to 1,024 per transaction, so two batches can be in flight,
+    /// one leasing while the other records — herald's best configuration for a no-op
+    /// channel; 1024 slots with batches of 250 drained about a fifth slower).
+    #[arg(long, default_value_t = 2048)]
     workers: usize,
     /// Tenants (100 by default, so no single quota row is the bottleneck).
     #[arg(long, default_value_t = 100)]

@@ -61,13 +61,13 @@ fn a_short_run_reports_every_figure_as_json() {
         "submit, library, single-delivery transactions",
         "submit, one tenant (hot quota row)",
         "submit, half the keys repeat",
-        "drain, no-op channel, 1024 slots",
+        "drain, no-op channel, 2048 slots",
         "commit-to-start p50 at 200/s",
         "commit-to-start p99 at 200/s",
         "submit, HTTP API",
         "end-to-end: submit + webhook drain",
         "SQLite: submit, library, single-delivery transactions",
-        "SQLite: drain, no-op channel, 1024 slots",
+        "SQLite: drain, no-op channel, 2048 slots",
     ] {
         assert!(names.contains(&expected), "no {expected:?} in {names:?}");
     }

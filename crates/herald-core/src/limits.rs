@@ -75,9 +75,10 @@ pub const LEASE_SAFETY_MARGIN: Duration = Duration::from_secs(5);
 /// Concurrent sends per process (`HERALD_WORKERS`).
 pub const WORKER_SLOTS_DEFAULT: usize = 8;
 
-/// Most deliveries leased in one statement (250: larger batches measured faster with many
-/// send slots; a worker with more free slots leases again at once).
-pub const LEASE_BATCH_MAX: usize = 250;
+/// Most deliveries leased in one statement (1,000: with many send slots, batches of 500
+/// and 1,000 drained about 7 % and 20 % faster than 250 in `herald bench --drain-only`;
+/// a worker with more free slots leases again at once).
+pub const LEASE_BATCH_MAX: usize = 1000;
 pub const RECONCILE_BATCH_MAX: usize = 500;
 
 /// Fallback polling (`HERALD_POLL_INTERVAL`) and reconciler period (`HERALD_RECONCILE_EVERY`).

@@ -445,7 +445,7 @@ use crate::runner::Committed;
 
 /// Outcomes recorded together at most (one transaction, one set-based statement for the
 /// fenced `sent` ones).
-const RECORD_BATCH_MAX: usize = 256;
+const RECORD_BATCH_MAX: usize = 1024;
 /// Longest a busy worker with few free slots waits for more before leasing anyway.
 const LEASE_COOLDOWN: Duration = Duration::from_millis(5);
 
