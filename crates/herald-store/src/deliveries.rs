@@ -736,7 +736,8 @@ pub async fn delivery_finish(
     }
     // An attempt that ended `sent` under its own lease is read from the delivery row (its
     // worker, start and `sent_at`); a repeated `sent` from it changes nothing either.
-    let own_attempt = row.attempts == finish.n && row.attempt_worker.is_some();
+    let own_attempt =
+        row.attempts == finish.n && row.attempt_worker.as_deref() == Some(finish.worker);
     let on_row = match decision {
         Decision::MarkSent { stale } => !stale,
         Decision::RecordSentAgain => own_attempt && row.state == DeliveryState::Sent,
