@@ -596,17 +596,15 @@ pub async fn run(args: Args) -> Result<()> {
     let _ = admin.close().await;
     let mut figures = result?;
     dropped?;
-    if args.drain_only {
-        print_table(&figures, &[]);
-    } else if let Some(dir) = &peers {
+    let mut peer_runs = Vec::new();
+    if !args.drain_only {
         figures.extend(sqlite_phases(&args, n).await?);
-        let peers = run_peers(&args, n, dir).await?;
-        attach_peers(&mut figures, &peers);
-        print_table(&figures, &peers);
-    } else {
-        figures.extend(sqlite_phases(&args, n).await?);
-        print_table(&figures, &[]);
+        if let Some(dir) = &peers {
+            peer_runs = run_peers(&args, n, dir).await?;
+            attach_peers(&mut figures, &peer_runs);
+        }
     }
+    print_table(&figures, &peer_runs);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&figures)?)
             .with_context(|| format!("writing {}", path.display()))?;
@@ -850,25 +848,29 @@ async fn phases(
     b.finish();
     let drain_label = format!("drain, no-op channel, {} slots", args.workers);
     let (pending, drain) = drain_herald(&bench, args.workers, &drain_label).await?;
-    if args.drain_only {
-        let after = floor_pass(&bench, n, "after").await?;
-        let drains = [before.1, after.1];
-        let floor = (before.1 + after.1) / 2.0;
-        let f = figure(drain_label, drain, "/s", Some(floor), pending, None);
-        return Ok(vec![f.floor_passes(&drains)]);
-    }
-    let b = bar(n / 2, "submit, one tenant");
-    let hot = rate(n / 2, bench.submit_herald(n / 2, "hot", &tenants[..1], false, &b).await?);
-    b.finish();
-    let b = bar(n, "submit, half the keys repeat");
-    let dup = rate(n, bench.submit_herald(n, "dup", &tenants, true, &b).await?);
-    b.finish();
+    let hot_and_dup = if args.drain_only {
+        None
+    } else {
+        let b = bar(n / 2, "submit, one tenant");
+        let hot = rate(n / 2, bench.submit_herald(n / 2, "hot", &tenants[..1], false, &b).await?);
+        b.finish();
+        let b = bar(n, "submit, half the keys repeat");
+        let dup = rate(n, bench.submit_herald(n, "dup", &tenants, true, &b).await?);
+        b.finish();
+        Some((hot, dup))
+    };
 
     let after = floor_pass(&bench, n, "after").await?;
     let submits = [before.0, after.0];
     let drains = [before.1, after.1];
     let floor_submit = (before.0 + after.0) / 2.0;
     let floor_drain = (before.1 + after.1) / 2.0;
+    let drain_figure =
+        figure(drain_label, drain, "/s", Some(floor_drain), pending, Some(PeerMetric::Drain))
+            .floor_passes(&drains);
+    let Some((hot, dup)) = hot_and_dup else {
+        return Ok(vec![drain_figure]);
+    };
     figures.push(
         figure(
             "submit, library, single-delivery transactions",
@@ -880,10 +882,7 @@ async fn phases(
         )
         .floor_passes(&submits),
     );
-    figures.push(
-        figure(drain_label, drain, "/s", Some(floor_drain), pending, Some(PeerMetric::Drain))
-            .floor_passes(&drains),
-    );
+    figures.push(drain_figure);
     figures.push(
         figure("submit, one tenant (hot quota row)", hot, "/s", Some(floor_submit), n / 2, None)
             .floor_passes(&submits),
