@@ -141,6 +141,10 @@ pub enum Claim {
     Exists,
     /// No such tenant: nothing was written.
     UnknownTenant,
+    /// Only from [`delivery_claim_alone`]: the quota could not cover the cost, so nothing
+    /// was written. A row with this identity may exist; the caller looks it up, since a
+    /// duplicate is reported before short quota.
+    QuotaShort,
 }
 
 /// Inserts the claim and its payload and reserves its quota (reservation 1) — on
@@ -248,6 +252,83 @@ pub async fn delivery_claim(
         Ok(Claim::UnknownTenant)
     }
 }
+
+/// The claim, its payload and its reservation as one autocommitted statement on
+/// PostgreSQL, for a submit that has no transaction of its own: one round trip where
+/// `BEGIN`, the claim and `COMMIT` are three. Without a transaction around it a claim
+/// inserted on short quota could not be withdrawn unseen, so the order is reversed: the
+/// quota row is locked first (`FOR UPDATE`, which re-reads the latest version) and the
+/// claim is inserted only if it covers the cost; the reservation then updates the locked
+/// row. It carries no `available >= cost` guard of its own, so if that reasoning ever
+/// failed the balance's CHECK constraint would abort the whole statement rather than
+/// commit an unbudgeted claim. `notify` adds the cross-process wake-up, sent only when a
+/// claim was inserted. Never returns `Inserted { reserved: false }`.
+pub async fn delivery_claim_alone(
+    c: &mut sqlx::PgConnection,
+    new: &NewDelivery<'_>,
+    now: Option<i64>,
+    notify: bool,
+) -> Result<Claim, StoreError> {
+    let (created, due, _reserved, tenant_known, covered, _notified): ClaimAloneRow =
+        sqlx::query_as(
+            "WITH q AS (
+                 SELECT 1 FROM quota_accounts
+                 WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7 AND available >= $8
+                 FOR UPDATE),
+             t AS (SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $2) AS known),
+             d AS (
+                 INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
+                     fingerprint, quota_key, cost, state, max_attempts, next_attempt_at,
+                     created_at, updated_at)
+                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9,
+                     coalesce(herald_ts($10), herald_now($11)), herald_now($11), herald_now($11)
+                 WHERE (SELECT known FROM t) AND ($8 = 0 OR EXISTS (SELECT 1 FROM q))
+                 ON CONFLICT (tenant_id, operation_key, channel) DO NOTHING
+                 RETURNING id, herald_ms(created_at) AS created_ms,
+                     herald_ms(next_attempt_at) AS due_ms),
+             p AS (INSERT INTO delivery_payloads (delivery_id, payload)
+                   SELECT id, $12::jsonb FROM d),
+             a AS (UPDATE quota_accounts SET available = available - $8,
+                       reserved = reserved + $8, updated_at = herald_now($11)
+                   WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7
+                     AND EXISTS (SELECT 1 FROM d)
+                   RETURNING 1),
+             j AS (INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+                       reservation_seq, at)
+                   SELECT $2, $7, 'reserve', $8, $1, 1, herald_now($11) FROM a),
+             n AS (SELECT pg_notify($14, '') FROM d WHERE $13)
+             SELECT (SELECT created_ms FROM d), (SELECT due_ms FROM d),
+                 (SELECT count(*) FROM a), (SELECT known FROM t),
+                 $8 = 0 OR EXISTS (SELECT 1 FROM q), (SELECT count(*) FROM n)",
+        )
+        .bind(new.id)
+        .bind(new.tenant_id)
+        .bind(new.operation_key)
+        .bind(new.channel)
+        .bind(new.recipient)
+        .bind(new.fingerprint)
+        .bind(new.quota_key)
+        .bind(new.cost)
+        .bind(new.max_attempts)
+        .bind(new.send_at)
+        .bind(now)
+        .bind(new.payload)
+        .bind(notify)
+        .bind(crate::notify::WAKE_CHANNEL)
+        .fetch_one(c)
+        .await?;
+    Ok(match (created, due) {
+        (Some(created_at), Some(next_attempt_at)) => {
+            Claim::Inserted { reserved: true, created_at, next_attempt_at }
+        }
+        _ if !tenant_known => Claim::UnknownTenant,
+        _ if !covered => Claim::QuotaShort,
+        _ => Claim::Exists,
+    })
+}
+
+/// created, due, reserved, tenant known, quota covered, notified.
+type ClaimAloneRow = (Option<i64>, Option<i64>, i64, bool, bool, i64);
 
 pub async fn tenant_exists(conn: Conn<'_>, tenant: Uuid) -> Result<bool, StoreError> {
     let found: Option<i32> = match conn {

@@ -26,6 +26,8 @@ use herald_core::limits::{
 use herald_store::{
     Backend, BeginOptions, ErrorClass, Isolation, SqliteLock, Store, StoreError, StoreOptions,
 };
+use sqlx::postgres::{PgConnection, PgPool};
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -251,18 +253,94 @@ impl Herald {
                 }
             };
 
-            tracing::debug!(attempt, error = %conflict, "transaction conflict, retrying");
-            if attempt >= attempts_max {
-                return Err(Error::AttemptsExhausted { attempts: attempt, last: conflict });
-            }
-            let pause = options.backoff.full_jitter(attempt, fastrand::f64());
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if pause >= remaining {
-                return Err(expired(attempt, Some(conflict)));
-            }
-            tokio::time::sleep(pause).await;
+            back_off(options, attempt, attempts_max, deadline, conflict).await?;
         }
     }
+
+    /// Runs one statement on a pooled PostgreSQL connection *outside* a transaction, so it
+    /// commits on its own (one round trip instead of BEGIN, the statement and COMMIT),
+    /// with the runner's rules: a concurrency error runs it again after a backoff, within
+    /// the default attempts and deadline. PostgreSQL cannot take a `statement_timeout` in
+    /// the same round trip, so the deadline is kept on this side: a statement that
+    /// outlives it may still commit, and is reported as [`Error::CommitOutcomeUnknown`]
+    /// (its connection is closed, not returned to the pool). Meant for statements that are
+    /// safe to repeat, like an idempotent claim.
+    pub(crate) async fn autocommit<'a, T, F>(&self, pool: &PgPool, mut f: F) -> Result<T, Error>
+    where
+        F: for<'c> FnMut(
+                &'c mut PgConnection,
+                PhantomData<&'c &'a ()>,
+            ) -> BoxFuture<'c, Result<T, StoreError>>
+            + Send,
+    {
+        if IN_RUNNER.try_with(|_| ()).is_ok() {
+            // Outside the caller's transaction it could wait on that transaction's locks.
+            return Err(Error::NestedTransaction);
+        }
+        let options = TxOptions::default();
+        let deadline = Instant::now() + options.deadline;
+        let expired =
+            |attempts, last| Error::DeadlineExceeded { deadline: options.deadline, attempts, last };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let mut conn = match tokio::time::timeout(remaining, pool.acquire()).await {
+                Err(_elapsed) => return Err(expired(attempt - 1, None)),
+                Ok(Err(e)) => return Err(Error::Store(e.into())),
+                Ok(Ok(conn)) => conn,
+            };
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let conflict = match tokio::time::timeout(remaining, f(&mut conn, PhantomData)).await {
+                Err(_elapsed) => {
+                    conn.close_on_drop();
+                    return Err(Error::CommitOutcomeUnknown {
+                        attempts: attempt,
+                        source: StoreError::Database(sqlx::Error::Io(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            "the statement outlived the deadline and may still commit",
+                        ))),
+                    });
+                }
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(e)) if e.class() == ErrorClass::ConnectionLost => {
+                    return Err(Error::CommitOutcomeUnknown { attempts: attempt, source: e });
+                }
+                Ok(Err(e)) => match judge(e, deadline) {
+                    Judged::Retry(e) => e,
+                    Judged::Expired(e) => return Err(expired(attempt, Some(e))),
+                    Judged::Fail(e) => return Err(Error::Store(e)),
+                },
+            };
+            back_off(&options, attempt, options.attempts_max, deadline, conflict).await?;
+        }
+    }
+}
+
+/// After a concurrency conflict: gives up if the attempts or the deadline are spent,
+/// otherwise sleeps a full-jitter backoff.
+async fn back_off(
+    options: &TxOptions,
+    attempt: u32,
+    attempts_max: u32,
+    deadline: Instant,
+    conflict: StoreError,
+) -> Result<(), Error> {
+    tracing::debug!(attempt, error = %conflict, "transaction conflict, retrying");
+    if attempt >= attempts_max {
+        return Err(Error::AttemptsExhausted { attempts: attempt, last: conflict });
+    }
+    let pause = options.backoff.full_jitter(attempt, fastrand::f64());
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    if pause >= remaining {
+        return Err(Error::DeadlineExceeded {
+            deadline: options.deadline,
+            attempts: attempt,
+            last: Some(conflict),
+        });
+    }
+    tokio::time::sleep(pause).await;
+    Ok(())
 }
 
 /// What to do with a database error from one attempt.

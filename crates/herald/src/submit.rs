@@ -17,11 +17,12 @@ use herald_core::limits::{
     CHANNEL_LEN_MAX, COST_MAX, DELIVERY_ATTEMPTS_MAX, OPERATION_KEY_LEN_MAX, PAYLOAD_BYTES_MAX,
     QUOTA_KEY_LEN_MAX, RECIPIENT_LEN_MAX,
 };
-use herald_store::AsConn;
 use herald_store::deliveries::{
-    Claim, NewDelivery, delivery_by_identity, delivery_claim, delivery_withdraw,
+    Claim, DeliveryRow, NewDelivery, delivery_by_identity, delivery_claim, delivery_claim_alone,
+    delivery_withdraw,
 };
 use herald_store::notify::wake_notify;
+use herald_store::{AsConn, Conn};
 use jiff::Timestamp;
 use uuid::Uuid;
 
@@ -173,15 +174,62 @@ impl Herald {
     }
 
     /// Submits in a transaction of its own, for callers with no business change to commit
-    /// alongside (the same checks and results as [`Herald::submit`]).
+    /// alongside (the same checks and results as [`Herald::submit`]). On PostgreSQL that
+    /// transaction is one autocommitted statement — one round trip instead of three; a
+    /// conflict runs it again, and if it outlives the deadline its outcome is
+    /// [`Error::CommitOutcomeUnknown`]: submit again with the same request to learn it.
     pub async fn submit_alone(&self, req: &SubmitRequest) -> Result<Submitted, Error> {
-        let herald = self.clone();
-        self.transaction(|tx| {
-            let herald = &herald;
-            Box::pin(async move { herald.submit(tx, req).await })
-        })
-        .await
-        .map(|committed| committed.value)
+        let Some(pool) = self.store().postgres_pool() else {
+            let herald = self.clone();
+            return self
+                .transaction(|tx| {
+                    let herald = &herald;
+                    Box::pin(async move { herald.submit(tx, req).await })
+                })
+                .await
+                .map(|committed| committed.value);
+        };
+        let checked = check(req, self.options().max_attempts)?;
+        let (now, id) = (self.clock().now_ms(), Uuid::now_v7());
+        let new = new_delivery(req, &checked, id);
+        let notify = self.wake().take_pg_notify();
+        let claim = self
+            .autocommit(pool, |c, _| {
+                let new = &new;
+                Box::pin(async move { delivery_claim_alone(c, new, now, notify).await })
+            })
+            .await?;
+        if notify && !matches!(claim, Claim::Inserted { .. }) {
+            self.wake().pg_notify_unused();
+        }
+        let (created_at, next_attempt_at) = match claim {
+            Claim::Inserted { created_at, next_attempt_at, .. } => (created_at, next_attempt_at),
+            Claim::UnknownTenant => return Err(Error::UnknownTenant),
+            Claim::Exists | Claim::QuotaShort => {
+                let existing = self
+                    .autocommit(pool, |c, _| {
+                        Box::pin(async move {
+                            delivery_by_identity(
+                                Conn::Postgres(c),
+                                req.tenant,
+                                &req.operation_key,
+                                &req.channel,
+                            )
+                            .await
+                        })
+                    })
+                    .await?;
+                return match existing {
+                    Some(existing) => repeated(existing, &checked),
+                    None if claim == Claim::QuotaShort => {
+                        Err(Error::QuotaExhausted { quota_key: checked.quota_key.to_string() })
+                    }
+                    None => Err(Error::NotFound),
+                };
+            }
+        };
+        self.wake().soon();
+        Ok(created(req, &checked, id, created_at, next_attempt_at))
     }
 
     /// Submits on any connection inside a transaction — herald's or the application's own
@@ -197,21 +245,8 @@ impl Herald {
         if !conn.as_conn().in_transaction() {
             return Err(Error::NotInTransaction);
         }
-        let now = self.clock().now_ms();
-        let id = Uuid::now_v7();
-        let new = NewDelivery {
-            id,
-            tenant_id: req.tenant,
-            operation_key: &req.operation_key,
-            channel: &req.channel,
-            recipient: &req.to,
-            payload: &checked.payload,
-            fingerprint: &checked.fingerprint,
-            quota_key: checked.quota_key,
-            cost: checked.cost,
-            max_attempts: checked.max_attempts as i32,
-            send_at: checked.send_at_ms,
-        };
+        let (now, id) = (self.clock().now_ms(), Uuid::now_v7());
+        let new = new_delivery(req, &checked, id);
         match delivery_claim(conn.as_conn(), &new, now).await? {
             Claim::UnknownTenant => Err(Error::UnknownTenant),
             Claim::Exists => {
@@ -223,11 +258,7 @@ impl Herald {
                 )
                 .await?
                 .ok_or(Error::NotFound)?;
-                if existing.fingerprint == checked.fingerprint {
-                    Ok(Submitted { delivery: existing.into(), duplicate: true })
-                } else {
-                    Err(Error::IdempotencyKeyReused)
-                }
+                repeated(existing, &checked)
             }
             Claim::Inserted { reserved: false, .. } => {
                 delivery_withdraw(conn.as_conn(), id).await?;
@@ -238,27 +269,67 @@ impl Herald {
                     wake_notify(conn.as_conn()).await?;
                 }
                 self.wake().soon();
-                let delivery = Delivery {
-                    id,
-                    tenant: req.tenant,
-                    operation_key: req.operation_key.clone(),
-                    channel: req.channel.clone(),
-                    to: req.to.clone(),
-                    state: herald_core::DeliveryState::Pending,
-                    attempts: 0,
-                    max_attempts: checked.max_attempts,
-                    attempts_base: 0,
-                    reservation_seq: 1,
-                    quota_key: checked.quota_key.to_string(),
-                    cost: checked.cost,
-                    next_attempt_at: ts(next_attempt_at),
-                    last_error: None,
-                    created_at: ts(created_at),
-                    updated_at: ts(created_at),
-                    sent_at: None,
-                };
-                Ok(Submitted { delivery, duplicate: false })
+                Ok(created(req, &checked, id, created_at, next_attempt_at))
+            }
+            // Only the autocommitted claim reports short quota this way.
+            Claim::QuotaShort => {
+                Err(Error::QuotaExhausted { quota_key: checked.quota_key.to_string() })
             }
         }
     }
+}
+
+fn new_delivery<'a>(req: &'a SubmitRequest, checked: &'a Checked<'a>, id: Uuid) -> NewDelivery<'a> {
+    NewDelivery {
+        id,
+        tenant_id: req.tenant,
+        operation_key: &req.operation_key,
+        channel: &req.channel,
+        recipient: &req.to,
+        payload: &checked.payload,
+        fingerprint: &checked.fingerprint,
+        quota_key: checked.quota_key,
+        cost: checked.cost,
+        max_attempts: checked.max_attempts as i32,
+        send_at: checked.send_at_ms,
+    }
+}
+
+/// The identity exists: the same request is a duplicate, another one a reused key.
+fn repeated(existing: DeliveryRow, checked: &Checked<'_>) -> Result<Submitted, Error> {
+    if existing.fingerprint == checked.fingerprint {
+        Ok(Submitted { delivery: existing.into(), duplicate: true })
+    } else {
+        Err(Error::IdempotencyKeyReused)
+    }
+}
+
+/// The delivery a claim just created, as the row reads (without reading it back).
+fn created(
+    req: &SubmitRequest,
+    checked: &Checked<'_>,
+    id: Uuid,
+    created_at: i64,
+    next_attempt_at: i64,
+) -> Submitted {
+    let delivery = Delivery {
+        id,
+        tenant: req.tenant,
+        operation_key: req.operation_key.clone(),
+        channel: req.channel.clone(),
+        to: req.to.clone(),
+        state: herald_core::DeliveryState::Pending,
+        attempts: 0,
+        max_attempts: checked.max_attempts,
+        attempts_base: 0,
+        reservation_seq: 1,
+        quota_key: checked.quota_key.to_string(),
+        cost: checked.cost,
+        next_attempt_at: ts(next_attempt_at),
+        last_error: None,
+        created_at: ts(created_at),
+        updated_at: ts(created_at),
+        sent_at: None,
+    };
+    Submitted { delivery, duplicate: false }
 }

@@ -57,4 +57,10 @@ impl Wake {
                 .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
     }
+
+    /// The NOTIFY taken with [`Wake::take_pg_notify`] was not sent (nothing was claimed):
+    /// the next submit may send one.
+    pub(crate) fn pg_notify_unused(&self) {
+        self.last_pg_notify_ms.store(-1_000_000, Ordering::Relaxed);
+    }
 }

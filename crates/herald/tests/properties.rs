@@ -64,13 +64,15 @@ enum Op {
         amount: i64,
         idempotency_key: Option<u8>,
     },
-    /// Submit identity `op-{key}` (which may exist already, with other parameters).
+    /// Submit identity `op-{key}` (which may exist already, with other parameters), in a
+    /// runner transaction or, when `alone`, with `submit_alone`.
     Submit {
         tenant: usize,
         key: u8,
         to: u8,
         cost: i64,
         max_attempts: u32,
+        alone: bool,
     },
     /// Submit exactly the request of a known delivery again.
     Resubmit {
@@ -113,8 +115,10 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..3usize, 1..=6i64, proptest::option::of(0..3u8)).prop_map(
             |(tenant, amount, idempotency_key)| Op::Grant { tenant, amount, idempotency_key }
         ),
-        6 => (0..3usize, 0..6u8, 0..2u8, 0..=3i64, 1..=3u32).prop_map(
-            |(tenant, key, to, cost, max_attempts)| Op::Submit { tenant, key, to, cost, max_attempts }
+        6 => (0..3usize, 0..6u8, 0..2u8, 0..=3i64, 1..=3u32, any::<bool>()).prop_map(
+            |(tenant, key, to, cost, max_attempts, alone)| Op::Submit {
+                tenant, key, to, cost, max_attempts, alone
+            }
         ),
         1 => any::<Index>().prop_map(|pick| Op::Resubmit { pick }),
         5 => (1..=4usize, answer).prop_map(|(slots, answer)| Op::Work { slots, answer }),
@@ -433,11 +437,23 @@ impl World {
                 }
                 Ok(line)
             }
-            Op::Submit { tenant, key, to, cost, max_attempts } => {
+            Op::Submit { tenant, key, to, cost, max_attempts, alone } => {
                 let (t, tid) = self.tenant(tenant);
-                let line =
-                    format!("submit t{t} op-{key} to={to} cost={cost} max_attempts={max_attempts}");
-                self.submit(t, tid, key, to, cost, max_attempts, before, line).await
+                let line = format!(
+                    "submit{} t{t} op-{key} to={to} cost={cost} max_attempts={max_attempts}",
+                    if alone { "_alone" } else { "" }
+                );
+                let req = request(tid, key, to, cost, max_attempts);
+                let r = if alone {
+                    self.herald.submit_alone(&req).await
+                } else {
+                    let (herald, req) = (&self.herald, &req);
+                    herald
+                        .transaction(|tx| Box::pin(async move { herald.submit(tx, req).await }))
+                        .await
+                        .map(|c| c.value)
+                };
+                self.submitted(t, tid, key, to, cost, max_attempts, before, line, r)
             }
             Op::Resubmit { pick } => {
                 let Some((t, key, c)) = self.model.claim(&pick) else {
@@ -445,7 +461,13 @@ impl World {
                 };
                 let tid = self.model.tenants[t];
                 let line = format!("resubmit t{t} op-{key} (delivery {})", short(c.id));
-                self.submit(t, tid, key, c.to, c.cost, c.max_attempts, before, line).await
+                let req = request(tid, key, c.to, c.cost, c.max_attempts);
+                let (herald, req) = (&self.herald, &req);
+                let r = herald
+                    .transaction(|tx| Box::pin(async move { herald.submit(tx, req).await }))
+                    .await
+                    .map(|c| c.value);
+                self.submitted(t, tid, key, c.to, c.cost, c.max_attempts, before, line, r)
             }
             Op::Work { slots, answer } => {
                 let due: Vec<&DeliveryRow> = before
@@ -630,8 +652,9 @@ impl World {
         }
     }
 
+    /// Checks a submit's result against the model and records a new claim.
     #[allow(clippy::too_many_arguments)]
-    async fn submit(
+    fn submitted(
         &mut self,
         t: usize,
         tid: Uuid,
@@ -641,14 +664,8 @@ impl World {
         max_attempts: u32,
         before: &Snapshot,
         line: String,
+        r: Result<herald::Submitted, Error>,
     ) -> Result<String, String> {
-        let req = request(tid, key, to, cost, max_attempts);
-        let (herald, req_ref) = (&self.herald, &req);
-        let r = self
-            .herald
-            .transaction(|tx| Box::pin(async move { herald.submit(tx, req_ref).await }))
-            .await
-            .map(|c| c.value);
         let got = brief(&r, |s| format!("{} duplicate={}", short(s.delivery.id), s.duplicate));
         let line = format!("{line} -> {got}");
         let existing = self.model.claims[t].get(&key).copied();

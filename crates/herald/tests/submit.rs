@@ -40,6 +40,22 @@ async fn submit(herald: &Herald, req: &SubmitRequest) -> Result<Submitted, Error
         .map(|c| c.value)
 }
 
+/// The two ways a submit commits on its own: a runner transaction around `submit`, or
+/// `submit_alone` (on PostgreSQL one autocommitted statement).
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    Runner,
+    Alone,
+}
+const VIAS: [Via; 2] = [Via::Runner, Via::Alone];
+
+async fn submit_via(herald: &Herald, req: &SubmitRequest, via: Via) -> Result<Submitted, Error> {
+    match via {
+        Via::Runner => submit(herald, req).await,
+        Via::Alone => herald.submit_alone(req).await,
+    }
+}
+
 /// A short name for a submit's result, so tables of cases read as tables.
 fn kind(result: &Result<Submitted, Error>) -> &'static str {
     match result {
@@ -258,7 +274,10 @@ async fn sixty_four_concurrent_submits_from_four_pools_claim_and_reserve_once() 
                 let (herald, req, start) = (heralds[i % 4].clone(), req.clone(), start.clone());
                 tokio::spawn(async move {
                     start.wait().await;
-                    submit(&herald, &req).await
+                    // Both paths race for the same identity: they lock the quota row and
+                    // the identity in opposite orders, so a deadlock can be provoked and
+                    // must be retried away.
+                    submit_via(&herald, &req, VIAS[i % 2]).await
                 })
             })
             .collect();
@@ -320,7 +339,7 @@ async fn concurrent_submits_of_distinct_identities_never_overspend_a_hot_account
                 let (req, start) = (request(tenant, &format!("evt-{i}")), start.clone());
                 tokio::spawn(async move {
                     start.wait().await;
-                    kind(&submit(&herald, &req).await)
+                    kind(&submit_via(&herald, &req, VIAS[(i / 2) % 2]).await)
                 })
             })
             .collect();
@@ -393,9 +412,9 @@ async fn a_repeat_with_another_request_is_refused_and_changes_nothing() {
             ("another quota key", SubmitRequest { quota_key: Some("sms".into()), ..base.clone() }),
             ("a send_at", SubmitRequest { send_at: Some(later), ..base.clone() }),
         ];
-        for (what, req) in &cases {
-            let result = submit(&herald, req).await;
-            assert_eq!(kind(&result), "reused", "{name}: {what}: {result:?}");
+        for ((what, req), via) in cases.iter().flat_map(|c| VIAS.map(|v| (c, v))) {
+            let result = submit_via(&herald, req, via).await;
+            assert_eq!(kind(&result), "reused", "{name}: {what} ({via:?}): {result:?}");
             assert_eq!(totals(&herald, &[tenant, other_tenant]).await, before, "{name}: {what}");
             assert_eq!(stored(&herald, first.delivery.id).await, stored_before, "{name}: {what}");
             let now = herald.delivery(tenant, first.delivery.id).await.unwrap();
@@ -584,6 +603,76 @@ async fn a_duplicate_inside_the_callers_transaction_keeps_the_callers_writes() {
     }
 }
 
+#[tokio::test]
+async fn a_submit_alone_commits_by_itself_with_the_same_answers_and_writes_nothing_when_refused() {
+    for db in backends().await {
+        let name = db.name();
+        let herald = db.herald().await;
+        let tenant = herald.tenant_create("acme").await.unwrap().id;
+        let bare = herald.tenant_create("bare").await.unwrap().id;
+        herald.quota_grant(tenant, "email", 5, None).await.unwrap();
+
+        let req = SubmitRequest { cost: Some(3), ..request(tenant, "evt-1") };
+        let first = herald.submit_alone(&req).await.unwrap();
+        assert!(!first.duplicate, "{name}");
+        // Committed when it returns: another connection reads the row, its payload and the
+        // reservation, and the returned delivery is what is stored.
+        assert_eq!(herald.delivery(tenant, first.delivery.id).await.unwrap(), first.delivery);
+        assert_eq!(stored(&herald, first.delivery.id).await.1, req.payload, "{name}");
+        assert_eq!(journal_of(&herald, first.delivery.id).await, ["reserve:1:3"], "{name}");
+        assert_eq!(herald.quotas(tenant).await.unwrap(), [account(tenant, "email", [5, 2, 3, 0])]);
+
+        let again = herald.submit_alone(&req).await.unwrap();
+        assert!(again.duplicate, "{name}");
+        assert_eq!(again.delivery, first.delivery, "{name}");
+
+        // Refusals write nothing at all — not even for an instant, since there is no
+        // transaction to withdraw a claim in: the claim is inserted only when covered.
+        let no_sms = SubmitRequest { quota_key: Some("sms".into()), ..request(tenant, "evt-2") };
+        let cases = [
+            (
+                "short quota",
+                "quota exhausted",
+                SubmitRequest { cost: Some(3), ..request(tenant, "evt-3") },
+            ),
+            ("no account for the quota key", "quota exhausted", no_sms),
+            ("a tenant without accounts", "quota exhausted", request(bare, "evt-4")),
+            ("a changed repeat", "reused", SubmitRequest { cost: Some(2), ..req.clone() }),
+            ("an unknown tenant", "unknown tenant", request(Uuid::now_v7(), "evt-5")),
+            ("bad input", "invalid", SubmitRequest { operation_key: String::new(), ..req.clone() }),
+        ];
+        for (what, expected, case) in &cases {
+            let before = totals(&herald, &[tenant, bare]).await;
+            let result = herald.submit_alone(case).await;
+            assert_eq!(kind(&result), *expected, "{name}: {what}: {result:?}");
+            assert_eq!(totals(&herald, &[tenant, bare]).await, before, "{name}: {what}");
+        }
+        // What was refused was not held: exactly the balance can still be spent.
+        let fits = SubmitRequest { cost: Some(2), ..request(tenant, "evt-3") };
+        assert_eq!(kind(&herald.submit_alone(&fits).await), "created", "{name}");
+        assert_eq!(herald.quotas(tenant).await.unwrap(), [account(tenant, "email", [5, 0, 5, 0])]);
+
+        // cost 0 needs no account and makes no reservation.
+        let free = SubmitRequest { cost: Some(0), ..request(bare, "evt-6") };
+        let free = herald.submit_alone(&free).await.unwrap();
+        assert!(!free.duplicate, "{name}");
+        assert!(journal_of(&herald, free.delivery.id).await.is_empty(), "{name}");
+        assert!(herald.quotas(bare).await.unwrap().is_empty(), "{name}: and no account");
+
+        // Inside a runner closure it would commit apart from that transaction (and could
+        // wait on its locks): refused, like a nested transaction.
+        let nested = herald
+            .transaction(|_tx| {
+                let (h, r) = (&herald, &req);
+                Box::pin(async move { Ok(h.submit_alone(r).await) })
+            })
+            .await
+            .unwrap()
+            .value;
+        assert!(matches!(nested, Err(Error::NestedTransaction)), "{name}: {nested:?}");
+    }
+}
+
 // ---- guarantee 1: order of checks, and defaults before the fingerprint ----------------
 
 #[tokio::test]
@@ -596,16 +685,19 @@ async fn a_retry_of_a_successful_submit_is_a_duplicate_even_when_quota_has_run_o
         let a = request(tenant, "evt-a");
         let created = submit(&herald, &a).await;
         assert_eq!(kind(&created), "created", "{name}: {created:?}");
-        let b = submit(&herald, &request(tenant, "evt-b")).await;
-        assert_eq!(kind(&b), "quota exhausted", "{name}: {b:?}");
+        let id = created.unwrap().delivery.id;
+        for via in VIAS {
+            let b = submit_via(&herald, &request(tenant, "evt-b"), via).await;
+            assert_eq!(kind(&b), "quota exhausted", "{name} ({via:?}): {b:?}");
 
-        let retry = submit(&herald, &a).await;
-        assert_eq!(kind(&retry), "duplicate", "{name}: {retry:?}");
-        assert_eq!(retry.unwrap().delivery.id, created.unwrap().delivery.id, "{name}");
-        // And a changed retry is a reuse, not a quota problem: reuse is checked first.
-        let changed = SubmitRequest { payload: json!({"text": "changed"}), ..a.clone() };
-        let changed = submit(&herald, &changed).await;
-        assert_eq!(kind(&changed), "reused", "{name}: {changed:?}");
+            let retry = submit_via(&herald, &a, via).await;
+            assert_eq!(kind(&retry), "duplicate", "{name} ({via:?}): {retry:?}");
+            assert_eq!(retry.unwrap().delivery.id, id, "{name} ({via:?})");
+            // And a changed retry is a reuse, not a quota problem: reuse is checked first.
+            let changed = SubmitRequest { payload: json!({"text": "changed"}), ..a.clone() };
+            let changed = submit_via(&herald, &changed, via).await;
+            assert_eq!(kind(&changed), "reused", "{name} ({via:?}): {changed:?}");
+        }
         assert_eq!(herald.quotas(tenant).await.unwrap(), [account(tenant, "email", [1, 0, 1, 0])]);
     }
 }

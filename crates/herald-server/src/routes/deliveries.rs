@@ -73,16 +73,8 @@ pub async fn create(
         send_at,
         max_attempts: body.max_attempts,
     };
-    let herald = state.herald.clone();
-    let result = state
-        .herald
-        .transaction(|tx| {
-            let (herald, request) = (&herald, &request);
-            Box::pin(async move { herald.submit(tx, request).await })
-        })
-        .await;
-    let submitted = match result {
-        Ok(c) => c.value,
+    let submitted = match state.herald.submit_alone(&request).await {
+        Ok(submitted) => submitted,
         Err(e) => {
             crate::metrics::submit(submit_result(&e));
             return Err(e.into());
