@@ -8,13 +8,14 @@
 //!
 //! | figure | herald | floor (`herald_store::bench`) | peers (`--peers DIR`) |
 //! |---|---|---|---|
-//! | submit, library | C clients, one delivery per `Herald::transaction` | C clients, one CTE per transaction (claim + payload + reservation + journal) | `insert`: C callers, one job per call, each its own transaction, unique key |
-//! | submit, one tenant | same, every delivery on one quota row | the submit floor | — |
-//! | submit, half the keys repeat | same, every key submitted twice | the submit floor | — |
-//! | submit, HTTP API | C clients, keep-alive `POST /v1/deliveries` to the real router (API-key auth, validation, one transaction) | the submit floor (no HTTP) | — |
+//! | submit, library, submit_alone | C clients, one `Herald::submit_alone` each: on PostgreSQL one autocommitted statement | C clients, the floor's CTE (claim + payload + reservation + journal) as one autocommitted statement | `insert`: C callers, one job per call, each its own transaction, unique key |
+//! | submit, library, in a transaction | C clients, one delivery per `Herald::transaction` (`BEGIN`, `submit`, `COMMIT`: a submit inside the caller's transaction) | C clients, the same CTE between `BEGIN` and `COMMIT` | — |
+//! | submit, one tenant | `submit_alone`, every delivery on one quota row | the one-statement submit floor | — |
+//! | submit, half the keys repeat | `submit_alone`, every key submitted twice | the one-statement submit floor | — |
+//! | submit, HTTP API | C clients, keep-alive `POST /v1/deliveries` to the real router (API-key auth, validation, `submit_alone`) | the one-statement submit floor (no HTTP) | — |
 //! | drain, no-op channel | a worker with `--workers` send slots, a channel that returns `Sent` | C clients, one CTE per 100 rows (lease with SKIP LOCKED + sent + ledger + journal) | `drain`: N jobs bulk-inserted untimed, a no-op handler, until all are completed in the DB |
-//! | end-to-end, webhook | C clients submit through the library *while* a worker with the real webhook channel sends each delivery to a local HTTP receiver; time from the first submit to the N-th `sent` in the DB | the submit floor's C clients and the drain floor's C parts run at once, until all N are submitted and drained — the floor makes **no HTTP call** | `e2e`: C callers insert one job per transaction while the peer's worker drains them with a no-op handler, until all are completed (no HTTP call: this flatters the peer) |
-//! | commit-to-start p50 / p99 | submits at a fixed rate (200/s), an idle worker polling every second: time from COMMIT returned to the channel's `send` | — | `latency`: the peer's worker running, jobs inserted at a fixed rate, insert returned → handler start (procrastinate at 50/s, its drain saturates below 200/s) |
+//! | end-to-end, webhook | C clients `submit_alone` *while* a worker with the real webhook channel sends each delivery to a local HTTP receiver; time from the first submit to the N-th `sent` in the DB | the submit floor's C clients and the drain floor's C parts run at once, until all N are submitted and drained — the floor makes **no HTTP call** | `e2e`: C callers insert one job per transaction while the peer's worker drains them with a no-op handler, until all are completed (no HTTP call: this flatters the peer) |
+//! | commit-to-start p50 / p99 | `submit_alone` at a fixed rate (200/s), an idle worker polling every second: time from COMMIT returned to the channel's `send` | — | `latency`: the peer's worker running, jobs inserted at a fixed rate, insert returned → handler start (procrastinate at 50/s, its drain saturates below 200/s) |
 //!
 //! | SQLite: submit, library / drain | the same phases on a fresh SQLite file (the default backend) | submit: `BEGIN IMMEDIATE`, claim + payload + reservation + journal row, `COMMIT`, from C clients; drain: one client, 100 rows marked sent per transaction, one account update per tenant, a journal row each | — |
 //!
@@ -99,6 +100,9 @@ pub struct Args {
     /// Only the floor, herald's library submit and its drain (for profiling the drain).
     #[arg(long, hide = true)]
     drain_only: bool,
+    /// Only the end-to-end phase, floor and herald (for profiling it).
+    #[arg(long, hide = true, conflicts_with = "drain_only")]
+    e2e_only: bool,
 }
 
 /// How a figure compares to a peer's: which peer phase, and which of its numbers.
@@ -191,6 +195,15 @@ struct Bench {
     clients: usize,
 }
 
+/// How each single-delivery submit commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Commit {
+    /// `BEGIN`, the submit, `COMMIT`: a submit inside the caller's transaction.
+    InTransaction,
+    /// One autocommitted statement: herald's `submit_alone`, the floor's CTE alone.
+    Alone,
+}
+
 fn rate(n: usize, elapsed: Duration) -> f64 {
     n as f64 / elapsed.as_secs_f64().max(1e-9)
 }
@@ -249,14 +262,16 @@ impl Bench {
         prefix: &str,
         tenants: &[Uuid],
         repeat_half: bool,
+        commit: Commit,
         bar: &ProgressBar,
     ) -> Result<Duration> {
         let started = Instant::now();
-        self.submit_herald_to(n, prefix, tenants, repeat_half, "https://example.com/hooks", bar)
-            .await?;
+        let to = "https://example.com/hooks";
+        self.submit_herald_to(n, prefix, tenants, repeat_half, to, commit, bar).await?;
         Ok(started.elapsed())
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn submit_herald_to(
         &self,
         n: usize,
@@ -264,6 +279,7 @@ impl Bench {
         tenants: &[Uuid],
         repeat_half: bool,
         to: &str,
+        commit: Commit,
         bar: &ProgressBar,
     ) -> Result<()> {
         let herald = self.herald.clone();
@@ -278,13 +294,7 @@ impl Bench {
         self.clients(n, bar, move |i| {
             let (herald, requests) = (herald.clone(), requests.clone());
             async move {
-                let h = herald.clone();
-                herald
-                    .transaction(|tx| {
-                        let (h, r) = (&h, &requests[i]);
-                        Box::pin(async move { h.submit(tx, r).await })
-                    })
-                    .await?;
+                submit_one(&herald, &requests[i], commit).await?;
                 Ok(())
             }
         })
@@ -292,7 +302,13 @@ impl Bench {
         Ok(())
     }
 
-    async fn submit_floor(&self, n: usize, prefix: &str, bar: &ProgressBar) -> Result<Duration> {
+    async fn submit_floor(
+        &self,
+        n: usize,
+        prefix: &str,
+        commit: Commit,
+        bar: &ProgressBar,
+    ) -> Result<Duration> {
         let (herald, tenants, prefix) =
             (self.herald.clone(), self.tenants.clone(), prefix.to_string());
         self.clients(n, bar, move |i| {
@@ -300,9 +316,17 @@ impl Bench {
                 (herald.clone(), tenants[i % tenants.len()], format!("{prefix}-{i}"));
             async move {
                 let pool = herald.store().postgres_pool().context("the floor needs PostgreSQL")?;
-                let mut tx = pool.begin().await?;
-                floor_submit(tx.as_conn(), Uuid::now_v7(), tenant, &key).await?;
-                tx.commit().await?;
+                let id = Uuid::now_v7();
+                match commit {
+                    Commit::InTransaction => {
+                        let mut tx = pool.begin().await?;
+                        floor_submit(tx.as_conn(), id, tenant, &key).await?;
+                        tx.commit().await?;
+                    }
+                    Commit::Alone => {
+                        floor_submit(pool.acquire().await?.as_conn(), id, tenant, &key).await?;
+                    }
+                }
                 Ok(())
             }
         })
@@ -394,6 +418,20 @@ impl Bench {
             .await?
             .value)
     }
+}
+
+/// One single-delivery submit through the library, committed as `commit` says.
+async fn submit_one(herald: &Herald, req: &SubmitRequest, commit: Commit) -> Result<Uuid> {
+    let submitted = match commit {
+        Commit::Alone => herald.submit_alone(req).await?,
+        Commit::InTransaction => {
+            herald
+                .transaction(|tx| Box::pin(async move { herald.submit(tx, req).await }))
+                .await?
+                .value
+        }
+    };
+    Ok(submitted.delivery.id)
 }
 
 /// `n` operations split over `clients` tasks, each op counted on `bar`.
@@ -597,7 +635,7 @@ pub async fn run(args: Args) -> Result<()> {
     let mut figures = result?;
     dropped?;
     let mut peer_runs = Vec::new();
-    if !args.drain_only {
+    if !args.drain_only && !args.e2e_only {
         figures.extend(sqlite_phases(&args, n).await?);
         if let Some(dir) = &peers {
             peer_runs = run_peers(&args, n, dir).await?;
@@ -612,17 +650,33 @@ pub async fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// One pass of the floor on emptied tables: N submits from C clients, then a drain of them
-/// in batches of 100. Returns (submit rate, drain rate).
-async fn floor_pass(bench: &Bench, n: usize, pass: &str) -> Result<(f64, f64)> {
+/// The floor's rates of one pass.
+#[derive(Debug, Clone, Copy)]
+struct FloorPass {
+    submit_in_tx: f64,
+    submit_alone: f64,
+    drain: f64,
+}
+
+/// One pass of the floor on emptied tables: N submits from C clients inside transactions
+/// (skipped with `--drain-only`), N more as single statements, then a drain of those in
+/// batches of 100.
+async fn floor_pass(bench: &Bench, n: usize, pass: &str, in_tx: bool) -> Result<FloorPass> {
+    let mut submit_in_tx = 0.0;
+    if in_tx {
+        bench.reset().await?;
+        let b = bar(n, &format!("floor ({pass}): submit in a transaction"));
+        submit_in_tx = rate(n, bench.submit_floor(n, "floor", Commit::InTransaction, &b).await?);
+        b.finish();
+    }
     bench.reset().await?;
-    let b = bar(n, &format!("floor ({pass}): submit"));
-    let submit = rate(n, bench.submit_floor(n, "floor", &b).await?);
+    let b = bar(n, &format!("floor ({pass}): submit, one statement"));
+    let submit_alone = rate(n, bench.submit_floor(n, "floor", Commit::Alone, &b).await?);
     b.finish();
     let b = bar(n, &format!("floor ({pass}): drain (batches of 100)"));
     let (drained, elapsed) = bench.drain_floor(100, None, &b).await?;
     b.finish();
-    Ok((submit, rate(drained, elapsed)))
+    Ok(FloorPass { submit_in_tx, submit_alone, drain: rate(drained, elapsed) })
 }
 
 /// Drains every pending delivery with a no-op channel and `slots` send slots; returns how
@@ -714,7 +768,8 @@ async fn sqlite_phases(args: &Args, n: usize) -> Result<Vec<Figure>> {
 
         bench.reset().await?;
         let b = bar(n, "SQLite: submit, library");
-        let submit = rate(n, bench.submit_herald(n, "lib", &tenants, false, &b).await?);
+        let submit =
+            rate(n, bench.submit_herald(n, "lib", &tenants, false, Commit::Alone, &b).await?);
         b.finish();
         let label = format!("SQLite: drain, no-op channel, {} slots", args.workers);
         let (pending, drain) = drain_herald(&bench, args.workers, &label).await?;
@@ -825,6 +880,9 @@ async fn phases(
     }
     let bench = Bench { herald: herald.clone(), tenants: tenants.clone(), clients: args.clients };
     let mut figures = Vec::new();
+    if args.e2e_only {
+        return Ok(vec![end_to_end_figure(args, &bench, herald, n).await?]);
+    }
     println!(
         "herald bench{}: PostgreSQL {version}, {} clients, {} send slots, {} tenants, \
          {n} deliveries per phase; peers: {}\n",
@@ -838,13 +896,24 @@ async fn phases(
     // The floor runs before herald's submit and drain phases and again after them; each
     // ratio uses the mean of the two passes, so drift on a shared machine (a checkpoint,
     // autovacuum) does not land on one side of the comparison only.
-    let before = floor_pass(&bench, n, "before").await?;
+    let in_tx = !args.drain_only;
+    let before = floor_pass(&bench, n, "before", in_tx).await?;
 
     // herald's submits through the library, then a drain of what they made: the same N,
     // on the same table size, as the floor's.
+    let mut herald_in_tx = 0.0;
+    if in_tx {
+        bench.reset().await?;
+        let b = bar(n, "submit, library, in a transaction");
+        let elapsed =
+            bench.submit_herald(n, "lib-tx", &tenants, false, Commit::InTransaction, &b).await?;
+        herald_in_tx = rate(n, elapsed);
+        b.finish();
+    }
     bench.reset().await?;
-    let b = bar(n, "submit, library");
-    let herald_submit = rate(n, bench.submit_herald(n, "lib", &tenants, false, &b).await?);
+    let b = bar(n, "submit, library, submit_alone");
+    let herald_alone =
+        rate(n, bench.submit_herald(n, "lib", &tenants, false, Commit::Alone, &b).await?);
     b.finish();
     let drain_label = format!("drain, no-op channel, {} slots", args.workers);
     let (pending, drain) = drain_herald(&bench, args.workers, &drain_label).await?;
@@ -852,45 +921,52 @@ async fn phases(
         None
     } else {
         let b = bar(n / 2, "submit, one tenant");
-        let hot = rate(n / 2, bench.submit_herald(n / 2, "hot", &tenants[..1], false, &b).await?);
+        let elapsed =
+            bench.submit_herald(n / 2, "hot", &tenants[..1], false, Commit::Alone, &b).await?;
+        let hot = rate(n / 2, elapsed);
         b.finish();
         let b = bar(n, "submit, half the keys repeat");
-        let dup = rate(n, bench.submit_herald(n, "dup", &tenants, true, &b).await?);
+        let dup = rate(n, bench.submit_herald(n, "dup", &tenants, true, Commit::Alone, &b).await?);
         b.finish();
         Some((hot, dup))
     };
 
-    let after = floor_pass(&bench, n, "after").await?;
-    let submits = [before.0, after.0];
-    let drains = [before.1, after.1];
-    let floor_submit = (before.0 + after.0) / 2.0;
-    let floor_drain = (before.1 + after.1) / 2.0;
+    let after = floor_pass(&bench, n, "after", in_tx).await?;
+    let mean = |pick: fn(&FloorPass) -> f64| (pick(&before) + pick(&after)) / 2.0;
+    let (floor_in_tx, floor_alone, floor_drain) =
+        (mean(|p| p.submit_in_tx), mean(|p| p.submit_alone), mean(|p| p.drain));
+    let in_tx_passes = [before.submit_in_tx, after.submit_in_tx];
+    let alone_passes = [before.submit_alone, after.submit_alone];
     let drain_figure =
         figure(drain_label, drain, "/s", Some(floor_drain), pending, Some(PeerMetric::Drain))
-            .floor_passes(&drains);
-    let Some((hot, dup)) = hot_and_dup else {
-        return Ok(vec![drain_figure]);
+            .floor_passes(&[before.drain, after.drain]);
+    let vs_alone = |name: &str, value: f64, n: usize, compare: Option<PeerMetric>| {
+        figure(name, value, "/s", Some(floor_alone), n, compare).floor_passes(&alone_passes)
     };
+    let submit_figure = vs_alone(
+        "submit, library, submit_alone (one statement)",
+        herald_alone,
+        n,
+        Some(PeerMetric::Insert),
+    );
+    let Some((hot, dup)) = hot_and_dup else {
+        return Ok(vec![submit_figure, drain_figure]);
+    };
+    figures.push(submit_figure);
     figures.push(
         figure(
-            "submit, library, single-delivery transactions",
-            herald_submit,
+            "submit, library, in a transaction (BEGIN, submit, COMMIT)",
+            herald_in_tx,
             "/s",
-            Some(floor_submit),
+            Some(floor_in_tx),
             n,
-            Some(PeerMetric::Insert),
+            None,
         )
-        .floor_passes(&submits),
+        .floor_passes(&in_tx_passes),
     );
     figures.push(drain_figure);
-    figures.push(
-        figure("submit, one tenant (hot quota row)", hot, "/s", Some(floor_submit), n / 2, None)
-            .floor_passes(&submits),
-    );
-    figures.push(
-        figure("submit, half the keys repeat", dup, "/s", Some(floor_submit), n, None)
-            .floor_passes(&submits),
-    );
+    figures.push(vs_alone("submit, one tenant (hot quota row)", hot, n / 2, None));
+    figures.push(vs_alone("submit, half the keys repeat", dup, n, None));
 
     bench.reset().await?; // the hot and duplicate submits' deliveries are never sent
     let (p50, p99, count) = latency(args, &bench, herald).await?;
@@ -911,33 +987,43 @@ async fn phases(
         Some(PeerMetric::LatencyP99),
     ));
 
-    // The HTTP API, and end to end through the webhook channel, share one channel.
+    bench.reset().await?;
+    let http = submit_http(&bench, herald, webhook_channel(herald)?, n).await?;
+    figures.push(vs_alone("submit, HTTP API", http, n, None));
+    figures.push(end_to_end_figure(args, &bench, herald, n).await?);
+
+    if let Some(kib) = peak_rss_kib() {
+        figures.push(figure("peak RSS of this process", kib as f64 / 1024.0, "MiB", None, 0, None));
+    }
+    Ok(figures)
+}
+
+/// The webhook channel the HTTP API and the end-to-end phase send through, allowed to reach
+/// the local receiver.
+fn webhook_channel(herald: &Herald) -> Result<Arc<dyn Channel>> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let webhook: Arc<dyn Channel> = Arc::new(WebhookChannel::new(
+    Ok(Arc::new(WebhookChannel::new(
         herald.clone(),
         WebhookOptions { allow_private_targets: true, ..WebhookOptions::default() },
-    )?);
+    )?))
+}
 
-    bench.reset().await?;
-    let http = submit_http(&bench, herald, webhook.clone(), n).await?;
-    figures.push(
-        figure("submit, HTTP API", http, "/s", Some(floor_submit), n, None).floor_passes(&submits),
-    );
-
-    let (herald_e2e, floor_e2e) = end_to_end(args, &bench, herald, webhook, n).await?;
-    figures.push(figure(
+async fn end_to_end_figure(
+    args: &Args,
+    bench: &Bench,
+    herald: &Herald,
+    n: usize,
+) -> Result<Figure> {
+    let (herald_e2e, floor_e2e) =
+        end_to_end(args, bench, herald, webhook_channel(herald)?, n).await?;
+    Ok(figure(
         "end-to-end: submit + webhook drain",
         herald_e2e,
         "/s",
         Some(floor_e2e),
         n,
         Some(PeerMetric::EndToEnd),
-    ));
-
-    if let Some(kib) = peak_rss_kib() {
-        figures.push(figure("peak RSS of this process", kib as f64 / 1024.0, "MiB", None, 0, None));
-    }
-    Ok(figures)
+    ))
 }
 
 /// Commit-to-start latency at a moderate fixed rate, the worker idle between submits.
@@ -963,15 +1049,9 @@ async fn latency(args: &Args, bench: &Bench, herald: &Herald) -> Result<(f64, f6
             b.clone(),
         );
         submits.spawn(async move {
-            let hh = h.clone();
-            let done = h
-                .transaction(|tx| {
-                    let (hh, req) = (&hh, &req);
-                    Box::pin(async move { hh.submit(tx, req).await })
-                })
-                .await?;
+            let id = submit_one(&h, &req, Commit::Alone).await?;
             if let Ok(mut c) = committed.lock() {
-                c.insert(done.value.delivery.id, Instant::now());
+                c.insert(id, Instant::now());
             }
             b.inc(1);
             Ok::<_, anyhow::Error>(())
@@ -1103,7 +1183,7 @@ async fn end_to_end(
     let started = Instant::now();
     let hidden = ProgressBar::hidden();
     let drain = bench.drain_floor(100, Some(n), &hidden);
-    let submit = bench.submit_floor(n, "e2e-floor", &b);
+    let submit = bench.submit_floor(n, "e2e-floor", Commit::Alone, &b);
     let (submitted, drained) = tokio::join!(submit, drain);
     submitted?;
     let (drained, _) = drained?;
@@ -1133,7 +1213,15 @@ async fn end_to_end(
         let started = Instant::now();
         let outcome = async {
             bench
-                .submit_herald_to(n, "e2e", &bench.tenants, false, &to, &ProgressBar::hidden())
+                .submit_herald_to(
+                    n,
+                    "e2e",
+                    &bench.tenants,
+                    false,
+                    &to,
+                    Commit::Alone,
+                    &ProgressBar::hidden(),
+                )
                 .await?;
             tokio::time::timeout(DRAIN_TIMEOUT, receiver.done.notified())
                 .await
@@ -1400,9 +1488,9 @@ fn print_table(figures: &[Figure], peers: &[PeerRun]) {
         }
     }
     println!(
-        "\nfloor: submit = one CTE per transaction; drain = one CTE per 100 rows (PostgreSQL: \
-         the mean of a pass before herald's submit and drain phases and one after); \
-         end-to-end = both at once, no HTTP call."
+        "\nfloor: submit = the claim's CTE as one statement (\"in a transaction\": between BEGIN and \
+         COMMIT); drain = one CTE per 100 rows (PostgreSQL: the mean of a pass before herald's \
+         submit and drain phases and one after); end-to-end = both at once, no HTTP call."
     );
     if !peers.is_empty() {
         println!(

@@ -58,7 +58,8 @@ fn a_short_run_reports_every_figure_as_json() {
     let figures = figures.as_array().expect("an array of figures");
     let names: Vec<&str> = figures.iter().filter_map(|f| f["name"].as_str()).collect();
     for expected in [
-        "submit, library, single-delivery transactions",
+        "submit, library, submit_alone (one statement)",
+        "submit, library, in a transaction (BEGIN, submit, COMMIT)",
         "submit, one tenant (hot quota row)",
         "submit, half the keys repeat",
         "drain, no-op channel, 2048 slots",

@@ -8,6 +8,9 @@ use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use std::time::Duration;
 
+/// A pooled PostgreSQL connection idle longer than this is pinged before it is used.
+const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
+
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Backend {
@@ -105,9 +108,23 @@ impl Store {
                     Ok(Err(source)) => return Err(connect_error(source)),
                     Err(_elapsed) => return Err(connect_error(sqlx::Error::PoolTimedOut)),
                 }
+                // sqlx pings every connection it hands out, a round trip before each
+                // transaction (and before each autocommitted claim, which is one round
+                // trip otherwise). Only a connection idle long enough to have been cut
+                // off is pinged; a busy one is used at once, and a dead one still fails
+                // its first statement as it would between a ping and the statement.
                 let pool = PgPoolOptions::new()
                     .max_connections(options.connections_max.max(2))
                     .acquire_timeout(options.connect_timeout)
+                    .test_before_acquire(false)
+                    .before_acquire(|conn, meta| {
+                        Box::pin(async move {
+                            if meta.idle_for > PING_WHEN_IDLE_FOR {
+                                conn.ping().await?;
+                            }
+                            Ok(true)
+                        })
+                    })
                     .connect_with(o)
                     .await
                     .map_err(connect_error)?;
