@@ -23,6 +23,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (1, "foundation", include_str!("../migrations/postgres/0001_foundation.sql")),
     (2, "engine", include_str!("../migrations/postgres/0002_engine.sql")),
     (3, "attempt on row", include_str!("../migrations/postgres/0003_attempt_on_row.sql")),
+    (4, "inline ms", include_str!("../migrations/postgres/0004_inline_ms.sql")),
 ];
 
 /// The newest schema version this build knows.
