@@ -673,6 +673,48 @@ async fn a_submit_alone_commits_by_itself_with_the_same_answers_and_writes_nothi
     }
 }
 
+/// A one-statement submit cannot carry a `statement_timeout`; its deadline is kept by the
+/// caller. Past it the statement may still commit, so the answer is "unknown", and the
+/// same request submitted again tells which: never a second delivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submit_alone_past_its_deadline_is_unknown_and_resubmitting_settles_it() {
+    for db in backends().await {
+        let name = db.name();
+        let herald = db.herald().await;
+        let Some(pool) = herald.store().postgres_pool() else { continue };
+        let tenant = herald.tenant_create("acme").await.unwrap().id;
+        herald.quota_grant(tenant, "email", 10, None).await.unwrap();
+        let req = request(tenant, "evt-blocked");
+
+        // Another transaction holds the tenant's account row past the submit's deadline.
+        let mut holder = pool.begin().await.unwrap();
+        sqlx::query("SELECT 1 FROM quota_accounts WHERE tenant_id = $1 FOR UPDATE")
+            .bind(tenant)
+            .execute(&mut *holder)
+            .await
+            .unwrap();
+        let started = std::time::Instant::now();
+        let blocked = herald.submit_alone(&req).await;
+        let waited = started.elapsed();
+        assert!(matches!(blocked, Err(Error::CommitOutcomeUnknown { .. })), "{name}: {blocked:?}");
+        let deadline = herald_core::limits::TX_DEADLINE_DEFAULT;
+        assert!(
+            waited >= deadline && waited < deadline + std::time::Duration::from_secs(3),
+            "{name}: returned after {waited:?}"
+        );
+        holder.commit().await.unwrap();
+
+        // The abandoned statement may commit once the lock is gone; submitting the same
+        // request again settles it either way.
+        let again = herald.submit_alone(&req).await.unwrap();
+        assert_eq!(herald.delivery(tenant, again.delivery.id).await.unwrap(), again.delivery);
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let rows = count(&herald, "SELECT count(*) FROM deliveries", &[]).await;
+        assert_eq!(rows, 1, "{name}: one delivery");
+        assert_eq!(herald.quotas(tenant).await.unwrap(), [account(tenant, "email", [10, 9, 1, 0])]);
+    }
+}
+
 // ---- guarantee 1: order of checks, and defaults before the fingerprint ----------------
 
 #[tokio::test]
