@@ -7,6 +7,11 @@
 //! reserved with a conditional update; when quota is short the claim just inserted is
 //! deleted again, so a caller that goes on to commit its own work has no unbudgeted
 //! delivery — and no statement has failed, so its transaction is still usable.
+//!
+//! `submit_alone` on PostgreSQL has no transaction to withdraw a claim in: it is one
+//! autocommitted statement that locks the quota row first and inserts the claim only if
+//! the row covers the cost, then looks the identity up when nothing was inserted — the
+//! same answers, in the same order (ARCHITECTURE.md, "One statement for a submit").
 
 use crate::delivery::{Delivery, ts};
 use crate::error::Error;
