@@ -70,6 +70,23 @@ impl From<herald::Error> for ApiError {
                 "conflict",
                 format!("the delivery is {state}: {operation} is not allowed"),
             ),
+            E::CommitOutcomeUnknown { .. } => {
+                tracing::warn!(error = %e, "the outcome of a write is unknown");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "outcome_unknown",
+                    "the database did not confirm the write in time; it may have happened: \
+                     send the same request again (same operation key) to learn its outcome",
+                )
+            }
+            E::DeadlineExceeded { .. } | E::AttemptsExhausted { .. } => {
+                tracing::warn!(error = %e, "the database was too busy to answer in time");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "busy",
+                    "the database was too busy to answer in time; nothing was changed, retry",
+                )
+            }
             other => {
                 tracing::error!(error = %other, "request failed");
                 ApiError::internal()
@@ -79,3 +96,36 @@ impl From<herald::Error> for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald::Error as E;
+    use herald_store::StoreError;
+    use std::time::Duration;
+
+    fn timed_out() -> StoreError {
+        StoreError::Database(herald::sqlx::Error::Io(std::io::ErrorKind::TimedOut.into()))
+    }
+
+    #[test]
+    fn a_write_that_may_have_happened_says_so_and_one_that_did_not_says_retry() {
+        let unknown = ApiError::from(E::CommitOutcomeUnknown { attempts: 1, source: timed_out() });
+        assert_eq!(
+            (unknown.status, unknown.code),
+            (StatusCode::SERVICE_UNAVAILABLE, "outcome_unknown")
+        );
+        assert!(unknown.message.contains("same request again"), "{}", unknown.message);
+        let busy = [
+            E::DeadlineExceeded { deadline: Duration::from_secs(10), attempts: 2, last: None },
+            E::AttemptsExhausted { attempts: 5, last: timed_out() },
+        ];
+        for e in busy {
+            let api = ApiError::from(e);
+            assert_eq!((api.status, api.code), (StatusCode::SERVICE_UNAVAILABLE, "busy"));
+            assert!(api.message.contains("nothing was changed"), "{}", api.message);
+        }
+        // Nothing of the cause reaches the client.
+        assert!(!unknown.message.contains("timed out"), "{}", unknown.message);
+    }
+}

@@ -20,7 +20,8 @@ pub const PAGE_MAX: usize = 200;
 
 #[utoipa::path(post, path = "/v1/deliveries", request_body = CreateDelivery,
     responses((status = 201, body = DeliveryView), (status = 200, body = DeliveryView),
-        (status = 400), (status = 401), (status = 402), (status = 413), (status = 422)))]
+        (status = 400), (status = 401), (status = 402), (status = 413), (status = 422),
+        (status = 503, description = "outcome_unknown: send the same request again to learn it; busy: nothing was changed")))]
 pub async fn create(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
