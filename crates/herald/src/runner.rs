@@ -202,11 +202,7 @@ impl Herald {
             };
             let conflict = match tokio::time::timeout(remaining, self.store.begin(&begin)).await {
                 Err(_elapsed) => return Err(expired(attempt, None)),
-                Ok(Err(e)) => match judge(e, deadline) {
-                    Judged::Retry(e) => e,
-                    Judged::Expired(e) => return Err(expired(attempt, Some(e))),
-                    Judged::Fail(e) => return Err(Error::Store(e)),
-                },
+                Ok(Err(e)) => judge(e, deadline, |e| expired(attempt, Some(e)))?,
                 Ok(Ok(store_tx)) => {
                     let mut tx = Tx::new(store_tx, attempt);
                     let remaining = deadline.saturating_duration_since(Instant::now());
@@ -219,11 +215,9 @@ impl Herald {
                         Ok(Err(error)) => {
                             rollback(tx).await;
                             match error {
-                                Error::Store(e) => match judge(e, deadline) {
-                                    Judged::Retry(e) => e,
-                                    Judged::Expired(e) => return Err(expired(attempt, Some(e))),
-                                    Judged::Fail(e) => return Err(Error::Store(e)),
-                                },
+                                Error::Store(e) => {
+                                    judge(e, deadline, |e| expired(attempt, Some(e)))?
+                                }
                                 other => return Err(other),
                             }
                         }
@@ -242,11 +236,7 @@ impl Herald {
                                         source: e,
                                     });
                                 }
-                                Err(e) => match judge(e, deadline) {
-                                    Judged::Retry(e) => e,
-                                    Judged::Expired(e) => return Err(expired(attempt, Some(e))),
-                                    Judged::Fail(e) => return Err(Error::Store(e)),
-                                },
+                                Err(e) => judge(e, deadline, |e| expired(attempt, Some(e)))?,
                             }
                         }
                     }
@@ -306,11 +296,7 @@ impl Herald {
                 Ok(Err(e)) if e.class() == ErrorClass::ConnectionLost => {
                     return Err(Error::CommitOutcomeUnknown { attempts: attempt, source: e });
                 }
-                Ok(Err(e)) => match judge(e, deadline) {
-                    Judged::Retry(e) => e,
-                    Judged::Expired(e) => return Err(expired(attempt, Some(e))),
-                    Judged::Fail(e) => return Err(Error::Store(e)),
-                },
+                Ok(Err(e)) => judge(e, deadline, |e| expired(attempt, Some(e)))?,
             };
             back_off(&options, attempt, options.attempts_max, deadline, conflict).await?;
         }
@@ -344,22 +330,23 @@ async fn back_off(
 }
 
 /// What to do with a database error from one attempt.
-enum Judged {
-    Retry(StoreError),
-    Expired(StoreError),
-    Fail(StoreError),
-}
-
-fn judge(error: StoreError, deadline: Instant) -> Judged {
+/// `Ok(conflict)` when the attempt may be retried; otherwise the error to return: the
+/// deadline's (built by `expired`) or the database error itself.
+fn judge(
+    error: StoreError,
+    deadline: Instant,
+    expired: impl FnOnce(StoreError) -> Error,
+) -> Result<StoreError, Error> {
     // The per-attempt waits were set to the time left, so a wait that ran out at (or a
     // hair before, by timer granularity) the deadline is the deadline.
     let near_deadline =
         deadline.saturating_duration_since(Instant::now()) <= Duration::from_millis(5);
     match error.class() {
-        ErrorClass::Concurrency(_) if near_deadline => Judged::Expired(error),
-        ErrorClass::Concurrency(_) => Judged::Retry(error),
-        ErrorClass::WaitTimeout if near_deadline => Judged::Expired(error),
-        _ => Judged::Fail(error),
+        ErrorClass::Concurrency(_) | ErrorClass::WaitTimeout if near_deadline => {
+            Err(expired(error))
+        }
+        ErrorClass::Concurrency(_) => Ok(error),
+        _ => Err(Error::Store(error)),
     }
 }
 
