@@ -147,6 +147,62 @@ pub enum Claim {
     QuotaShort,
 }
 
+/// The claim's CTEs on PostgreSQL, shared by both ways of claiming: `d` inserts the claim
+/// where `$gate` holds (and returns its times), `p` its payload, `a` reserves the cost on
+/// the account (`$guard` adds to that update's condition), `j` journals the reservation.
+/// Parameters $1–$12 are [`bind_claim`]'s.
+macro_rules! pg_claim_ctes {
+    ($gate:literal, $guard:literal) => {
+        concat!(
+            "d AS (
+                 INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
+                     fingerprint, quota_key, cost, state, max_attempts, next_attempt_at,
+                     created_at, updated_at)
+                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9,
+                     coalesce(herald_ts($10), herald_now($11)), herald_now($11), herald_now($11)
+                 WHERE ",
+            $gate,
+            "
+                 ON CONFLICT (tenant_id, operation_key, channel) DO NOTHING
+                 RETURNING id, herald_ms(created_at) AS created_ms,
+                     herald_ms(next_attempt_at) AS due_ms),
+             p AS (INSERT INTO delivery_payloads (delivery_id, payload)
+                   SELECT id, $12::jsonb FROM d),
+             a AS (UPDATE quota_accounts SET available = available - $8,
+                       reserved = reserved + $8, updated_at = herald_now($11)
+                   WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7 ",
+            $guard,
+            "
+                     AND EXISTS (SELECT 1 FROM d)
+                   RETURNING 1),
+             j AS (INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+                       reservation_seq, at)
+                   SELECT $2, $7, 'reserve', $8, $1, 1, herald_now($11) FROM a)"
+        )
+    };
+}
+
+/// Binds [`pg_claim_ctes`]'s parameters $1–$12.
+fn bind_claim<'q, O>(
+    query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
+    new: &'q NewDelivery<'_>,
+    now: Option<i64>,
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
+    query
+        .bind(new.id)
+        .bind(new.tenant_id)
+        .bind(new.operation_key)
+        .bind(new.channel)
+        .bind(new.recipient)
+        .bind(new.fingerprint)
+        .bind(new.quota_key)
+        .bind(new.cost)
+        .bind(new.max_attempts)
+        .bind(new.send_at)
+        .bind(now)
+        .bind(new.payload)
+}
+
 /// Inserts the claim and its payload and reserves its quota (reservation 1) — on
 /// PostgreSQL in one statement. Never raises on a duplicate (`ON CONFLICT DO NOTHING`)
 /// nor on short quota (a conditional update), so the caller's transaction stays usable.
@@ -203,41 +259,18 @@ pub async fn delivery_claim(
             }
         }
         Conn::Postgres(c) => {
-            let row: Option<(i64, i64, i64)> = sqlx::query_as(
-                "WITH d AS (
-                     INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
-                         fingerprint, quota_key, cost, state, max_attempts, next_attempt_at,
-                         created_at, updated_at)
-                     SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9,
-                         coalesce(herald_ts($10), herald_now($11)), herald_now($11), herald_now($11)
-                     WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2)
-                     ON CONFLICT (tenant_id, operation_key, channel) DO NOTHING
-                     RETURNING id, herald_ms(created_at) AS created_ms,
-                         herald_ms(next_attempt_at) AS due_ms),
-                 p AS (INSERT INTO delivery_payloads (delivery_id, payload)
-                       SELECT id, $12::jsonb FROM d),
-                 a AS (UPDATE quota_accounts SET available = available - $8,
-                           reserved = reserved + $8, updated_at = herald_now($11)
-                       WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7 AND available >= $8
-                         AND EXISTS (SELECT 1 FROM d)
-                       RETURNING 1),
-                 j AS (INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
-                           reservation_seq, at)
-                       SELECT $2, $7, 'reserve', $8, $1, 1, herald_now($11) FROM a)
-                 SELECT d.created_ms, d.due_ms, (SELECT count(*) FROM a) AS reserved FROM d",
+            let row: Option<(i64, i64, i64)> = bind_claim(
+                sqlx::query_as(concat!(
+                    "WITH ",
+                    pg_claim_ctes!(
+                        "EXISTS (SELECT 1 FROM tenants WHERE id = $2)",
+                        "AND available >= $8"
+                    ),
+                    " SELECT d.created_ms, d.due_ms, (SELECT count(*) FROM a) AS reserved FROM d"
+                )),
+                new,
+                now,
             )
-            .bind(new.id)
-            .bind(new.tenant_id)
-            .bind(new.operation_key)
-            .bind(new.channel)
-            .bind(new.recipient)
-            .bind(new.fingerprint)
-            .bind(new.quota_key)
-            .bind(new.cost)
-            .bind(new.max_attempts)
-            .bind(new.send_at)
-            .bind(now)
-            .bind(new.payload)
             .fetch_optional(c)
             .await?;
             row.map(|(created, due, reserved)| (new.cost == 0 || reserved == 1, created, due))
@@ -269,54 +302,26 @@ pub async fn delivery_claim_alone(
     now: Option<i64>,
     notify: bool,
 ) -> Result<Claim, StoreError> {
-    let (created, due, _reserved, tenant_known, covered, _notified): ClaimAloneRow =
-        sqlx::query_as(
+    let (created, due, _reserved, tenant_known, covered, _notified): ClaimAloneRow = bind_claim(
+        sqlx::query_as(concat!(
             "WITH q AS (
-                 SELECT 1 FROM quota_accounts
-                 WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7 AND available >= $8
-                 FOR UPDATE),
-             t AS (SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $2) AS known),
-             d AS (
-                 INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
-                     fingerprint, quota_key, cost, state, max_attempts, next_attempt_at,
-                     created_at, updated_at)
-                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9,
-                     coalesce(herald_ts($10), herald_now($11)), herald_now($11), herald_now($11)
-                 WHERE (SELECT known FROM t) AND ($8 = 0 OR EXISTS (SELECT 1 FROM q))
-                 ON CONFLICT (tenant_id, operation_key, channel) DO NOTHING
-                 RETURNING id, herald_ms(created_at) AS created_ms,
-                     herald_ms(next_attempt_at) AS due_ms),
-             p AS (INSERT INTO delivery_payloads (delivery_id, payload)
-                   SELECT id, $12::jsonb FROM d),
-             a AS (UPDATE quota_accounts SET available = available - $8,
-                       reserved = reserved + $8, updated_at = herald_now($11)
-                   WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7
-                     AND EXISTS (SELECT 1 FROM d)
-                   RETURNING 1),
-             j AS (INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
-                       reservation_seq, at)
-                   SELECT $2, $7, 'reserve', $8, $1, 1, herald_now($11) FROM a),
-             n AS (SELECT pg_notify($14, '') FROM d WHERE $13)
-             SELECT (SELECT created_ms FROM d), (SELECT due_ms FROM d),
-                 (SELECT count(*) FROM a), (SELECT known FROM t),
-                 $8 = 0 OR EXISTS (SELECT 1 FROM q), (SELECT count(*) FROM n)",
-        )
-        .bind(new.id)
-        .bind(new.tenant_id)
-        .bind(new.operation_key)
-        .bind(new.channel)
-        .bind(new.recipient)
-        .bind(new.fingerprint)
-        .bind(new.quota_key)
-        .bind(new.cost)
-        .bind(new.max_attempts)
-        .bind(new.send_at)
-        .bind(now)
-        .bind(new.payload)
-        .bind(notify)
-        .bind(crate::notify::WAKE_CHANNEL)
-        .fetch_one(c)
-        .await?;
+                     SELECT 1 FROM quota_accounts
+                     WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7 AND available >= $8
+                     FOR UPDATE),
+                 t AS (SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $2) AS known), ",
+            pg_claim_ctes!("(SELECT known FROM t) AND ($8 = 0 OR EXISTS (SELECT 1 FROM q))", ""),
+            ", n AS (SELECT pg_notify($14, '') FROM d WHERE $13)
+                 SELECT (SELECT created_ms FROM d), (SELECT due_ms FROM d),
+                     (SELECT count(*) FROM a), (SELECT known FROM t),
+                     $8 = 0 OR EXISTS (SELECT 1 FROM q), (SELECT count(*) FROM n)"
+        )),
+        new,
+        now,
+    )
+    .bind(notify)
+    .bind(crate::notify::WAKE_CHANNEL)
+    .fetch_one(c)
+    .await?;
     Ok(match (created, due) {
         (Some(created_at), Some(next_attempt_at)) => {
             Claim::Inserted { reserved: true, created_at, next_attempt_at }
