@@ -705,10 +705,10 @@ async fn a_submit_alone_past_its_deadline_is_unknown_and_resubmitting_settles_it
         holder.commit().await.unwrap();
 
         // The abandoned statement may commit once the lock is gone; submitting the same
-        // request again settles it either way.
+        // request again settles it either way. The resubmit queues for the account row
+        // behind the abandoned statement, so when it returns that one has ended too.
         let again = herald.submit_alone(&req).await.unwrap();
         assert_eq!(herald.delivery(tenant, again.delivery.id).await.unwrap(), again.delivery);
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         let rows = count(&herald, "SELECT count(*) FROM deliveries", &[]).await;
         assert_eq!(rows, 1, "{name}: one delivery");
         assert_eq!(herald.quotas(tenant).await.unwrap(), [account(tenant, "email", [10, 9, 1, 0])]);
