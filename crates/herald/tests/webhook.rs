@@ -657,6 +657,56 @@ async fn private_targets_are_refused() {
     }
 }
 
+/// Reads what the tenant reads of a refused delivery: its `last_error` and the message of
+/// its one attempt, after checking both say `target_refused`.
+async fn refusal_messages(env: &Env, id: Uuid, to: &str) -> [String; 2] {
+    let d = env.get(id).await;
+    assert_eq!(d.state, DeliveryState::Failed, "{}: {to} must be refused", env.name);
+    assert_eq!(
+        env.outcomes(id).await,
+        [outcome("terminal", Some("target_refused"))],
+        "{}: {to} is refused, not connected to",
+        env.name
+    );
+    let attempt = env.attempts(id).await.pop().unwrap();
+    [d.last_error.unwrap_or_default(), attempt.error_message.unwrap_or_default()]
+}
+
+#[tokio::test]
+async fn embedded_ipv4_and_special_purpose_literals_are_refused_before_connecting() {
+    // Each of these was connected to (outcome `connection`) by a guard that unwrapped only
+    // `::ffff:0:0/96`; the message names the rule.
+    let p = Receiver::start().await.port();
+    let targets = [
+        (format!("http://[64:ff9b::7f00:1]:{p}/"), "nat64 embedding loopback"),
+        (format!("http://[2002:7f00:1::1]:{p}/"), "6to4 embedding loopback"),
+        (format!("http://[::7f00:1]:{p}/"), "ipv4-compatible embedding loopback"),
+        // Teredo: server 65.54.227.120, client 127.0.0.1 (stored inverted).
+        (
+            format!("http://[2001:0:4136:e378:8000:63bf:80ff:fffe]:{p}/"),
+            "teredo embedding loopback",
+        ),
+        (format!("http://[fec0::1]:{p}/"), "site-local"),
+        (format!("http://[2001:db8::1]:{p}/"), "documentation"),
+        (format!("http://[3fff::1]:{p}/"), "documentation"),
+        (format!("http://192.0.0.1:{p}/"), "ietf protocol assignments"),
+        (format!("http://192.0.2.1:{p}/"), "documentation"),
+        (format!("http://192.88.99.1:{p}/"), "deprecated 6to4 relay anycast"),
+    ];
+    for env in envs().await {
+        let worker = env.worker(guarded());
+        for (i, (to, rule)) in targets.iter().enumerate() {
+            let d = env.submit(&format!("op-{i}"), to, json!({"n": i})).await;
+            let report = worker.run_once().await.unwrap();
+            assert_eq!((report.leased, report.failed), (1, 1), "{}: {to}: {report:?}", env.name);
+            for message in refusal_messages(&env, d.id, to).await {
+                assert!(message.contains(rule), "{}: {to}: names {rule}: {message:?}", env.name);
+            }
+            assert_eq!(env.quota().await, (100, 100, 0, 0), "{}: {to}: released", env.name);
+        }
+    }
+}
+
 #[tokio::test]
 async fn private_targets_are_delivered_when_allowed() {
     let v4 = Receiver::start().await;

@@ -7,7 +7,7 @@
 //! guard refuses is terminal: retrying cannot make it public.
 
 use super::signature::sign;
-use super::ssrf::{GuardedResolver, TargetRefused, is_public};
+use super::ssrf::{GuardedResolver, TargetRefused, refusal};
 use crate::BoxFuture;
 use crate::channel::{Channel, Leased, Outcome};
 use crate::error::Error;
@@ -60,22 +60,20 @@ impl WebhookChannel {
     }
 
     async fn deliver(&self, d: &Leased) -> Outcome {
-        let url = match reqwest::Url::parse(&d.to) {
-            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => url,
-            _ => {
-                return Outcome::terminal("invalid_url", "`to` must be an http:// or https:// URL");
-            }
+        let parsed = reqwest::Url::parse(&d.to)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "http" | "https"))
+            .and_then(|url| Some((url.host_str()?.to_string(), url)));
+        let Some((host, url)) = parsed else {
+            return Outcome::terminal("invalid_url", "`to` must be an http:// or https:// URL");
         };
         // IP literals never reach the resolver: check them here.
-        let literal = url
-            .host_str()
-            .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
-            .and_then(|h| h.parse::<std::net::IpAddr>().ok());
+        let literal = host.trim_start_matches('[').trim_end_matches(']').parse().ok();
         if let Some(ip) = literal
             && !self.options.allow_private_targets
-            && !is_public(ip)
+            && let Some(refusal) = refusal(ip)
         {
-            return Outcome::terminal("target_refused", TargetRefused(ip).to_string());
+            return Outcome::terminal("target_refused", TargetRefused(ip, refusal).to_string());
         }
         let tenant = d.tenant;
         let secrets = self
