@@ -673,33 +673,60 @@ async fn refusal_messages(env: &Env, id: Uuid, to: &str) -> [String; 2] {
 }
 
 #[tokio::test]
+async fn a_refusal_names_the_host_and_the_rule_never_the_resolved_address() {
+    // `localhost` resolves to 127.0.0.1 and/or ::1: a tenant must learn that the name is
+    // refused and why, not what it resolves to (or it could map internal DNS).
+    let receiver = Receiver::start().await;
+    let to = format!("http://localhost:{}/", receiver.port());
+    for env in envs().await {
+        let worker = env.worker(guarded());
+        let d = env.submit("op-name", &to, json!({})).await;
+        assert_eq!(worker.run_once().await.unwrap().failed, 1, "{}", env.name);
+        for message in refusal_messages(&env, d.id, &to).await {
+            assert!(message.contains("localhost"), "{}: names the host: {message:?}", env.name);
+            assert!(message.contains("loopback"), "{}: names the rule: {message:?}", env.name);
+            for resolved in ["127.0.0.1", "::1"] {
+                assert!(
+                    !message.contains(resolved),
+                    "{}: leaks the resolved {resolved}: {message:?}",
+                    env.name
+                );
+            }
+        }
+        assert!(receiver.all_received().is_empty(), "{}: nothing was sent", env.name);
+    }
+}
+
+#[tokio::test]
 async fn embedded_ipv4_and_special_purpose_literals_are_refused_before_connecting() {
     // Each of these was connected to (outcome `connection`) by a guard that unwrapped only
-    // `::ffff:0:0/96`; the message names the rule.
+    // `::ffff:0:0/96`; the message names the literal (the tenant wrote it) and the rule.
     let p = Receiver::start().await.port();
     let targets = [
-        (format!("http://[64:ff9b::7f00:1]:{p}/"), "nat64 embedding loopback"),
-        (format!("http://[2002:7f00:1::1]:{p}/"), "6to4 embedding loopback"),
-        (format!("http://[::7f00:1]:{p}/"), "ipv4-compatible embedding loopback"),
+        (format!("http://[64:ff9b::7f00:1]:{p}/"), "[64:ff9b::7f00:1]", "nat64 embedding loopback"),
+        (format!("http://[2002:7f00:1::1]:{p}/"), "[2002:7f00:1::1]", "6to4 embedding loopback"),
+        (format!("http://[::7f00:1]:{p}/"), "[::7f00:1]", "ipv4-compatible embedding loopback"),
         // Teredo: server 65.54.227.120, client 127.0.0.1 (stored inverted).
         (
             format!("http://[2001:0:4136:e378:8000:63bf:80ff:fffe]:{p}/"),
+            "[2001:0:4136:e378:8000:63bf:80ff:fffe]",
             "teredo embedding loopback",
         ),
-        (format!("http://[fec0::1]:{p}/"), "site-local"),
-        (format!("http://[2001:db8::1]:{p}/"), "documentation"),
-        (format!("http://[3fff::1]:{p}/"), "documentation"),
-        (format!("http://192.0.0.1:{p}/"), "ietf protocol assignments"),
-        (format!("http://192.0.2.1:{p}/"), "documentation"),
-        (format!("http://192.88.99.1:{p}/"), "deprecated 6to4 relay anycast"),
+        (format!("http://[fec0::1]:{p}/"), "[fec0::1]", "site-local"),
+        (format!("http://[2001:db8::1]:{p}/"), "[2001:db8::1]", "documentation"),
+        (format!("http://[3fff::1]:{p}/"), "[3fff::1]", "documentation"),
+        (format!("http://192.0.0.1:{p}/"), "192.0.0.1", "ietf protocol assignments"),
+        (format!("http://192.0.2.1:{p}/"), "192.0.2.1", "documentation"),
+        (format!("http://192.88.99.1:{p}/"), "192.88.99.1", "deprecated 6to4 relay anycast"),
     ];
     for env in envs().await {
         let worker = env.worker(guarded());
-        for (i, (to, rule)) in targets.iter().enumerate() {
+        for (i, (to, host, rule)) in targets.iter().enumerate() {
             let d = env.submit(&format!("op-{i}"), to, json!({"n": i})).await;
             let report = worker.run_once().await.unwrap();
             assert_eq!((report.leased, report.failed), (1, 1), "{}: {to}: {report:?}", env.name);
             for message in refusal_messages(&env, d.id, to).await {
+                assert!(message.contains(host), "{}: {to}: names {host}: {message:?}", env.name);
                 assert!(message.contains(rule), "{}: {to}: names {rule}: {message:?}", env.name);
             }
             assert_eq!(env.quota().await, (100, 100, 0, 0), "{}: {to}: released", env.name);

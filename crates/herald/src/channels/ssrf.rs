@@ -12,10 +12,16 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-/// A target the guard refused; found in an HTTP error's source chain.
+/// A target the guard refused; found in an HTTP error's source chain. It names the host
+/// as the URL has it and the rule, never a resolved address: tenants read this message,
+/// and the addresses their names resolve to would map the operator's internal DNS.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("target {0} refused: not globally reachable ({1})")]
-pub struct TargetRefused(pub IpAddr, pub Refusal);
+#[error("target {host} refused: not globally reachable ({refusal})")]
+pub struct TargetRefused {
+    /// The URL's host: a name, an IPv4 literal or a bracketed IPv6 literal.
+    pub host: String,
+    pub refusal: Refusal,
+}
 
 /// Why an address is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -300,16 +306,25 @@ pub fn refusal(ip: IpAddr) -> Option<Refusal> {
     }
 }
 
-/// Checks every address; refuses all of them if any is not public (a name that resolves
-/// to both a public and a private address is not trusted with either).
-pub fn check(addrs: &[SocketAddr], allow_private: bool) -> Result<(), TargetRefused> {
+/// Checks every address `host` stands for; refuses all of them if any is not public (a
+/// name that resolves to both a public and a private address is not trusted with
+/// either).
+pub fn check(
+    host: &str,
+    addrs: impl IntoIterator<Item = IpAddr>,
+    allow_private: bool,
+) -> Result<(), TargetRefused> {
     if allow_private {
         return Ok(());
     }
-    match addrs.iter().find_map(|a| Some((a.ip(), refusal(a.ip())?))) {
-        Some((ip, refusal)) => Err(TargetRefused(ip, refusal)),
-        None => Ok(()),
+    for ip in addrs {
+        if let Some(refusal) = refusal(ip) {
+            // The operator may see the address; the tenant-visible error never names it.
+            tracing::debug!(host, address = %ip, %refusal, "webhook target refused");
+            return Err(TargetRefused { host: host.to_string(), refusal });
+        }
     }
+    Ok(())
 }
 
 /// The HTTP client's resolver: the system resolver, then the guard.
@@ -325,7 +340,7 @@ impl reqwest::dns::Resolve for GuardedResolver {
         Box::pin(async move {
             let addrs: Vec<SocketAddr> =
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            check(&addrs, allow_private)?;
+            check(&host, addrs.iter().map(SocketAddr::ip), allow_private)?;
             Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
         })
     }
@@ -461,11 +476,19 @@ mod tests {
     }
 
     #[test]
-    fn ssrf_check_refuses_a_name_with_any_private_address() {
-        let mixed = [SocketAddr::from(([1, 1, 1, 1], 443)), SocketAddr::from(([10, 0, 0, 1], 443))];
-        let refused = TargetRefused(IpAddr::from([10, 0, 0, 1]), Refusal::Block(Block::PrivateUse));
-        assert_eq!(check(&mixed, false), Err(refused));
-        assert_eq!(check(&mixed, true), Ok(()));
-        assert_eq!(check(&mixed[..1], false), Ok(()));
+    fn ssrf_check_refuses_a_name_with_any_private_address_and_names_no_address() {
+        let mixed = [IpAddr::from([1, 1, 1, 1]), IpAddr::from([10, 0, 0, 1])];
+        let refused = check("hooks.example", mixed, false);
+        assert_eq!(
+            refused,
+            Err(TargetRefused {
+                host: "hooks.example".into(),
+                refusal: Refusal::Block(Block::PrivateUse)
+            })
+        );
+        let message = refused.map_err(|e| e.to_string()).err().unwrap_or_default();
+        assert_eq!(message, "target hooks.example refused: not globally reachable (private-use)");
+        assert_eq!(check("hooks.example", mixed, true), Ok(()));
+        assert_eq!(check("hooks.example", [IpAddr::from([1, 1, 1, 1])], false), Ok(()));
     }
 }

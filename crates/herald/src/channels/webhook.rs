@@ -4,10 +4,12 @@
 //! request itself is refused); everything else — 401/403/404 during a receiver's deploy,
 //! 408, 409, 429, 3xx (redirects are not followed), 5xx, timeouts, connection errors —
 //! transient, with Retry-After (seconds or an HTTP date) passed on. A target the SSRF
-//! guard refuses is terminal: retrying cannot make it public.
+//! guard refuses is terminal (`target_refused`): retrying cannot make it public. Its
+//! message, which the tenant reads, names the host and the rule, never an address a name
+//! resolved to.
 
 use super::signature::sign;
-use super::ssrf::{GuardedResolver, TargetRefused, refusal};
+use super::ssrf::{GuardedResolver, TargetRefused, check};
 use crate::BoxFuture;
 use crate::channel::{Channel, Leased, Outcome};
 use crate::error::Error;
@@ -67,13 +69,14 @@ impl WebhookChannel {
         let Some((host, url)) = parsed else {
             return Outcome::terminal("invalid_url", "`to` must be an http:// or https:// URL");
         };
-        // IP literals never reach the resolver: check them here.
+        // IP literals never reach the resolver: check them here. Like the resolver's, this
+        // refusal names the URL's host: for a literal, what the tenant wrote (as the URL
+        // parser normalises it), which tells them nothing they did not know.
         let literal = host.trim_start_matches('[').trim_end_matches(']').parse().ok();
         if let Some(ip) = literal
-            && !self.options.allow_private_targets
-            && let Some(refusal) = refusal(ip)
+            && let Err(refused) = check(&host, [ip], self.options.allow_private_targets)
         {
-            return Outcome::terminal("target_refused", TargetRefused(ip, refusal).to_string());
+            return Outcome::terminal("target_refused", refused.to_string());
         }
         let tenant = d.tenant;
         let secrets = self
