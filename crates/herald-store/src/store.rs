@@ -74,7 +74,8 @@ impl Store {
     /// Connects without migrating.
     pub async fn connect(url: &DbUrl, options: &StoreOptions) -> Result<Store, StoreError> {
         let target = format!("{url:?}");
-        let connect_error = |source| StoreError::Connect { target: target.clone(), source };
+        let connect_error =
+            |source| StoreError::Connect { target: target.clone(), source: tls_as_tls(source) };
         let pool = match url {
             DbUrl::Sqlite(o) => {
                 // WAL: readers never block the writer. synchronous=FULL: a committed
@@ -96,6 +97,13 @@ impl Store {
                 Pool::Sqlite(pool)
             }
             DbUrl::Postgres(o) => {
+                // TLS follows the URL's sslmode (prefer by default, as in libpq). sqlx hands
+                // rustls its ring provider, except under verify-ca, where the verifier takes
+                // rustls' process-wide one; rustls picks that itself only when exactly one
+                // provider is compiled in, and panics in an application that also links
+                // aws-lc-rs. So install ring, as the channels do: a provider already
+                // installed stays, and every later call is a no-op.
+                let _ = rustls::crypto::ring::default_provider().install_default();
                 let o = (**o).clone().application_name("herald");
                 // The pool retries refused connections until its timeout and then reports
                 // only "timed out"; one direct attempt first surfaces the real reason.
@@ -177,5 +185,17 @@ impl Store {
             Pool::Postgres(p) => sqlx::query("SELECT 1").execute(p).await?.rows_affected(),
         };
         Ok(())
+    }
+}
+
+/// rustls reports a refused certificate (unknown issuer, a name not in it) through the
+/// socket, so sqlx returns it as an I/O error, "error communicating with database". Tagged
+/// as the TLS error it is, the message says TLS and a caller can tell it by its variant.
+fn tls_as_tls(err: sqlx::Error) -> sqlx::Error {
+    match err {
+        sqlx::Error::Io(io) if io.get_ref().is_some_and(|e| e.is::<rustls::Error>()) => {
+            sqlx::Error::Tls(Box::new(io))
+        }
+        other => other,
     }
 }

@@ -2,7 +2,7 @@
 //! (which means SQLite). Parsed once, into a typed value, before anything connects.
 
 use crate::error::StoreError;
-use sqlx::postgres::PgConnectOptions;
+use sqlx::postgres::{PgConnectOptions, PgSslMode};
 use sqlx::sqlite::SqliteConnectOptions;
 use std::fmt;
 use std::path::PathBuf;
@@ -69,15 +69,35 @@ impl fmt::Debug for DbUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DbUrl::Sqlite(o) => write!(f, "sqlite:{}", o.get_filename().display()),
-            DbUrl::Postgres(o) => write!(
-                f,
-                "postgres://{}@{}:{}/{}",
-                o.get_username(),
-                o.get_host(),
-                o.get_port(),
-                o.get_database().unwrap_or("")
-            ),
+            DbUrl::Postgres(o) => {
+                write!(
+                    f,
+                    "postgres://{}@{}:{}/{}",
+                    o.get_username(),
+                    o.get_host(),
+                    o.get_port(),
+                    o.get_database().unwrap_or("")
+                )?;
+                // A TLS failure reads differently under require and verify-full, so a mode
+                // the user chose is part of the target; the default (prefer) is left out.
+                match ssl_mode_name(o.get_ssl_mode()) {
+                    Some(mode) => write!(f, "?sslmode={mode}"),
+                    None => Ok(()),
+                }
+            }
         }
+    }
+}
+
+/// The URL spelling of a mode other than the default.
+fn ssl_mode_name(mode: PgSslMode) -> Option<&'static str> {
+    match mode {
+        PgSslMode::Prefer => None,
+        PgSslMode::Disable => Some("disable"),
+        PgSslMode::Allow => Some("allow"),
+        PgSslMode::Require => Some("require"),
+        PgSslMode::VerifyCa => Some("verify-ca"),
+        PgSslMode::VerifyFull => Some("verify-full"),
     }
 }
 
@@ -117,5 +137,23 @@ mod tests {
         assert_eq!(redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
         assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(redact("herald.db"), "herald.db");
+    }
+
+    #[test]
+    fn target_names_the_server_and_a_chosen_tls_mode_without_secrets() {
+        let cases = [
+            ("postgres://u:secret@h/db", "postgres://u@h:5432/db"),
+            ("postgres://u:secret@h:6543/db?sslmode=prefer", "postgres://u@h:6543/db"),
+            ("postgres://u:secret@h/db?sslmode=require", "postgres://u@h:5432/db?sslmode=require"),
+            (
+                "postgres://u:secret@h/db?sslmode=verify-full&sslrootcert=/etc/ca.pem",
+                "postgres://u@h:5432/db?sslmode=verify-full",
+            ),
+        ];
+        for (input, expect) in cases {
+            let target =
+                DbUrl::parse(input).map(|url| format!("{url:?}")).map_err(|e| e.to_string());
+            assert_eq!(target, Ok(expect.to_string()), "input {input:?}");
+        }
     }
 }
