@@ -125,6 +125,11 @@ pub struct Env {
 }
 
 impl Env {
+    /// The database URL this environment's herald opened.
+    pub fn url(&self) -> &str {
+        &self._db.url
+    }
+
     /// Another router on the same database, with other settings.
     pub fn api_with(&self, config: &ServeConfig) -> Api {
         Api {

@@ -1,0 +1,560 @@
+//! What the tests of `herald` as a real process share: child processes (`herald serve` and
+//! one-shot commands), HTTP/1.1 by hand, a real webhook receiver that records every
+//! request, and one fresh PostgreSQL schema per test.
+//!
+//! Nothing here sleeps to wait for work: waits are on signals (a child's stderr line, the
+//! receiver's channel of `webhook-id`s), each under a `tokio::time::timeout`. Every child
+//! is SIGKILLed when its guard drops, so a failing test leaves none behind.
+
+#![allow(dead_code, unused_imports, unreachable_pub)]
+
+pub use axum::body::Bytes;
+pub use axum::extract::State;
+pub use axum::http::{HeaderMap, StatusCode};
+pub use herald::sqlx::{self, Connection, PgConnection};
+pub use serde_json::{Value, json};
+pub use std::collections::{BTreeMap, BTreeSet, HashMap};
+pub use std::net::SocketAddr;
+pub use std::path::Path;
+pub use std::process::{ExitStatus, Stdio};
+pub use std::sync::{Arc, Mutex};
+pub use std::time::{Duration, Instant};
+pub use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+pub use tokio::net::{TcpListener, TcpStream};
+pub use tokio::process::{Child, Command};
+pub use tokio::sync::{mpsc, watch};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_herald");
+pub const POSTGRES_ENV: &str = "HERALD_TEST_POSTGRES_URL";
+pub const ADMIN_KEY: &str = "test-admin-key-3b1f0c9e";
+/// Short timings, so a SIGKILLed process's leases expire within seconds.
+pub const FAST: [(&str, &str); 6] = [
+    ("HERALD_LEASE", "8s"),
+    ("HERALD_SEND_TIMEOUT", "2s"),
+    ("HERALD_RECONCILE_EVERY", "1s"),
+    ("HERALD_POLL_INTERVAL", "200ms"),
+    ("HERALD_BACKOFF_BASE", "100ms"),
+    ("HERALD_WORKERS", "8"),
+];
+/// `HERALD_WORKERS` above: the most sends a SIGKILL can interrupt in one process.
+pub const SLOTS: usize = 8;
+/// Start-up includes migrating a fresh database.
+pub const STARTUP: Duration = Duration::from_secs(30);
+/// One HTTP exchange with a server.
+pub const HTTP_TIMEOUT: Duration = Duration::from_secs(15);
+/// A delivery submitted to a running server reaches the receiver within this.
+pub const DELIVERY_BOUND: Duration = Duration::from_secs(20);
+
+// ---------------------------------------------------------------------------------------
+// Child processes
+
+/// A running `herald serve`. Dropping it SIGKILLs the process (also when a test fails).
+pub struct Proc {
+    pub name: String,
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub stderr: Arc<Mutex<String>>,
+    pub lines: mpsc::UnboundedReceiver<String>,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// A `herald` command with none of the test runner's `HERALD_*` or `RUST_LOG` settings.
+pub fn herald_command(cwd: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(cwd).stdin(Stdio::null()).kill_on_drop(true);
+    for (key, _) in std::env::vars_os() {
+        let k = key.to_string_lossy();
+        if k.starts_with("HERALD_") || k == "RUST_LOG" {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd
+}
+
+impl Proc {
+    /// Starts `herald serve --listen 127.0.0.1:0 ARGS` in `cwd` with the admin key,
+    /// private targets allowed and `env`, and waits for its "listening" line.
+    pub async fn serve(name: &str, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Proc {
+        let mut cmd = herald_command(cwd);
+        cmd.args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("HERALD_ADMIN_KEY", ADMIN_KEY)
+            .env("HERALD_ALLOW_PRIVATE_TARGETS", "true")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{name}: spawn {BIN}: {e}"));
+        let pipe = child.stderr.take().expect("piped stderr");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, lines) = mpsc::unbounded_channel();
+        let all = stderr.clone();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(pipe).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                {
+                    let mut all = all.lock().unwrap();
+                    all.push_str(&line);
+                    all.push('\n');
+                }
+                let _ = tx.send(line);
+            }
+        });
+        let mut proc = Proc {
+            name: name.to_string(),
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            stderr,
+            lines,
+        };
+        proc.addr = proc
+            .wait_line(STARTUP, "`herald listening on http://…`", |line| {
+                line.strip_prefix("herald listening on http://")?.trim().parse().ok()
+            })
+            .await;
+        proc
+    }
+
+    /// Everything the process wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits for the first stderr line `pick` accepts.
+    pub async fn wait_line<T>(
+        &mut self,
+        within: Duration,
+        what: &str,
+        mut pick: impl FnMut(&str) -> Option<T>,
+    ) -> T {
+        let lines = &mut self.lines;
+        let found = tokio::time::timeout(within, async {
+            while let Some(line) = lines.recv().await {
+                if let Some(value) = pick(&line) {
+                    return Some(value);
+                }
+            }
+            None
+        })
+        .await;
+        match found {
+            Ok(Some(value)) => value,
+            Ok(None) => {
+                panic!("{}: stderr closed before {what}; stderr:\n{}", self.name, self.stderr())
+            }
+            Err(_) => {
+                panic!("{}: no {what} within {within:?}; stderr:\n{}", self.name, self.stderr())
+            }
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap_or_else(|| panic!("{}: already exited", self.name))
+    }
+
+    /// SIGTERM, through kill(1).
+    pub fn sigterm(&self) {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("run kill -TERM");
+        assert!(status.success(), "{}: kill -TERM failed: {status}", self.name);
+    }
+
+    /// Waits for the process to exit.
+    pub async fn exit_within(&mut self, within: Duration) -> ExitStatus {
+        match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(Ok(status)) => status,
+            Ok(Err(e)) => panic!("{}: wait: {e}", self.name),
+            Err(_) => {
+                panic!("{}: still running {within:?} later; stderr:\n{}", self.name, self.stderr())
+            }
+        }
+    }
+
+    /// SIGTERM, then asserts exit code 0 within `within`.
+    pub async fn stop(&mut self, within: Duration) -> Duration {
+        let started = Instant::now();
+        self.sigterm();
+        let status = self.exit_within(within).await;
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "{}: SIGTERM should end it with exit code 0, got {status}; stderr:\n{}",
+            self.name,
+            self.stderr()
+        );
+        started.elapsed()
+    }
+}
+
+/// What one run of a short-lived `herald` command produced.
+#[derive(Debug)]
+pub struct Run {
+    pub args: Vec<String>,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `herald ARGS` to completion in `cwd`.
+pub async fn herald(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = herald_command(cwd);
+    cmd.args(args).envs(env.iter().copied());
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("herald {args:?} ran for a minute"))
+        .unwrap_or_else(|e| panic!("herald {args:?}: {e}"));
+    Run {
+        args: args.iter().map(|a| a.to_string()).collect(),
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Asserts exit 0 and parses stdout as JSON.
+pub fn json_out(run: &Run) -> Value {
+    let args = &run.args;
+    assert_eq!(run.code, Some(0), "herald {args:?}: expected exit 0\n{run:#?}");
+    serde_json::from_str(run.stdout.trim())
+        .unwrap_or_else(|e| panic!("herald {args:?}: stdout is not JSON ({e})\n{run:#?}"))
+}
+
+/// The failure contract: a non-zero exit, and stderr is one line starting with `error:`.
+/// Returns what is wrong, if anything.
+pub fn error_line_problem(run: &Run) -> Option<String> {
+    let lines: Vec<&str> = run.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    let problem = if !matches!(run.code, Some(c) if c != 0) {
+        "expected a non-zero exit"
+    } else if run.stderr.contains("panicked") {
+        "panicked"
+    } else if lines.len() != 1 {
+        "expected exactly one stderr line"
+    } else if !lines[0].starts_with("error:") {
+        "the stderr line must start with `error:`"
+    } else {
+        return None;
+    };
+    Some(format!("herald {:?}: {problem}\n{run:#?}", run.args))
+}
+
+// ---------------------------------------------------------------------------------------
+// HTTP/1.1 by hand (one connection per request, `connection: close`)
+
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+pub async fn try_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    bearer: Option<&str>,
+    body: Option<&Value>,
+) -> Result<Reply, String> {
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let mut request =
+            format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n");
+        if let Some(key) = bearer {
+            request.push_str(&format!("authorization: Bearer {key}\r\n"));
+        }
+        if !body.is_empty() {
+            request.push_str("content-type: application/json\r\n");
+        }
+        request.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+        stream.write_all(request.as_bytes()).await.map_err(|e| format!("write: {e}"))?;
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.map_err(|e| format!("read: {e}"))?;
+        parse_reply(&raw)
+    };
+    tokio::time::timeout(HTTP_TIMEOUT, exchange)
+        .await
+        .map_err(|_| format!("no answer within {HTTP_TIMEOUT:?}"))?
+}
+
+pub fn parse_reply(raw: &[u8]) -> Result<Reply, String> {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) =
+        text.split_once("\r\n\r\n").ok_or_else(|| format!("incomplete answer: {text:?}"))?;
+    let status = head
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("no status line in {head:?}"))?;
+    let header = |name: &str| {
+        head.lines().skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_ascii_lowercase())
+        })
+    };
+    let body = if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        dechunk(body)?
+    } else {
+        if let Some(length) = header("content-length").and_then(|v| v.parse::<usize>().ok())
+            && body.len() != length
+        {
+            return Err(format!("truncated answer ({} of {length} bytes)", body.len()));
+        }
+        body.to_string()
+    };
+    Ok(Reply { status, body })
+}
+
+pub fn dechunk(mut rest: &str) -> Result<String, String> {
+    let mut out = String::new();
+    loop {
+        let (size, after) = rest.split_once("\r\n").ok_or("truncated chunk size")?;
+        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| format!("bad chunk size {size:?}"))?;
+        if size == 0 {
+            return Ok(out);
+        }
+        let chunk = after.get(..size).ok_or("truncated chunk")?;
+        out.push_str(chunk);
+        rest = after.get(size..).and_then(|r| r.strip_prefix("\r\n")).ok_or("bad chunk end")?;
+    }
+}
+
+/// One request that must get an answer; panics with the server's stderr otherwise.
+pub async fn call(
+    server: &Proc,
+    method: &str,
+    path: &str,
+    bearer: Option<&str>,
+    body: Option<&Value>,
+) -> Reply {
+    try_request(server.addr, method, path, bearer, body).await.unwrap_or_else(|e| {
+        panic!("{}: {method} {path}: {e}; stderr:\n{}", server.name, server.stderr())
+    })
+}
+
+/// Asserts the status and returns the JSON body; the failure shows what the server said.
+pub fn expect_status(reply: &Reply, status: u16, what: &str) -> Value {
+    assert_eq!(reply.status, status, "{what}: the server answered {reply:#?}");
+    let json = reply.json();
+    assert!(!json.is_null(), "{what}: the answer is not JSON: {reply:#?}");
+    json
+}
+
+// ---------------------------------------------------------------------------------------
+// The webhook receiver: a real HTTP server that records every request
+
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub id: String,
+    pub timestamp: Option<String>,
+    pub signature: Option<String>,
+    pub body: String,
+}
+
+pub struct ReceiverState {
+    pub tx: mpsc::UnboundedSender<Hit>,
+    pub all: Mutex<Vec<Hit>>,
+    pub released: watch::Receiver<bool>,
+}
+
+/// Answers 200 to every POST under `/hooks/`; when held, only once released.
+pub struct Receiver {
+    pub addr: SocketAddr,
+    pub hits: mpsc::UnboundedReceiver<Hit>,
+    pub state: Arc<ReceiverState>,
+    pub release: watch::Sender<bool>,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.release.send(true);
+        self.task.abort();
+    }
+}
+
+pub async fn hook(
+    State(state): State<Arc<ReceiverState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> StatusCode {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let hit = Hit {
+        id: header("webhook-id").unwrap_or_default(),
+        timestamp: header("webhook-timestamp"),
+        signature: header("webhook-signature"),
+        body: String::from_utf8_lossy(&body).into_owned(),
+    };
+    state.all.lock().unwrap().push(hit.clone());
+    let _ = state.tx.send(hit);
+    let mut released = state.released.clone();
+    let _ = released.wait_for(|r| *r).await;
+    StatusCode::OK
+}
+
+impl Receiver {
+    pub async fn start(hold: bool) -> Receiver {
+        let (release, released) = watch::channel(!hold);
+        let (tx, hits) = mpsc::unbounded_channel();
+        let state = Arc::new(ReceiverState { tx, all: Mutex::new(Vec::new()), released });
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the receiver");
+        let addr = listener.local_addr().expect("receiver address");
+        let app = axum::Router::new()
+            .route("/hooks/{name}", axum::routing::post(hook))
+            .with_state(state.clone());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Receiver { addr, hits, state, release, task }
+    }
+
+    pub fn url(&self, name: &str) -> String {
+        format!("http://{}/hooks/{name}", self.addr)
+    }
+
+    /// The next request, or a panic naming `server`'s stderr.
+    pub async fn next(&mut self, within: Duration, server: &Proc) -> Hit {
+        match tokio::time::timeout(within, self.hits.recv()).await {
+            Ok(Some(hit)) => hit,
+            Ok(None) => panic!("the receiver stopped"),
+            Err(_) => panic!(
+                "no webhook within {within:?}; {}'s stderr:\n{}",
+                server.name,
+                server.stderr()
+            ),
+        }
+    }
+
+    /// Every request received so far.
+    pub fn all(&self) -> Vec<Hit> {
+        self.state.all.lock().unwrap().clone()
+    }
+
+    /// Lets held requests (and all later ones) answer.
+    pub fn release(&self) {
+        self.release.send(true).expect("release the receiver");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// PostgreSQL: one fresh schema per test, dropped at the end
+
+/// The PostgreSQL base URL, if set (required when `CI` is set).
+pub fn postgres_url() -> Option<String> {
+    match std::env::var(POSTGRES_ENV) {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but {POSTGRES_ENV} is not: PostgreSQL tests must run in CI")
+        }
+        _ => None,
+    }
+}
+
+pub struct PgSchema {
+    pub base: String,
+    pub schema: String,
+    /// `--db` for herald: the base URL with `search_path` set to the schema.
+    pub url: String,
+}
+
+impl PgSchema {
+    pub async fn create(base: &str) -> PgSchema {
+        let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
+        let mut conn = PgConnection::connect(base)
+            .await
+            .unwrap_or_else(|e| panic!("PostgreSQL at {base} is unreachable: {e}"));
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+            .execute(&mut conn)
+            .await
+            .expect("create schema");
+        conn.close().await.ok();
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+        PgSchema { base: base.to_string(), schema, url }
+    }
+
+    pub async fn connect(&self) -> PgConnection {
+        PgConnection::connect(&self.url).await.expect("connect to the test schema")
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        let (base, schema) = (self.base.clone(), self.schema.clone());
+        // Drop cannot await: a small runtime of its own, on a thread of its own.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return;
+            };
+            rt.block_on(async move {
+                if let Ok(mut conn) = PgConnection::connect(&base).await {
+                    let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
+                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+                    let _ = conn.close().await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared steps
+
+/// Creates a tenant through the admin API and grants it `amount` webhook units.
+/// Returns (tenant id, API key, webhook secret).
+pub async fn tenant_with_quota(server: &Proc, name: &str, amount: i64) -> (String, String, String) {
+    let reply =
+        call(server, "POST", "/v1/tenants", Some(ADMIN_KEY), Some(&json!({"name": name}))).await;
+    let tenant = expect_status(&reply, 201, "POST /v1/tenants");
+    let field = |k: &str| {
+        tenant[k]
+            .as_str()
+            .unwrap_or_else(|| panic!("POST /v1/tenants: no {k} in {tenant}"))
+            .to_string()
+    };
+    let (id, key, secret) = (field("id"), field("api_key"), field("webhook_secret"));
+    assert_eq!(tenant["name"], name, "POST /v1/tenants: {tenant}");
+    assert!(secret.starts_with("whsec_"), "POST /v1/tenants: webhook_secret {secret:?}");
+    let path = format!("/v1/tenants/{id}/quotas/webhook/grant");
+    let reply =
+        call(server, "POST", &path, Some(ADMIN_KEY), Some(&json!({"amount": amount}))).await;
+    let granted = expect_status(&reply, 200, &format!("POST {path}"));
+    assert_eq!(granted["applied"], true, "POST {path}: {granted}");
+    assert_eq!(granted["granted"], amount, "POST {path}: {granted}");
+    assert_eq!(granted["available"], amount, "POST {path}: {granted}");
+    (id, key, secret)
+}
+
+/// The tenant's `webhook` account through `GET /v1/quotas`.
+pub async fn webhook_quota(server: &Proc, key: &str) -> Value {
+    let reply = call(server, "GET", "/v1/quotas", Some(key), None).await;
+    let quotas = expect_status(&reply, 200, "GET /v1/quotas");
+    quotas["quotas"]
+        .as_array()
+        .and_then(|qs| qs.iter().find(|q| q["quota_key"] == "webhook"))
+        .cloned()
+        .unwrap_or_else(|| panic!("GET /v1/quotas: no webhook account in {quotas}"))
+}
+
+/// Deliveries per state, in the database.
+pub async fn states(conn: &mut PgConnection) -> BTreeMap<String, i64> {
+    sqlx::query_as::<_, (String, i64)>("SELECT state, count(*) FROM deliveries GROUP BY state")
+        .fetch_all(conn)
+        .await
+        .expect("count deliveries by state")
+        .into_iter()
+        .collect()
+}
