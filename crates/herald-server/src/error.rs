@@ -6,6 +6,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+/// Seconds a client is asked to wait (`Retry-After`) after a 503: long enough for a pool
+/// to free a connection or a broken one to be replaced, short enough not to idle.
+pub const RETRY_AFTER_BUSY_SECS: u32 = 1;
+
 /// An error answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -36,12 +40,26 @@ impl ApiError {
     pub fn internal() -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
     }
+    /// 503 `busy`: nothing was changed, retry after `Retry-After`.
+    pub fn busy() -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
+            "the database was too busy to answer in time; nothing was changed, retry",
+        )
+    }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({"error": {"code": self.code, "message": self.message}});
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, RETRY_AFTER_BUSY_SECS.into());
+        }
+        response
     }
 }
 
@@ -79,13 +97,9 @@ impl From<herald::Error> for ApiError {
                      send the same request again (same operation key) to learn its outcome",
                 )
             }
-            E::DeadlineExceeded { .. } | E::AttemptsExhausted { .. } => {
+            E::DeadlineExceeded { .. } | E::AttemptsExhausted { .. } | E::Busy { .. } => {
                 tracing::warn!(error = %e, "the database was too busy to answer in time");
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "busy",
-                    "the database was too busy to answer in time; nothing was changed, retry",
-                )
+                ApiError::busy()
             }
             other => {
                 tracing::error!(error = %other, "request failed");
@@ -119,11 +133,14 @@ mod tests {
         let busy = [
             E::DeadlineExceeded { deadline: Duration::from_secs(10), attempts: 2, last: None },
             E::AttemptsExhausted { attempts: 5, last: timed_out() },
+            E::Busy { source: StoreError::Database(herald::sqlx::Error::PoolTimedOut) },
         ];
         for e in busy {
             let api = ApiError::from(e);
             assert_eq!((api.status, api.code), (StatusCode::SERVICE_UNAVAILABLE, "busy"));
             assert!(api.message.contains("nothing was changed"), "{}", api.message);
+            let response = api.into_response();
+            assert_eq!(response.headers()[axum::http::header::RETRY_AFTER], "1");
         }
         // Nothing of the cause reaches the client.
         assert!(!unknown.message.contains("timed out"), "{}", unknown.message);

@@ -8,8 +8,6 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use herald::AsConn;
-use herald_store::keys::api_key_lookup;
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
@@ -94,19 +92,7 @@ impl FromRequestParts<AppState> for TenantAuth {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let token = bearer(parts).ok_or_else(ApiError::unauthorized)?;
         let (key_id, hash) = keys::parse(token).ok_or_else(ApiError::unauthorized)?;
-        let store = state.herald.store();
-        let row = match (store.sqlite_pool(), store.postgres_pool()) {
-            (Some(pool), _) => {
-                let mut conn = pool.acquire().await.map_err(internal)?;
-                api_key_lookup(conn.as_conn(), key_id).await
-            }
-            (_, Some(pool)) => {
-                let mut conn = pool.acquire().await.map_err(internal)?;
-                api_key_lookup(conn.as_conn(), key_id).await
-            }
-            _ => return Err(ApiError::internal()),
-        }
-        .map_err(internal)?;
+        let row = state.herald.api_key(key_id).await.map_err(ApiError::from)?;
         match row {
             Some(row) if !row.revoked && keys::same(&row.secret_sha256, &hash) => {
                 Ok(TenantAuth(row.tenant_id))
@@ -137,9 +123,4 @@ impl FromRequestParts<AppState> for AdminAuth {
             Err(e) => Err(e),
         }
     }
-}
-
-fn internal(e: impl std::fmt::Display) -> ApiError {
-    tracing::error!(error = %e, "key lookup failed");
-    ApiError::internal()
 }

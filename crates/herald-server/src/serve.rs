@@ -122,7 +122,11 @@ pub async fn run(
         let (herald, stop) = (herald.clone(), shutdown.clone());
         tasks.spawn(async move {
             loop {
-                if let Err(e) = prune(&herald, retention).await {
+                let pass = tokio::select! {
+                    _ = stop.cancelled() => return Ok(()),
+                    pass = prune(&herald, retention) => pass,
+                };
+                if let Err(e) = pass {
                     tracing::warn!(error = %e, "retention pass failed");
                 }
                 tokio::select! {

@@ -54,8 +54,12 @@ pub enum ErrorClass {
     /// A lock or statement wait ran out (PostgreSQL 55P03 / 57014). The runner sets these
     /// bounds to the time left before its deadline, so this usually means "deadline".
     WaitTimeout,
-    /// The connection broke. During COMMIT this means the outcome is unknown.
+    /// The connection broke. Before COMMIT the transaction is gone with it (retry on a
+    /// fresh connection); during COMMIT the outcome is unknown.
     ConnectionLost,
+    /// The pool had no connection to give within its acquire timeout: herald is busier
+    /// than its connections allow. Nothing was done; the caller may retry later.
+    PoolExhausted,
     /// Anything else: propagate at once.
     Other,
 }
@@ -92,6 +96,7 @@ pub fn classify(err: &sqlx::Error) -> ErrorClass {
         | sqlx::Error::Protocol(_)
         | sqlx::Error::WorkerCrashed
         | sqlx::Error::PoolClosed => ErrorClass::ConnectionLost,
+        sqlx::Error::PoolTimedOut => ErrorClass::PoolExhausted,
         _ => ErrorClass::Other,
     }
 }

@@ -24,7 +24,7 @@ pub mod url;
 
 pub use conn::{AsConn, Conn};
 pub use error::{Concurrency, ErrorClass, StoreError};
-pub use store::{Backend, Store, StoreOptions};
+pub use store::{Backend, PooledConn, Store, StoreOptions};
 pub use tx::{BeginOptions, Isolation, SqliteLock, StoreTx};
 pub use url::DbUrl;
 

@@ -1,15 +1,26 @@
 //! The store handle: a connection pool to one database, SQLite or PostgreSQL.
 
+use crate::conn::{AsConn, Conn};
 use crate::error::StoreError;
 use crate::url::DbUrl;
 use herald_core::limits::{CONNECT_TIMEOUT, SQLITE_BUSY_TIMEOUT_DEFAULT};
 use sqlx::Connection;
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Postgres, Sqlite};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A pooled PostgreSQL connection idle longer than this is pinged before it is used.
 const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
+/// A ping that takes longer than this finds a connection not worth keeping: it is closed
+/// and the pool opens another (a silently dropped connection would otherwise hold the
+/// caller for the whole acquire timeout).
+pub const PING_TIMEOUT: Duration = Duration::from_secs(1);
+/// The longest `Store::close` waits for connections in use to come back.
+pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,12 +65,68 @@ pub struct Store {
     pool: Pool,
     /// What the store is connected to, without secrets, for messages.
     target: String,
+    losses: Arc<Losses>,
+}
+
+/// When this store last saw a connection break. A network fault rarely breaks one
+/// connection alone: every connection that sat idle since then is suspect, and is pinged
+/// (within [`PING_TIMEOUT`]) before it is handed out, so a retry gets a live connection
+/// instead of the next dead one in the idle queue.
+#[derive(Debug)]
+struct Losses {
+    since: std::time::Instant,
+    /// Microseconds after `since` of the latest loss; 0: none yet.
+    latest_us: AtomicU64,
+}
+
+impl Losses {
+    fn new() -> Losses {
+        Losses { since: std::time::Instant::now(), latest_us: AtomicU64::new(0) }
+    }
+
+    fn note(&self) {
+        let us = self.since.elapsed().as_micros().clamp(1, u64::MAX as u128) as u64;
+        self.latest_us.fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// Whether a connection idle for `idle_for` has been idle since the latest loss.
+    fn suspect(&self, idle_for: Duration) -> bool {
+        let latest = self.latest_us.load(Ordering::Relaxed);
+        latest != 0 && Duration::from_micros(latest) + idle_for >= self.since.elapsed()
+    }
 }
 
 #[derive(Debug, Clone)]
 enum Pool {
     Sqlite(SqlitePool),
     Postgres(PgPool),
+}
+
+/// A connection taken from the pool, returned to it when dropped.
+#[derive(Debug)]
+pub enum PooledConn {
+    Sqlite(PoolConnection<Sqlite>),
+    Postgres(PoolConnection<Postgres>),
+}
+
+impl PooledConn {
+    /// Closes the connection instead of returning it to the pool (its place in the pool is
+    /// free at once): for a connection whose statement was cut short or broke on the wire.
+    pub fn discard(self) {
+        match self {
+            PooledConn::Sqlite(c) => crate::tx::discard(c),
+            PooledConn::Postgres(c) => crate::tx::discard(c),
+        }
+    }
+}
+
+impl AsConn for PooledConn {
+    fn as_conn(&mut self) -> Conn<'_> {
+        match self {
+            PooledConn::Sqlite(c) => Conn::Sqlite(c),
+            PooledConn::Postgres(c) => Conn::Postgres(c),
+        }
+    }
 }
 
 impl Store {
@@ -76,6 +143,7 @@ impl Store {
         let target = format!("{url:?}");
         let connect_error =
             |source| StoreError::Connect { target: target.clone(), source: tls_as_tls(source) };
+        let losses = Arc::new(Losses::new());
         let pool = match url {
             DbUrl::Sqlite(o) => {
                 // WAL: readers never block the writer. synchronous=FULL: a committed
@@ -125,13 +193,20 @@ impl Store {
                     .max_connections(options.connections_max.max(2))
                     .acquire_timeout(options.connect_timeout)
                     .test_before_acquire(false)
-                    .before_acquire(|conn, meta| {
-                        Box::pin(async move {
-                            if meta.idle_for > PING_WHEN_IDLE_FOR {
-                                conn.ping().await?;
-                            }
-                            Ok(true)
-                        })
+                    .before_acquire({
+                        let losses = losses.clone();
+                        move |conn, meta| {
+                            let suspect = losses.suspect(meta.idle_for);
+                            Box::pin(async move {
+                                if suspect || meta.idle_for > PING_WHEN_IDLE_FOR {
+                                    // An error closes the connection without a goodbye.
+                                    tokio::time::timeout(PING_TIMEOUT, conn.ping())
+                                        .await
+                                        .map_err(|_| crate::tx::timed_out("ping"))??;
+                                }
+                                Ok(true)
+                            })
+                        }
                     })
                     .connect_with(o)
                     .await
@@ -139,7 +214,13 @@ impl Store {
                 Pool::Postgres(pool)
             }
         };
-        Ok(Store { pool, target })
+        Ok(Store { pool, target, losses })
+    }
+
+    /// Tells the store that one of its connections broke, so that connections idle since
+    /// are checked before they are used again.
+    pub fn note_connection_lost(&self) {
+        self.losses.note();
     }
 
     /// What the store is connected to (no password), e.g. `postgres://u@host:5432/db`.
@@ -170,21 +251,46 @@ impl Store {
         }
     }
 
-    /// Closes every connection; waits for connections in use to come back.
+    /// Closes every connection; waits up to [`CLOSE_TIMEOUT`] for connections in use to
+    /// come back (one stuck on a dead server must not hold up a shutdown).
     pub async fn close(&self) {
-        match &self.pool {
-            Pool::Sqlite(p) => p.close().await,
-            Pool::Postgres(p) => p.close().await,
+        let closed = match &self.pool {
+            Pool::Sqlite(p) => tokio::time::timeout(CLOSE_TIMEOUT, p.close()).await,
+            Pool::Postgres(p) => tokio::time::timeout(CLOSE_TIMEOUT, p.close()).await,
+        };
+        if closed.is_err() {
+            tracing::warn!("connections still in use after {CLOSE_TIMEOUT:?}; closing anyway");
         }
     }
 
+    /// A pooled connection for statements that need no transaction (single reads),
+    /// within the pool's acquire timeout.
+    pub async fn acquire(&self) -> Result<PooledConn, StoreError> {
+        Ok(match &self.pool {
+            Pool::Sqlite(p) => PooledConn::Sqlite(p.acquire().await?),
+            Pool::Postgres(p) => PooledConn::Postgres(p.acquire().await?),
+        })
+    }
+
     /// One round trip to the database (readiness).
+    /// Bounded by the acquire timeout plus [`PING_TIMEOUT`].
     pub async fn ping(&self) -> Result<(), StoreError> {
-        match &self.pool {
-            Pool::Sqlite(p) => sqlx::query("SELECT 1").execute(p).await?.rows_affected(),
-            Pool::Postgres(p) => sqlx::query("SELECT 1").execute(p).await?.rows_affected(),
+        let mut conn = self.acquire().await?;
+        let ping = async {
+            match &mut conn {
+                PooledConn::Sqlite(c) => sqlx::query("SELECT 1").execute(&mut **c).await.map(drop),
+                PooledConn::Postgres(c) => {
+                    sqlx::query("SELECT 1").execute(&mut **c).await.map(drop)
+                }
+            }
         };
-        Ok(())
+        match tokio::time::timeout(PING_TIMEOUT, ping).await {
+            Ok(result) => result.map_err(StoreError::from),
+            Err(_elapsed) => {
+                conn.discard();
+                Err(StoreError::Database(crate::tx::timed_out("ping")))
+            }
+        }
     }
 }
 

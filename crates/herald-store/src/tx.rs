@@ -11,12 +11,42 @@
 //!   any of the caller's statements run, instead of an SQLITE_BUSY in the middle of the
 //!   transaction (a deferred transaction that read first cannot wait its way into the
 //!   write lock: SQLite answers BUSY_SNAPSHOT at once).
+//!
+//! A PostgreSQL transaction owns its pooled connection and writes BEGIN, COMMIT and
+//! ROLLBACK itself (not through sqlx's `Transaction`), so that a connection whose
+//! transaction did not end cleanly — a statement dropped by a timeout, a COMMIT that
+//! never answered, a broken socket — is *closed*, never handed back to the pool, where
+//! sqlx would wait on it without a bound (its release ping) and a later caller would
+//! inherit it.
 
 use crate::conn::{AsConn, Conn};
 use crate::error::StoreError;
 use crate::store::{Backend, Store};
-use sqlx::{AssertSqlSafe, Postgres, Sqlite, Transaction};
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::PgConnection;
+use sqlx::{AssertSqlSafe, Database, Postgres, SqlSafeStr, Sqlite, Transaction};
+use sqlx_core::transaction::TransactionManager;
+
+/// sqlx's transaction manager of `DB`, called directly: herald's PostgreSQL transaction
+/// owns its pooled connection rather than a `Transaction`, and still keeps the
+/// connection's transaction depth (which `in_transaction` reads) as sqlx would.
+struct Manager;
+
+impl Manager {
+    async fn begin<DB: Database>(conn: &mut DB::Connection, sql: String) -> sqlx::Result<()> {
+        DB::TransactionManager::begin(conn, Some(AssertSqlSafe(sql).into_sql_str())).await
+    }
+    async fn commit<DB: Database>(conn: &mut DB::Connection) -> sqlx::Result<()> {
+        DB::TransactionManager::commit(conn).await
+    }
+    async fn rollback<DB: Database>(conn: &mut DB::Connection) -> sqlx::Result<()> {
+        DB::TransactionManager::rollback(conn).await
+    }
+}
 use std::time::Duration;
+
+/// The longest a ROLLBACK may take before its connection is given up (closed).
+pub const ROLLBACK_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Isolation level on PostgreSQL. SQLite transactions are always serializable (one writer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -73,7 +103,65 @@ impl Default for BeginOptions {
 #[derive(Debug)]
 pub enum StoreTx {
     Sqlite(Transaction<'static, Sqlite>),
-    Postgres(Transaction<'static, Postgres>),
+    Postgres(PgTx),
+}
+
+/// A PostgreSQL transaction on a pooled connection. Dropped before COMMIT or ROLLBACK
+/// succeeded, it closes the connection without a word to the server (which rolls the
+/// transaction back when the socket goes) and frees its place in the pool at once,
+/// instead of returning it to the pool.
+#[derive(Debug)]
+pub struct PgTx {
+    /// `None` only while being dropped.
+    conn: Option<PoolConnection<Postgres>>,
+    /// BEGIN was sent and neither COMMIT nor ROLLBACK has succeeded since.
+    open: bool,
+}
+
+impl PgTx {
+    async fn begin(conn: PoolConnection<Postgres>, sql: String) -> Result<PgTx, StoreError> {
+        // Open from the start: a BEGIN cut short by a timeout leaves the connection
+        // mid-protocol, and an error means it is not worth keeping either.
+        // Through sqlx's transaction manager, so the connection's transaction depth (which
+        // `in_transaction` and sqlx's own savepoints read) is kept as with `Transaction`.
+        let mut tx = PgTx { conn: Some(conn), open: true };
+        Manager::begin::<Postgres>(tx.pg(), sql).await?;
+        Ok(tx)
+    }
+
+    async fn commit(mut self) -> Result<(), StoreError> {
+        Manager::commit::<Postgres>(self.pg()).await?;
+        self.open = false;
+        Ok(())
+    }
+
+    async fn rollback(mut self) -> Result<(), StoreError> {
+        Manager::rollback::<Postgres>(self.pg()).await?;
+        self.open = false;
+        Ok(())
+    }
+
+    #[allow(clippy::expect_used)] // only `drop` takes the connection out
+    fn pg(&mut self) -> &mut PgConnection {
+        self.conn.as_deref_mut().expect("a PgTx has its connection until it is dropped")
+    }
+}
+
+impl Drop for PgTx {
+    fn drop(&mut self) {
+        if self.open
+            && let Some(conn) = self.conn.take()
+        {
+            discard(conn);
+        }
+    }
+}
+
+/// Takes a connection out of the pool (its place is free at once) and drops it: the
+/// socket is closed without a goodbye, so nothing waits on a server that stopped
+/// answering. For connections whose state is unknown after a timeout or a broken wire.
+pub fn discard<DB: sqlx::Database>(conn: PoolConnection<DB>) {
+    drop(conn.detach());
 }
 
 impl Store {
@@ -94,7 +182,8 @@ impl Store {
                 "BEGIN ISOLATION LEVEL {}; SET LOCAL statement_timeout = '{wait_ms}ms'",
                 options.isolation.sql()
             );
-            return Ok(StoreTx::Postgres(pool.begin_with(AssertSqlSafe(sql)).await?));
+            let conn = pool.acquire().await?;
+            return Ok(StoreTx::Postgres(PgTx::begin(conn, sql).await?));
         }
         Err(StoreError::InvalidUrl("store has no pool".into()))
     }
@@ -116,12 +205,25 @@ impl StoreTx {
         Ok(())
     }
 
+    /// Rolls back within [`ROLLBACK_TIMEOUT`]; a connection that cannot is closed.
     pub async fn rollback(self) -> Result<(), StoreError> {
         match self {
             StoreTx::Sqlite(t) => t.rollback().await?,
-            StoreTx::Postgres(t) => t.rollback().await?,
+            StoreTx::Postgres(t) => {
+                match tokio::time::timeout(ROLLBACK_TIMEOUT, t.rollback()).await {
+                    Ok(result) => result?,
+                    Err(_elapsed) => return Err(StoreError::Database(timed_out("ROLLBACK"))),
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Gives the transaction up without a round trip: on PostgreSQL its connection is
+    /// closed and the server rolls back; on SQLite (no network to wait on) sqlx rolls back
+    /// when the connection is next used.
+    pub fn abandon(self) {
+        drop(self);
     }
 }
 
@@ -129,7 +231,15 @@ impl AsConn for StoreTx {
     fn as_conn(&mut self) -> Conn<'_> {
         match self {
             StoreTx::Sqlite(t) => Conn::Sqlite(t),
-            StoreTx::Postgres(t) => Conn::Postgres(t),
+            StoreTx::Postgres(t) => Conn::Postgres(t.pg()),
         }
     }
+}
+
+/// An I/O timeout as the driver would report it, so it classifies as a lost connection.
+pub fn timed_out(what: &str) -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("{what} got no answer in time"),
+    ))
 }

@@ -15,8 +15,10 @@ pub enum Error {
     #[error(transparent)]
     Store(#[from] StoreError),
 
-    /// Every attempt lost to a concurrency conflict.
-    #[error("transaction gave up after {attempts} attempts, each lost to a concurrency conflict")]
+    /// Every attempt lost to a concurrency conflict (or a connection lost before COMMIT).
+    #[error(
+        "transaction gave up after {attempts} attempts, each lost to a concurrency conflict or a broken connection"
+    )]
     AttemptsExhausted {
         attempts: u32,
         #[source]
@@ -30,6 +32,14 @@ pub enum Error {
         attempts: u32,
         #[source]
         last: Option<StoreError>,
+    },
+
+    /// No database connection was free within the pool's acquire timeout (or none could
+    /// be opened): nothing was done. Retry later; an HTTP caller gets 503 `busy`.
+    #[error("no database connection was available in time")]
+    Busy {
+        #[source]
+        source: StoreError,
     },
 
     /// The connection broke during COMMIT: the transaction may or may not have committed.
@@ -87,6 +97,23 @@ impl Error {
     /// Wraps an application error so a closure can return it.
     pub fn app(error: impl Into<BoxError>) -> Error {
         Error::App(error.into())
+    }
+
+    /// Whether the database could not do the work *now* — no connection free, a broken
+    /// one, a deadline spent waiting, or a COMMIT whose outcome is unknown — so that the
+    /// same idempotent call may succeed later. (For a call that is not idempotent, an
+    /// unknown outcome must be looked up before it is repeated.)
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Error::Busy { .. }
+            | Error::DeadlineExceeded { .. }
+            | Error::AttemptsExhausted { .. }
+            | Error::CommitOutcomeUnknown { .. } => true,
+            Error::Store(e) => {
+                matches!(e.class(), ErrorClass::ConnectionLost | ErrorClass::PoolExhausted)
+            }
+            _ => false,
+        }
     }
 
     /// The concurrency conflict this error is, if it is one.

@@ -19,6 +19,7 @@ mod clock;
 mod delivery;
 pub mod demo;
 mod error;
+mod keys;
 mod once;
 mod reconciler;
 mod runner;

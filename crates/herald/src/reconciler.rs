@@ -108,7 +108,14 @@ impl Reconciler {
     /// Runs `run_once` every `every` until `shutdown` is cancelled.
     pub async fn run(&self, shutdown: CancellationToken) -> Result<(), Error> {
         loop {
-            match self.run_once().await {
+            // A pass is many bounded transactions; shutdown does not wait for all of them
+            // (each delivery's change is its own transaction, so stopping between or in
+            // the middle of one leaves nothing half-done).
+            let pass = tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                pass = self.run_once() => pass,
+            };
+            match pass {
                 Ok(r) if r.requeued + r.failed > 0 => {
                     tracing::info!(
                         requeued = r.requeued,

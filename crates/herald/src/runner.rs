@@ -4,12 +4,16 @@
 //!
 //! Rules (ARCHITECTURE.md explains why):
 //! 1. Retry only on concurrency errors, classified by code (PostgreSQL 40001/40P01, SQLite
-//!    BUSY/LOCKED); anything else propagates after the first attempt.
+//!    BUSY/LOCKED), and on a connection lost before COMMIT (the transaction went with it;
+//!    the next attempt takes a fresh connection); anything else propagates after the first
+//!    attempt. An empty pool is [`Error::Busy`].
 //! 2. Each attempt's waits are bounded by the time left: `statement_timeout` (which counts
 //!    lock waits) on PostgreSQL, the busy timeout on SQLite, and the closure itself runs
 //!    under a timer.
-//! 3. A concurrency error raised by COMMIT is retried; a broken connection during COMMIT
-//!    is [`Error::CommitOutcomeUnknown`], never success, never a plain failure.
+//! 3. A concurrency error raised by COMMIT is retried; a broken connection during COMMIT,
+//!    or a COMMIT that does not answer in time, is [`Error::CommitOutcomeUnknown`], never
+//!    success, never a plain failure. A connection whose transaction did not end cleanly
+//!    is closed, never returned to the pool.
 //! 4. Effects registered with `after_commit` run after the final COMMIT, in order, once.
 //! 5. No nested runner: calling `transaction` inside a closure is an error.
 
@@ -23,8 +27,10 @@ use herald_core::limits::{
     TX_ATTEMPTS_DEFAULT, TX_ATTEMPTS_MAX, TX_BACKOFF_BASE_DEFAULT, TX_BACKOFF_MAX_DEFAULT,
     TX_DEADLINE_DEFAULT,
 };
+use herald_store::tx::timed_out;
 use herald_store::{
-    Backend, BeginOptions, ErrorClass, Isolation, SqliteLock, Store, StoreError, StoreOptions,
+    AsConn, Backend, BeginOptions, Conn, ErrorClass, Isolation, SqliteLock, Store, StoreError,
+    StoreOptions,
 };
 use sqlx::postgres::{PgConnection, PgPool};
 use std::marker::PhantomData;
@@ -202,28 +208,45 @@ impl Herald {
             };
             let conflict = match tokio::time::timeout(remaining, self.store.begin(&begin)).await {
                 Err(_elapsed) => return Err(expired(attempt, None)),
-                Ok(Err(e)) => judge(e, deadline, |e| expired(attempt, Some(e)))?,
+                Ok(Err(e)) => judge(&self.store, e, deadline, |e| expired(attempt, Some(e)))?,
                 Ok(Ok(store_tx)) => {
                     let mut tx = Tx::new(store_tx, attempt);
                     let remaining = deadline.saturating_duration_since(Instant::now());
                     let run = IN_RUNNER.scope((), tokio::time::timeout(remaining, f(&mut tx)));
                     match run.await {
                         Err(_elapsed) => {
-                            rollback(tx).await;
+                            // A statement may be mid-flight: close the connection (the
+                            // server rolls back) rather than wait on it again.
+                            tx.into_parts().0.abandon();
                             return Err(expired(attempt, None));
                         }
                         Ok(Err(error)) => {
                             rollback(tx).await;
                             match error {
                                 Error::Store(e) => {
-                                    judge(e, deadline, |e| expired(attempt, Some(e)))?
+                                    judge(&self.store, e, deadline, |e| expired(attempt, Some(e)))?
                                 }
                                 other => return Err(other),
                             }
                         }
                         Ok(Ok(value)) => {
                             let (store_tx, effects) = tx.into_parts();
-                            match store_tx.commit().await {
+                            // COMMIT gets at least COMMIT_WAIT_MIN: cutting it short cannot
+                            // undo it, only make its outcome unknown.
+                            let wait = deadline
+                                .saturating_duration_since(Instant::now())
+                                .max(COMMIT_WAIT_MIN);
+                            let committed =
+                                match tokio::time::timeout(wait, store_tx.commit()).await {
+                                    Ok(result) => result,
+                                    Err(_elapsed) => {
+                                        return Err(Error::CommitOutcomeUnknown {
+                                            attempts: attempt,
+                                            source: StoreError::Database(timed_out("COMMIT")),
+                                        });
+                                    }
+                                };
+                            match committed {
                                 Ok(()) => {
                                     for effect in effects {
                                         effect();
@@ -231,12 +254,15 @@ impl Herald {
                                     return Ok(Committed { value, attempts: attempt });
                                 }
                                 Err(e) if e.class() == ErrorClass::ConnectionLost => {
+                                    self.store.note_connection_lost();
                                     return Err(Error::CommitOutcomeUnknown {
                                         attempts: attempt,
                                         source: e,
                                     });
                                 }
-                                Err(e) => judge(e, deadline, |e| expired(attempt, Some(e)))?,
+                                Err(e) => {
+                                    judge(&self.store, e, deadline, |e| expired(attempt, Some(e)))?
+                                }
                             }
                         }
                     }
@@ -275,35 +301,94 @@ impl Herald {
         loop {
             attempt += 1;
             let remaining = deadline.saturating_duration_since(Instant::now());
-            let mut conn = match tokio::time::timeout(remaining, pool.acquire()).await {
+            let acquired = match tokio::time::timeout(remaining, pool.acquire()).await {
                 Err(_elapsed) => return Err(expired(attempt - 1, None)),
-                Ok(Err(e)) => return Err(Error::Store(e.into())),
-                Ok(Ok(conn)) => conn,
+                Ok(Err(e)) => {
+                    Err(judge(&self.store, e.into(), deadline, |e| expired(attempt, Some(e)))?)
+                }
+                Ok(Ok(conn)) => Ok(conn),
+            };
+            let mut conn = match acquired {
+                Ok(conn) => conn,
+                Err(conflict) => {
+                    back_off(&options, attempt, options.attempts_max, deadline, conflict).await?;
+                    continue;
+                }
             };
             let remaining = deadline.saturating_duration_since(Instant::now());
             let conflict = match tokio::time::timeout(remaining, f(&mut conn, PhantomData)).await {
                 Err(_elapsed) => {
-                    conn.close_on_drop();
+                    herald_store::tx::discard(conn);
                     return Err(Error::CommitOutcomeUnknown {
                         attempts: attempt,
-                        source: StoreError::Database(sqlx::Error::Io(std::io::Error::new(
-                            std::io::ErrorKind::TimedOut,
-                            "the statement outlived the deadline and may still commit",
-                        ))),
+                        source: StoreError::Database(timed_out(
+                            "the statement (which may still commit)",
+                        )),
                     });
                 }
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(e)) if e.class() == ErrorClass::ConnectionLost => {
+                    herald_store::tx::discard(conn);
+                    self.store.note_connection_lost();
                     return Err(Error::CommitOutcomeUnknown { attempts: attempt, source: e });
                 }
-                Ok(Err(e)) => judge(e, deadline, |e| expired(attempt, Some(e)))?,
+                Ok(Err(e)) => judge(&self.store, e, deadline, |e| expired(attempt, Some(e)))?,
             };
             back_off(&options, attempt, options.attempts_max, deadline, conflict).await?;
         }
     }
 }
 
-/// After a concurrency conflict: gives up if the attempts or the deadline are spent,
+impl Herald {
+    /// Runs `f` on a pooled connection *outside* a transaction — for one read, where BEGIN
+    /// and COMMIT would be two round trips for nothing — under the runner's bounds: the
+    /// default deadline over everything, a lost connection (or a concurrency error) retried
+    /// on a fresh connection after a backoff, an empty pool [`Error::Busy`]. A connection
+    /// whose read was cut short by the deadline or broke is closed, not pooled.
+    pub(crate) async fn read<'a, T, F>(&self, mut f: F) -> Result<T, Error>
+    where
+        F: for<'c> FnMut(Conn<'c>, PhantomData<&'c &'a ()>) -> BoxFuture<'c, Result<T, StoreError>>
+            + Send,
+    {
+        let options = TxOptions::default();
+        let deadline = Instant::now() + options.deadline;
+        let expired =
+            |attempts, last| Error::DeadlineExceeded { deadline: options.deadline, attempts, last };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let conflict = match tokio::time::timeout(remaining, self.store.acquire()).await {
+                Err(_elapsed) => return Err(expired(attempt - 1, None)),
+                Ok(Err(e)) => judge(&self.store, e, deadline, |e| expired(attempt, Some(e)))?,
+                Ok(Ok(mut conn)) => {
+                    let remaining = deadline.saturating_duration_since(Instant::now());
+                    let read = tokio::time::timeout(remaining, f(conn.as_conn(), PhantomData));
+                    match read.await {
+                        Err(_elapsed) => {
+                            conn.discard();
+                            return Err(expired(attempt, None));
+                        }
+                        Ok(Ok(value)) => return Ok(value),
+                        Ok(Err(e)) => {
+                            if e.class() == ErrorClass::ConnectionLost {
+                                conn.discard();
+                            }
+                            judge(&self.store, e, deadline, |e| expired(attempt, Some(e)))?
+                        }
+                    }
+                }
+            };
+            back_off(&options, attempt, options.attempts_max, deadline, conflict).await?;
+        }
+    }
+}
+
+/// COMMIT is given at least this long to answer, even past the deadline: a COMMIT cut
+/// short cannot be undone, only reported as unknown.
+const COMMIT_WAIT_MIN: Duration = Duration::from_secs(1);
+
+/// After a concurrency conflict (or a lost connection): gives up if the attempts or the deadline are spent,
 /// otherwise sleeps a full-jitter backoff.
 async fn back_off(
     options: &TxOptions,
@@ -333,6 +418,7 @@ async fn back_off(
 /// `Ok(conflict)` when the attempt may be retried; otherwise the error to return: the
 /// deadline's (built by `expired`) or the database error itself.
 fn judge(
+    store: &Store,
     error: StoreError,
     deadline: Instant,
     expired: impl FnOnce(StoreError) -> Error,
@@ -341,11 +427,20 @@ fn judge(
     // hair before, by timer granularity) the deadline is the deadline.
     let near_deadline =
         deadline.saturating_duration_since(Instant::now()) <= Duration::from_millis(5);
+    if error.class() == ErrorClass::ConnectionLost {
+        store.note_connection_lost();
+    }
     match error.class() {
         ErrorClass::Concurrency(_) | ErrorClass::WaitTimeout if near_deadline => {
             Err(expired(error))
         }
         ErrorClass::Concurrency(_) => Ok(error),
+        // Before COMMIT a lost connection took its transaction with it: nothing happened,
+        // and the next attempt takes a fresh connection. (COMMIT's own loss is judged
+        // before this, as an unknown outcome.)
+        ErrorClass::ConnectionLost if near_deadline => Err(expired(error)),
+        ErrorClass::ConnectionLost => Ok(error),
+        ErrorClass::PoolExhausted => Err(Error::Busy { source: error }),
         _ => Err(Error::Store(error)),
     }
 }

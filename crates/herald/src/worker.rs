@@ -29,6 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// Worker settings; every field has a documented default.
 #[derive(Debug, Clone)]
@@ -306,13 +307,19 @@ impl<T> Drop for AbortOnDrop<T> {
 }
 
 impl Inner {
-    /// Sends one leased delivery and records its outcome.
+    /// Sends one leased delivery and records its outcome, with every event it logs tagged
+    /// by this delivery's span. The span instruments the future (entered on each poll,
+    /// left at each await), so other tasks' events on this thread are never tagged with it.
     async fn execute(&self, row: LeasedRow) -> Result<Option<Decision>, Error> {
         let d = &row.delivery;
-        let n = d.attempts;
         let span = tracing::info_span!("send", delivery = %d.id, tenant = %d.tenant_id,
-            operation_key = %d.operation_key, attempt = n);
-        let _enter = span.enter();
+            operation_key = %d.operation_key, attempt = d.attempts);
+        self.execute_in_span(row).instrument(span).await
+    }
+
+    async fn execute_in_span(&self, row: LeasedRow) -> Result<Option<Decision>, Error> {
+        let d = &row.delivery;
+        let n = d.attempts;
         let outcome = match self.channels.get(&d.channel) {
             None => Outcome::transient("channel_unavailable", "no adapter for this channel here"),
             Some(channel) => {
@@ -376,6 +383,7 @@ impl Inner {
                 herald: self.herald.clone(),
                 worker: self.options.id.clone(),
                 retry: self.options.retry,
+                retry_for: self.options.lease,
             };
             tokio::spawn(recorder.run(pending));
             queue
@@ -446,6 +454,12 @@ use crate::runner::Committed;
 /// Outcomes recorded together at most (one transaction, one set-based statement for the
 /// fenced `sent` ones).
 const RECORD_BATCH_MAX: usize = 1024;
+/// The longest setting up the LISTEN connection may take before the worker polls instead.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(5);
+/// First pause before recording a batch again after the database was unavailable; it
+/// doubles up to `RECORD_RETRY_PAUSE_MAX`.
+const RECORD_RETRY_PAUSE: Duration = Duration::from_millis(50);
+const RECORD_RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
 /// Longest a busy worker with few free slots waits for more before leasing anyway.
 const LEASE_COOLDOWN: Duration = Duration::from_millis(5);
 
@@ -475,6 +489,9 @@ struct Recorder {
     herald: Herald,
     worker: String,
     retry: RetryPolicy,
+    /// How long an unavailable database is waited out before an outcome is given up to
+    /// the reconciler: the lease.
+    retry_for: Duration,
 }
 
 impl Recorder {
@@ -505,7 +522,7 @@ impl Recorder {
     async fn record_and_reply(&self, batch: Vec<Recording>) {
         let (outcomes, replies): (Vec<_>, Vec<_>) =
             batch.into_iter().map(|r| (r.outcome, r.reply)).unzip();
-        match self.record(&outcomes).await {
+        match self.record_while_available(&outcomes).await {
             Ok(decisions) => {
                 for (reply, decision) in replies.into_iter().zip(decisions) {
                     let _ = reply.send(Ok(decision));
@@ -523,6 +540,29 @@ impl Recorder {
                 if let Some(reply) = replies.into_iter().next() {
                     let _ = reply.send(Err(e));
                 }
+            }
+        }
+    }
+
+    /// [`Recorder::record`], again and again (with a growing pause) while the database is
+    /// unavailable — a broken connection, an empty pool, a COMMIT whose outcome is unknown —
+    /// for up to a lease: recording is fenced by (lease owner, attempt), so a repeat of a
+    /// batch that did commit changes nothing. Past a lease the reconciler owns the
+    /// deliveries anyway. The sends' slots stay taken meanwhile, so leasing waits too.
+    async fn record_while_available(
+        &self,
+        outcomes: &[Finished],
+    ) -> Result<Vec<Option<Decision>>, Error> {
+        let give_up_at = Instant::now() + self.retry_for;
+        let mut pause = RECORD_RETRY_PAUSE;
+        loop {
+            match self.record(outcomes).await {
+                Err(e) if e.is_unavailable() && Instant::now() + pause < give_up_at => {
+                    tracing::debug!(error = %e, "recording outcomes failed; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(RECORD_RETRY_PAUSE_MAX);
+                }
+                result => return result,
             }
         }
     }
@@ -600,7 +640,12 @@ impl Listener {
             l.listen(WAKE_CHANNEL).await?;
             Ok::<_, sqlx::Error>(l)
         };
-        match listener.await {
+        // Bounded: the worker loop awaits this, and a connection that went silent must not
+        // stop it from leasing (polling does not need the listener).
+        let listener = tokio::time::timeout(LISTEN_TIMEOUT, listener)
+            .await
+            .unwrap_or_else(|_| Err(herald_store::tx::timed_out("LISTEN")));
+        match listener {
             Ok(l) => self.listener = Some(l),
             Err(e) => {
                 tracing::warn!(error = %e, "LISTEN failed; polling until it works");
