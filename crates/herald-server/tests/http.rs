@@ -1435,3 +1435,39 @@ async fn grants_past_the_limit_and_reused_grant_keys_change_nothing() {
         assert_eq!((v["applied"].clone(), v["granted"].clone()), (json!(true), json!(3)), "{b}");
     }
 }
+
+/// JSON Schema's `integer` is any number without a fractional part: `2120.0` and `1e3`
+/// are integers like `2120`, a fraction is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn integral_numbers_written_as_floats_are_integers() {
+    for env in envs().await {
+        let b = env.backend;
+        let api = &env.api;
+        let t = api.tenant("acme").await;
+        let grant = |amount: Value| {
+            post(format!("/v1/tenants/{}/quotas/email/grant", t.id))
+                .bearer(ADMIN_KEY)
+                .json(&json!({"amount": amount}))
+        };
+        // serde_json reads these as floats.
+        let v = api.send(grant(serde_json::from_str("2120.0").unwrap())).await.expect(OK);
+        assert_eq!(v["granted"], 2120, "{b}: {v}");
+        let v = api.send(grant(serde_json::from_str("1e3").unwrap())).await.expect(OK);
+        assert_eq!(v["granted"], 3120, "{b}: {v}");
+        for amount in ["1.5", "1e300", "-0.5"] {
+            api.send(grant(serde_json::from_str(amount).unwrap()))
+                .await
+                .expect_error(BAD, "invalid_request");
+        }
+        let mut body = email("floats");
+        body["cost"] = serde_json::from_str("2.0").unwrap();
+        body["max_attempts"] = serde_json::from_str("3.0").unwrap();
+        let v = api.submit(&t.key, &body).await.expect(CREATED);
+        assert_eq!((v["cost"].clone(), v["max_attempts"].clone()), (json!(2), json!(3)), "{b}");
+        for (field, value) in [("cost", "0.5"), ("max_attempts", "2.5"), ("max_attempts", "1e10")] {
+            let mut body = email("fractions");
+            body[field] = serde_json::from_str(value).unwrap();
+            api.submit(&t.key, &body).await.expect_error(BAD, "invalid_request");
+        }
+    }
+}
