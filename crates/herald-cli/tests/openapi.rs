@@ -80,7 +80,9 @@ async fn schemathesis_accepts_every_valid_request_and_a_generated_client_runs_th
         (ADMIN_KEY, "^/(v1/tenants|healthz|readyz|metrics|openapi)"),
     ] {
         let mut st = venv_command(&python, "schemathesis");
-        st.arg("run")
+        st.arg("--config-file")
+            .arg(support().join("schemathesis.toml"))
+            .arg("run")
             .arg(format!("{url}/openapi.json"))
             .args(["--mode", "positive", "--max-examples", MAX_EXAMPLES, "--no-color"])
             .args(["--generation-database", "none", "--include-path-regex", operations])
@@ -91,8 +93,8 @@ async fn schemathesis_accepts_every_valid_request_and_a_generated_client_runs_th
             ])
             .arg("--header")
             .arg(format!("Authorization: Bearer {token}"))
-            // schemathesis.toml and hooks.py live there.
-            .current_dir(support())
+            // schemathesis keeps a cache in its working directory: not in the sources.
+            .current_dir(out_dir.path())
             .env("PYTHONPATH", support())
             .env("SCHEMATHESIS_HOOKS", "hooks");
         let (ok, out) = run(st, SCHEMATHESIS_BOUND).await;
