@@ -541,3 +541,71 @@ fn help_exits_zero() {
         assert!(run.stderr.is_empty(), "{args:?}: stderr {:?}", run.stderr);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// 9. quota grants
+
+/// `herald quota grant … --idempotency-key`: the same key and amount counts once, another
+/// amount is one error line, and so is a grant past the account's limit; neither changes
+/// the account.
+#[tokio::test]
+async fn quota_grant_refuses_a_reused_key_and_an_overflow_and_changes_nothing() {
+    use herald_core::limits::{GRANT_MAX, QUOTA_GRANTED_MAX};
+    for db in TestDb::all().await {
+        let (name, url) = (db.name(), db.url());
+        let run = herald(&["tenant", "create", "acme", "--json", "--db", &url]);
+        let tenant =
+            parse_json(expect_success(&run, name), name)["id"].as_str().unwrap().to_string();
+        let grant = |amount: &str, key: Option<&str>| {
+            let mut args = vec!["quota", "grant", &tenant, "email", amount, "--json", "--db", &url];
+            if let Some(k) = key {
+                args.extend(["--idempotency-key", k]);
+            }
+            herald(&args)
+        };
+        let granted = |run: &Run, what: &str| -> i64 {
+            let v = parse_json(expect_success(run, what), what);
+            v["quotas"][0]["granted"].as_i64().unwrap_or_else(|| panic!("{what}: {v}"))
+        };
+        assert_eq!(granted(&grant("5", Some("g-1")), name), 5, "{name}: first grant");
+        assert_eq!(granted(&grant("5", Some("g-1")), name), 5, "{name}: a retry counts once");
+        let line = expect_error_line(&grant("7", Some("g-1")), name).to_string();
+        assert!(line.contains("idempotency key reused") && line.contains("5"), "{name}: {line}");
+        let max = GRANT_MAX.to_string();
+        set_granted(&db, &tenant, QUOTA_GRANTED_MAX - 1).await;
+        let line = expect_error_line(&grant(&max, None), name).to_string();
+        assert!(line.contains(&QUOTA_GRANTED_MAX.to_string()), "{name}: {line}");
+        let shown = herald(&["quota", "show", &tenant, "--json", "--db", &url]);
+        assert_eq!(granted(&shown, name), QUOTA_GRANTED_MAX - 1, "{name}: nothing changed");
+    }
+}
+
+/// Sets the `email` account's granted and available totals (the limit is 9,008 grants
+/// away otherwise).
+async fn set_granted(db: &TestDb, tenant: &str, granted: i64) {
+    let tenant = uuid::Uuid::try_parse(tenant).unwrap();
+    match db {
+        TestDb::Sqlite { path, .. } => {
+            let mut conn = sqlite_open(path, false).await;
+            sqlx::query(
+                "UPDATE quota_accounts SET granted = ?1, available = ?1 WHERE tenant_id = ?2",
+            )
+            .bind(granted)
+            .bind(tenant)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        }
+        TestDb::Postgres { url, .. } => {
+            let mut conn = PgConnection::connect(url).await.unwrap();
+            sqlx::query(
+                "UPDATE quota_accounts SET granted = $1, available = $1 WHERE tenant_id = $2",
+            )
+            .bind(granted)
+            .bind(tenant)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        }
+    }
+}

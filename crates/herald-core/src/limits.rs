@@ -55,6 +55,11 @@ pub const COST_MAX: i64 = 1_000_000;
 /// Largest single quota grant.
 pub const GRANT_MAX: i64 = 1_000_000_000_000;
 
+/// Largest granted total of one quota account: 2^53 - 1, the largest integer every JSON
+/// parser reads exactly (JavaScript's numbers are doubles), and far from i64's end, so no
+/// balance can overflow. A grant that would pass it is refused and changes nothing.
+pub const QUOTA_GRANTED_MAX: i64 = (1 << 53) - 1;
+
 /// Default and ceiling of a delivery's attempts (`HERALD_MAX_ATTEMPTS`).
 pub const DELIVERY_ATTEMPTS_DEFAULT: u32 = 8;
 pub const DELIVERY_ATTEMPTS_MAX: u32 = 100;

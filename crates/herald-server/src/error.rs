@@ -73,6 +73,16 @@ impl From<herald::Error> for ApiError {
                 "idempotency_key_reused",
                 "this operation key was already used with a different request",
             ),
+            // Grants: a reused key like a delivery's; an account past its limit is the
+            // account's state refusing a well-formed request, like a wrong state.
+            E::GrantKeyReused { .. } => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency_key_reused",
+                e.to_string(),
+            ),
+            E::GrantOverLimit { .. } | E::TenantExists { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string())
+            }
             E::QuotaExhausted { quota_key } => ApiError::new(
                 StatusCode::PAYMENT_REQUIRED,
                 "quota_exhausted",

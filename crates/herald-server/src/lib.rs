@@ -7,6 +7,7 @@ pub mod error;
 pub mod extract;
 pub mod keys;
 pub mod metrics;
+pub mod openapi;
 pub mod routes;
 pub mod serve;
 pub mod state;
@@ -49,7 +50,8 @@ pub const BODY_BYTES_MAX: usize = herald_core::limits::PAYLOAD_BYTES_MAX + 16 * 
 )]
 struct ApiDoc;
 
-/// The OpenAPI document of this router.
+/// The OpenAPI document of this router as utoipa generates it; `/openapi.json` serves
+/// it completed by [`openapi::document`].
 pub fn openapi_document() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }

@@ -4,21 +4,39 @@ use herald::{Attempt, Delivery, QuotaAccount};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+// The channel-dependent rules on `to` and `payload`, and the configured channels, are
+// added to the served document by `openapi::document`.
 /// `POST /v1/deliveries`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateDelivery {
-    /// The caller's stable identity for this effect; the `Idempotency-Key` header may
-    /// stand for it.
+    /// The caller's stable identity for this effect: 1 to 255 bytes of UTF-8 without
+    /// control characters (the document's 63 characters can never be more bytes). The
+    /// `Idempotency-Key` header may stand for it; when both are sent they must be equal.
+    #[schema(min_length = 1, max_length = 63, pattern = r"^[^\u0000-\u001f\u007f-\u009f]+$")]
     pub operation_key: Option<String>,
     pub channel: String,
+    /// The recipient: 1 to 2048 bytes without control characters; what it must be
+    /// depends on the channel.
+    #[schema(min_length = 1, pattern = r"^[^\u0000-\u001f\u007f-\u009f]+$")]
     pub to: String,
+    /// Any JSON object, at most 64 KiB serialised, with no NUL character (U+0000) in any
+    /// string.
     #[schema(value_type = Object)]
     pub payload: serde_json::Value,
+    /// Defaults to the channel's name. 1 to 100 bytes without control characters.
+    #[schema(min_length = 1, max_length = 25, pattern = r"^[^\u0000-\u001f\u007f-\u009f]+$")]
     pub quota_key: Option<String>,
+    /// Units reserved on the quota account; default 1, 0 needs no account.
+    #[serde(default, deserialize_with = "integral::opt_i64")]
+    #[schema(minimum = 0, maximum = 1_000_000)]
     pub cost: Option<i64>,
-    /// RFC 3339; not before this time.
+    /// RFC 3339; not before this time. Between 1970-01-02 and 9999-12-29 (in any offset).
+    #[schema(format = DateTime, pattern = r"^(197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-")]
     pub send_at: Option<String>,
+    /// Attempts before the delivery fails; default `HERALD_MAX_ATTEMPTS` (8).
+    #[serde(default, deserialize_with = "integral::opt_u32")]
+    #[schema(minimum = 1, maximum = 100)]
     pub max_attempts: Option<u32>,
 }
 
@@ -133,6 +151,13 @@ pub struct QuotaList {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTenant {
+    /// Unique. Stored without leading and trailing white space; then 1 to 200 bytes
+    /// without control characters (the document's 50 characters can never be more).
+    #[schema(
+        min_length = 1,
+        max_length = 50,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub name: String,
 }
 
@@ -164,6 +189,9 @@ pub struct SecretRotated {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Grant {
+    /// Units to add, 1 to 10^12; the account's granted total stays at most 2^53 - 1.
+    #[serde(deserialize_with = "integral::i64")]
+    #[schema(minimum = 1, maximum = 1_000_000_000_000_i64)]
     pub amount: i64,
 }
 
@@ -173,4 +201,41 @@ pub struct Granted {
     pub applied: bool,
     #[serde(flatten)]
     pub quota: QuotaView,
+}
+
+/// Integer fields that also take an integral JSON number written as a float (`2120.0`,
+/// `1e3`): JSON Schema's `integer` is any number without a fractional part, and clients
+/// that hold numbers as doubles send them so.
+mod integral {
+    use serde::de::{Deserialize, Deserializer, Error};
+
+    fn whole<E: Error>(n: &serde_json::Number) -> Result<i64, E> {
+        if let Some(i) = n.as_i64() {
+            return Ok(i);
+        }
+        // 2^63 as a double: the first value past i64's end.
+        const END: f64 = 9_223_372_036_854_775_808.0;
+        match n.as_f64() {
+            Some(f) if f.fract() == 0.0 && (-END..END).contains(&f) => Ok(f as i64),
+            Some(f) if f.fract() == 0.0 => Err(E::custom(format!("{n} is out of range"))),
+            _ => Err(E::custom(format!("expected a whole number, got {n}"))),
+        }
+    }
+
+    pub fn i64<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+        whole(&serde_json::Number::deserialize(d)?)
+    }
+
+    pub fn opt_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+        Option::<serde_json::Number>::deserialize(d)?.map(|n| whole(&n)).transpose()
+    }
+
+    pub fn opt_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        match Option::<serde_json::Number>::deserialize(d)? {
+            None => Ok(None),
+            Some(n) => u32::try_from(whole::<D::Error>(&n)?)
+                .map(Some)
+                .map_err(|_| D::Error::custom(format!("{n} is out of range"))),
+        }
+    }
 }

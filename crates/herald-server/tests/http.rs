@@ -1339,3 +1339,135 @@ async fn system_routes_and_the_openapi_document() {
         }
     }
 }
+
+/// Sets an account's granted (and available) total directly, to reach the limits without
+/// millions of grants.
+async fn set_granted(env: &Env, tenant: &str, quota_key: &str, granted: i64) {
+    let tenant = uuid::Uuid::try_parse(tenant).unwrap();
+    let store = env.herald.store();
+    let done = match (store.sqlite_pool(), store.postgres_pool()) {
+        (Some(pool), _) => herald::sqlx::query(
+            "UPDATE quota_accounts SET granted = ?1, available = ?1
+             WHERE tenant_id = ?2 AND quota_key = ?3",
+        )
+        .bind(granted)
+        .bind(tenant)
+        .bind(quota_key)
+        .execute(pool)
+        .await
+        .unwrap()
+        .rows_affected(),
+        (_, Some(pool)) => herald::sqlx::query(
+            "UPDATE quota_accounts SET granted = $1, available = $1
+             WHERE tenant_id = $2 AND quota_key = $3",
+        )
+        .bind(granted)
+        .bind(tenant)
+        .bind(quota_key)
+        .execute(pool)
+        .await
+        .unwrap()
+        .rows_affected(),
+        _ => unreachable!("a store has a pool"),
+    };
+    assert_eq!(done, 1, "{}: set granted", env.backend);
+}
+
+/// A grant past the account's limit (or i64's) is a 409 and a grant key reused with
+/// another amount a 422, like a delivery's; neither changes the account or the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn grants_past_the_limit_and_reused_grant_keys_change_nothing() {
+    use herald_core::limits::{GRANT_MAX, QUOTA_GRANTED_MAX};
+    for env in envs().await {
+        let b = env.backend;
+        let api = &env.api;
+        let t = api.tenant("acme").await;
+        let grant = |quota_key: &str, key: Option<&str>, amount: Value| {
+            let mut r = post(format!("/v1/tenants/{}/quotas/{quota_key}/grant", t.id));
+            if let Some(k) = key {
+                r = r.header("idempotency-key", k);
+            }
+            r.bearer(ADMIN_KEY).json(&json!({"amount": amount}))
+        };
+
+        // The same key: the same amount is the first grant's answer, another is a 422.
+        let first = api.send(grant("email", Some("g-1"), json!(5))).await.expect(OK);
+        assert_eq!((first["applied"].clone(), first["granted"].clone()), (json!(true), json!(5)));
+        for amount in [7, 4, GRANT_MAX] {
+            let r = api.send(grant("email", Some("g-1"), json!(amount))).await;
+            r.expect_error(StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused");
+            let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+            assert!(message.contains("already granted 5"), "{b}: {message}");
+        }
+        assert_eq!(api.quota(&t.key, "email").await, Some((5, 5, 0, 0)), "{b}: reuse changed");
+        let again = api.send(grant("email", Some("g-1"), json!(5))).await.expect(OK);
+        assert_eq!(again["applied"], false, "{b}: {again}");
+        assert_eq!(again["granted"], 5, "{b}: {again}");
+        // A key belongs to its account: on another quota key it is a grant of its own.
+        let sms = api.send(grant("sms", Some("g-1"), json!(7))).await.expect(OK);
+        assert_eq!((sms["applied"].clone(), sms["granted"].clone()), (json!(true), json!(7)));
+
+        // Up to the limit exactly, then not one unit more, with a key or without.
+        set_granted(&env, &t.id, "email", QUOTA_GRANTED_MAX - 10).await;
+        let v = api.send(grant("email", None, json!(10))).await.expect(OK);
+        assert_eq!(v["granted"], QUOTA_GRANTED_MAX, "{b}: to the limit: {v}");
+        for key in [None, Some("past")] {
+            let r = api.send(grant("email", key, json!(1))).await;
+            r.expect_error(StatusCode::CONFLICT, "conflict");
+            let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+            assert!(message.contains(&QUOTA_GRANTED_MAX.to_string()), "{b}: {message}");
+        }
+        assert_eq!(
+            api.quota(&t.key, "email").await,
+            Some((QUOTA_GRANTED_MAX, QUOTA_GRANTED_MAX, 0, 0)),
+            "{b}: a refused grant changed the account"
+        );
+        // Where i64 itself would overflow: still a 409, never a 500.
+        set_granted(&env, &t.id, "email", i64::MAX - 1).await;
+        api.send(grant("email", None, json!(GRANT_MAX)))
+            .await
+            .expect_error(StatusCode::CONFLICT, "conflict");
+        assert_eq!(api.quota(&t.key, "email").await, Some((i64::MAX - 1, i64::MAX - 1, 0, 0)));
+        // The refused grant under "past" left no journal row: once there is room, that
+        // key grants any amount.
+        set_granted(&env, &t.id, "email", 0).await;
+        let v = api.send(grant("email", Some("past"), json!(3))).await.expect(OK);
+        assert_eq!((v["applied"].clone(), v["granted"].clone()), (json!(true), json!(3)), "{b}");
+    }
+}
+
+/// JSON Schema's `integer` is any number without a fractional part: `2120.0` and `1e3`
+/// are integers like `2120`, a fraction is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn integral_numbers_written_as_floats_are_integers() {
+    for env in envs().await {
+        let b = env.backend;
+        let api = &env.api;
+        let t = api.tenant("acme").await;
+        let grant = |amount: Value| {
+            post(format!("/v1/tenants/{}/quotas/email/grant", t.id))
+                .bearer(ADMIN_KEY)
+                .json(&json!({"amount": amount}))
+        };
+        // serde_json reads these as floats.
+        let v = api.send(grant(serde_json::from_str("2120.0").unwrap())).await.expect(OK);
+        assert_eq!(v["granted"], 2120, "{b}: {v}");
+        let v = api.send(grant(serde_json::from_str("1e3").unwrap())).await.expect(OK);
+        assert_eq!(v["granted"], 3120, "{b}: {v}");
+        for amount in ["1.5", "1e300", "-0.5"] {
+            api.send(grant(serde_json::from_str(amount).unwrap()))
+                .await
+                .expect_error(BAD, "invalid_request");
+        }
+        let mut body = email("floats");
+        body["cost"] = serde_json::from_str("2.0").unwrap();
+        body["max_attempts"] = serde_json::from_str("3.0").unwrap();
+        let v = api.submit(&t.key, &body).await.expect(CREATED);
+        assert_eq!((v["cost"].clone(), v["max_attempts"].clone()), (json!(2), json!(3)), "{b}");
+        for (field, value) in [("cost", "0.5"), ("max_attempts", "2.5"), ("max_attempts", "1e10")] {
+            let mut body = email("fractions");
+            body[field] = serde_json::from_str(value).unwrap();
+            api.submit(&t.key, &body).await.expect_error(BAD, "invalid_request");
+        }
+    }
+}

@@ -10,6 +10,7 @@
 use crate::clock::sqlite_now;
 use crate::conn::Conn;
 use crate::error::StoreError;
+use herald_core::limits::QUOTA_GRANTED_MAX;
 use sqlx::Row;
 use sqlx::types::Uuid;
 
@@ -33,8 +34,29 @@ pub enum Settle {
     Release,
 }
 
-/// Adds `amount` to an account (creating it). With an idempotency key, a repeated grant
-/// counts once: returns `false` when that key was already used on this account.
+/// What a grant did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// The units were added (and journalled).
+    Applied,
+    /// This idempotency key already granted the same amount on this account: nothing
+    /// added, the first grant stands.
+    Repeated,
+    /// This idempotency key already granted another amount on this account: nothing
+    /// changed. `amount_first` is what it granted.
+    KeyReused { amount_first: i64 },
+    /// The account's granted total would pass `QUOTA_GRANTED_MAX`: nothing changed.
+    OverLimit { granted: i64 },
+}
+
+/// Adds `amount` to an account (creating it). An idempotency key is scoped to the account
+/// (tenant, quota key): a repeat with the same amount counts once, one with another amount
+/// is refused, and either way nothing changes. So is a grant that would take the account's
+/// granted total past `QUOTA_GRANTED_MAX`.
+///
+/// The account row is locked before the journal is read (PostgreSQL `FOR UPDATE`; SQLite's
+/// write lock is already held by `BEGIN IMMEDIATE`), so two concurrent grants under one
+/// key are decided one after the other, never both applied.
 pub async fn quota_grant(
     conn: Conn<'_>,
     tenant: Uuid,
@@ -42,8 +64,9 @@ pub async fn quota_grant(
     amount: i64,
     idempotency_key: Option<&str>,
     now: Option<i64>,
-) -> Result<bool, StoreError> {
-    let applied = match conn {
+) -> Result<Grant, StoreError> {
+    debug_assert!(amount > 0, "a grant is positive");
+    match conn {
         Conn::Sqlite(c) => {
             let now = sqlite_now(now);
             sqlx::query(
@@ -55,11 +78,33 @@ pub async fn quota_grant(
             .bind(now)
             .execute(&mut *c)
             .await?;
-            let journal = sqlx::query(
+            let (granted,): (i64,) = sqlx::query_as(
+                "SELECT granted FROM quota_accounts WHERE tenant_id = ?1 AND quota_key = ?2",
+            )
+            .bind(tenant)
+            .bind(quota_key)
+            .fetch_one(&mut *c)
+            .await?;
+            let first: Option<(i64,)> =
+                match idempotency_key {
+                    None => None,
+                    Some(key) => sqlx::query_as(
+                        "SELECT amount FROM quota_journal WHERE tenant_id = ?1 AND quota_key = ?2
+                         AND kind = 'grant' AND idempotency_key = ?3",
+                    )
+                    .bind(tenant)
+                    .bind(quota_key)
+                    .bind(key)
+                    .fetch_optional(&mut *c)
+                    .await?,
+                };
+            let decided = decide(granted, amount, first.map(|(a,)| a));
+            if decided != Grant::Applied {
+                return Ok(decided);
+            }
+            sqlx::query(
                 "INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, idempotency_key, at)
-                 VALUES (?1, ?2, 'grant', ?3, ?4, ?5)
-                 ON CONFLICT (tenant_id, quota_key, idempotency_key)
-                     WHERE kind = 'grant' AND idempotency_key IS NOT NULL DO NOTHING",
+                 VALUES (?1, ?2, 'grant', ?3, ?4, ?5)",
             )
             .bind(tenant)
             .bind(quota_key)
@@ -67,22 +112,19 @@ pub async fn quota_grant(
             .bind(idempotency_key)
             .bind(now)
             .execute(&mut *c)
-            .await?
-            .rows_affected();
-            if journal == 1 {
-                sqlx::query(
-                    "UPDATE quota_accounts SET granted = granted + ?3, available = available + ?3,
-                         updated_at = ?4
-                     WHERE tenant_id = ?1 AND quota_key = ?2",
-                )
-                .bind(tenant)
-                .bind(quota_key)
-                .bind(amount)
-                .bind(now)
-                .execute(&mut *c)
-                .await?;
-            }
-            journal == 1
+            .await?;
+            sqlx::query(
+                "UPDATE quota_accounts SET granted = granted + ?3, available = available + ?3,
+                     updated_at = ?4
+                 WHERE tenant_id = ?1 AND quota_key = ?2",
+            )
+            .bind(tenant)
+            .bind(quota_key)
+            .bind(amount)
+            .bind(now)
+            .execute(&mut *c)
+            .await?;
+            Ok(Grant::Applied)
         }
         Conn::Postgres(c) => {
             sqlx::query(
@@ -94,12 +136,37 @@ pub async fn quota_grant(
             .bind(now)
             .execute(&mut *c)
             .await?;
+            let (granted,): (i64,) = sqlx::query_as(
+                "SELECT granted FROM quota_accounts WHERE tenant_id = $1 AND quota_key = $2
+                 FOR UPDATE",
+            )
+            .bind(tenant)
+            .bind(quota_key)
+            .fetch_one(&mut *c)
+            .await?;
+            // A statement of its own after the lock: under READ COMMITTED it sees a grant
+            // that a concurrent holder of the lock committed under this key.
+            let first: Option<(i64,)> =
+                match idempotency_key {
+                    None => None,
+                    Some(key) => sqlx::query_as(
+                        "SELECT amount FROM quota_journal WHERE tenant_id = $1 AND quota_key = $2
+                         AND kind = 'grant' AND idempotency_key = $3",
+                    )
+                    .bind(tenant)
+                    .bind(quota_key)
+                    .bind(key)
+                    .fetch_optional(&mut *c)
+                    .await?,
+                };
+            let decided = decide(granted, amount, first.map(|(a,)| a));
+            if decided != Grant::Applied {
+                return Ok(decided);
+            }
             sqlx::query(
                 "WITH j AS (
                      INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, idempotency_key, at)
                      VALUES ($1, $2, 'grant', $3, $4, herald_now($5))
-                     ON CONFLICT (tenant_id, quota_key, idempotency_key)
-                         WHERE kind = 'grant' AND idempotency_key IS NOT NULL DO NOTHING
                      RETURNING amount)
                  UPDATE quota_accounts a SET granted = a.granted + j.amount,
                      available = a.available + j.amount, updated_at = herald_now($5)
@@ -111,12 +178,22 @@ pub async fn quota_grant(
             .bind(idempotency_key)
             .bind(now)
             .execute(&mut *c)
-            .await?
-            .rows_affected()
-                == 1
+            .await?;
+            Ok(Grant::Applied)
         }
-    };
-    Ok(applied)
+    }
+}
+
+/// The grant's fate from the locked account's granted total and the amount this key
+/// granted before, if it did.
+fn decide(granted: i64, amount: i64, amount_first: Option<i64>) -> Grant {
+    match amount_first {
+        Some(first) if first == amount => Grant::Repeated,
+        Some(amount_first) => Grant::KeyReused { amount_first },
+        // `amount` is positive, so the subtraction cannot overflow (an addition could).
+        None if granted > QUOTA_GRANTED_MAX - amount => Grant::OverLimit { granted },
+        None => Grant::Applied,
+    }
 }
 
 /// Holds `cost` units for reservation `seq` of `delivery`. `false` (and nothing written)

@@ -5,11 +5,11 @@ use crate::delivery::{Attempt, Delivery};
 use crate::error::Error;
 use crate::runner::Herald;
 use base64::Engine as _;
-use herald_core::limits::{GRANT_MAX, QUOTA_KEY_LEN_MAX};
+use herald_core::limits::{GRANT_MAX, QUOTA_GRANTED_MAX, QUOTA_KEY_LEN_MAX};
 use herald_store::deliveries::{
     Change, delivery_attempts, delivery_cancel, delivery_get, delivery_replay,
 };
-use herald_store::quota::{QuotaAccount, quota_accounts, quota_grant};
+use herald_store::quota::{Grant, QuotaAccount, quota_accounts, quota_grant};
 use herald_store::tenants::tenant_insert;
 use uuid::Uuid;
 
@@ -57,13 +57,16 @@ impl Herald {
             .await?
             .value;
         if !created {
-            return Err(Error::Invalid(format!("a tenant named {name:?} exists")));
+            return Err(Error::TenantExists { name: name.to_string() });
         }
         Ok(tenant)
     }
 
-    /// Grants `amount` units on (tenant, quota_key). With an idempotency key a retried
-    /// grant counts once; returns whether this call added the units.
+    /// Grants `amount` units on (tenant, quota_key). With an idempotency key (scoped to
+    /// the account) a retried grant counts once: returns whether this call added the
+    /// units. The same key with another amount is `GrantKeyReused`, a grant that would
+    /// take the granted total past `QUOTA_GRANTED_MAX` is `GrantOverLimit`; neither
+    /// changes anything.
     pub async fn quota_grant(
         &self,
         tenant: Uuid,
@@ -91,7 +94,19 @@ impl Herald {
                 if !herald_store::tenants::tenant_exists(conn, tenant).await? {
                     return Err(Error::UnknownTenant);
                 }
-                Ok(quota_grant(tx.conn(), tenant, &key, amount, idem.as_deref(), now).await?)
+                match quota_grant(tx.conn(), tenant, &key, amount, idem.as_deref(), now).await? {
+                    Grant::Applied => Ok(true),
+                    Grant::Repeated => Ok(false),
+                    Grant::KeyReused { amount_first } => {
+                        Err(Error::GrantKeyReused { quota_key: key, amount, amount_first })
+                    }
+                    Grant::OverLimit { granted } => Err(Error::GrantOverLimit {
+                        quota_key: key,
+                        amount,
+                        granted,
+                        limit: QUOTA_GRANTED_MAX,
+                    }),
+                }
             })
         })
         .await

@@ -72,6 +72,24 @@ pub enum Error {
     #[error("idempotency key reused: this operation key was used with a different request")]
     IdempotencyKeyReused,
 
+    /// A grant's idempotency key was used on this account before, for another amount.
+    /// Nothing changed; the first grant stands.
+    #[error(
+        "idempotency key reused: this key already granted {amount_first} on {quota_key:?}, not {amount}"
+    )]
+    GrantKeyReused { quota_key: String, amount: i64, amount_first: i64 },
+
+    /// A grant would take the account's granted total past `QUOTA_GRANTED_MAX`. Nothing
+    /// changed.
+    #[error(
+        "granting {amount} on {quota_key:?} would take its granted total from {granted} past {limit}"
+    )]
+    GrantOverLimit { quota_key: String, amount: i64, granted: i64, limit: i64 },
+
+    /// A tenant with this name exists (names are unique).
+    #[error("a tenant named {name:?} exists")]
+    TenantExists { name: String },
+
     /// The tenant's quota account cannot cover the cost (or does not exist).
     #[error("quota exhausted for {quota_key:?}")]
     QuotaExhausted { quota_key: String },

@@ -34,7 +34,7 @@ use herald_store::deliveries::{Lease, deliveries_lease};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -344,7 +344,8 @@ struct Claimed {
 struct Model {
     tenants: Vec<Uuid>,
     granted: Vec<i64>,
-    grant_keys: Vec<BTreeSet<u8>>,
+    /// Per tenant: grant idempotency key number → the amount it granted.
+    grant_keys: Vec<BTreeMap<u8, i64>>,
     /// Per tenant: operation key number → the claim.
     claims: Vec<BTreeMap<u8, Claimed>>,
     /// Every delivery created, in order: (tenant index, key).
@@ -383,6 +384,9 @@ fn brief<T>(r: &Result<T, Error>, ok: impl FnOnce(&T) -> String) -> String {
         Err(Error::WrongState { state, .. }) => format!("WrongState({state})"),
         Err(Error::NotFound) => "NotFound".into(),
         Err(Error::IdempotencyKeyReused) => "IdempotencyKeyReused".into(),
+        Err(Error::GrantKeyReused { amount_first, .. }) => {
+            format!("GrantKeyReused({amount_first})")
+        }
         Err(e) => format!("unexpected error: {e} ({e:?})"),
     }
 }
@@ -419,21 +423,25 @@ impl World {
             Op::Grant { tenant, amount, idempotency_key } => {
                 let (t, tid) = self.tenant(tenant);
                 let key = idempotency_key.map(|k| format!("g{k}"));
-                let expect = idempotency_key.is_none_or(|k| !self.model.grant_keys[t].contains(&k));
+                // None: applied; Some(first): a repeat of a grant of `first` under this key,
+                // which is `GrantKeyReused` unless `first == amount`.
+                let first = idempotency_key.and_then(|k| self.model.grant_keys[t].get(&k).copied());
                 let r = self.herald.quota_grant(tid, QUOTA_KEY, amount, key.as_deref()).await;
                 let line = format!(
                     "grant t{t} {amount} key={key:?} -> {}",
                     brief(&r, |applied| format!("applied={applied}"))
                 );
-                match r {
-                    Ok(applied) if applied == expect => {}
-                    _ => return Err(format!("{line}; expected applied={expect}")),
-                }
-                if expect {
-                    self.model.granted[t] += amount;
-                    if let Some(k) = idempotency_key {
-                        self.model.grant_keys[t].insert(k);
+                match (&r, first) {
+                    (Ok(true), None) => {
+                        self.model.granted[t] += amount;
+                        if let Some(k) = idempotency_key {
+                            self.model.grant_keys[t].insert(k, amount);
+                        }
                     }
+                    (Ok(false), Some(first)) if first == amount => {}
+                    (Err(Error::GrantKeyReused { amount_first, .. }), Some(first))
+                        if first != amount && *amount_first == first => {}
+                    _ => return Err(format!("{line}; expected a grant after {first:?}")),
                 }
                 Ok(line)
             }
@@ -899,7 +907,7 @@ async fn run_ops(herald: &Herald, clock: Clock, case: &Case) -> Result<(), Strin
         let tenant = herald.tenant_create(&format!("t{t}")).await.map_err(|e| e.to_string())?;
         model.tenants.push(tenant.id);
         model.granted.push(0);
-        model.grant_keys.push(BTreeSet::new());
+        model.grant_keys.push(BTreeMap::new());
         model.claims.push(BTreeMap::new());
     }
     let mut world = World { herald: herald.clone(), clock, channel: Scripted::default(), model };

@@ -52,13 +52,8 @@ pub async fn create_tenant(
     _admin: AdminAuth,
     JsonBody(body): JsonBody<CreateTenant>,
 ) -> ApiResult<(StatusCode, Json<TenantCreated>)> {
-    let tenant = match state.herald.tenant_create(&body.name).await {
-        Ok(t) => t,
-        Err(herald::Error::Invalid(m)) if m.contains("exists") => {
-            return Err(ApiError::new(StatusCode::CONFLICT, "conflict", m));
-        }
-        Err(e) => return Err(e.into()),
-    };
+    // A taken name is `TenantExists`, a 409 (error.rs).
+    let tenant = state.herald.tenant_create(&body.name).await?;
     let key = create_key(&state.herald, tenant.id).await?;
     Ok((
         StatusCode::CREATED,

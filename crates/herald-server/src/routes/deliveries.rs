@@ -144,6 +144,7 @@ pub async fn cancel(
 
 /// `GET /v1/deliveries` query.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     pub state: Option<String>,

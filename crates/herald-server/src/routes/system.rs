@@ -56,6 +56,6 @@ pub async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Respo
 
 /// This API, as OpenAPI 3, generated from the handlers.
 #[utoipa::path(get, path = "/openapi.json", responses((status = 200)))]
-pub async fn openapi() -> Json<utoipa::openapi::OpenApi> {
-    Json(crate::openapi_document())
+pub async fn openapi(State(state): State<AppState>) -> Json<serde_json::Value> {
+    Json(crate::openapi::document(&state.channels))
 }

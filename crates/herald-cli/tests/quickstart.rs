@@ -1,0 +1,67 @@
+//! README's "Quick start with curl", exactly as written, run with bash against a real
+//! `herald serve` (the block reads `HERALD_URL`, defaulting to the server's default
+//! address): every command must succeed and every answer be what the comments say.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{Server, run};
+use serde_json::Value;
+use std::time::Duration;
+use tokio::process::Command;
+
+/// The admin key the quick start uses (README's `HERALD_ADMIN_KEY=change-me`).
+const ADMIN_KEY: &str = "change-me";
+/// The quick start's webhook target. The test points it at a loopback address instead,
+/// which the server refuses to send to (private targets are not allowed), so running the
+/// block sends nothing off this machine.
+const TARGET: &str = "https://example.com/hooks";
+const TARGET_LOCAL: &str = "https://localhost/hooks";
+
+/// The first ```sh block after the "Quick start with curl" heading.
+fn quick_start_block() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    let readme = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let (_, after) = readme.split_once("### Quick start with curl").expect("the heading");
+    let (_, block) = after.split_once("```sh\n").expect("a ```sh block after the heading");
+    let (block, _) = block.split_once("\n```").expect("the block's end");
+    block.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readme_quick_start_runs_as_pasted() {
+    let block = quick_start_block();
+    assert_eq!(block.matches(TARGET).count(), 1, "the quick start's target moved:\n{block}");
+    assert!(!block.contains('<'), "a placeholder is left in the quick start:\n{block}");
+    let block = block.replace(TARGET, TARGET_LOCAL);
+    let server = Server::start(ADMIN_KEY).await;
+    let mut bash = Command::new("bash");
+    bash.args(["-e", "-u", "-o", "pipefail", "-c", &block])
+        .env("HERALD_URL", server.url())
+        .current_dir(server.dir.path());
+    let (ok, out) = run(bash, Duration::from_secs(60)).await;
+    assert!(ok, "the quick start failed:\n{out}\nserver log:\n{}", server.log());
+
+    let answers: Vec<Value> = out
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{out}")))
+        .collect();
+    let [tenant, grant, created, shown, attempts, quotas] = answers.as_slice() else {
+        panic!("expected six answers, got {}:\n{out}", answers.len());
+    };
+    assert_eq!(tenant["name"], "acme", "{tenant}");
+    assert!(tenant["api_key"].as_str().is_some_and(|k| k.starts_with("hk_")), "{tenant}");
+    assert_eq!((grant["applied"].clone(), grant["granted"].clone()), (true.into(), 100.into()));
+    assert_eq!(created["duplicate"], false, "{created}");
+    assert_eq!(created["operation_key"], "order-42-ready", "{created}");
+    assert_eq!(created["tenant"], tenant["id"], "{created}");
+    assert_eq!(shown["id"], created["id"], "{shown}");
+    assert!(attempts["attempts"].is_array(), "{attempts}");
+    let webhook = &quotas["quotas"][0];
+    assert_eq!(
+        (webhook["quota_key"].clone(), webhook["granted"].clone()),
+        ("webhook".into(), 100.into())
+    );
+}
