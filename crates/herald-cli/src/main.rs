@@ -2,7 +2,7 @@
 //! (or JSON with `--json`) and turns any error into one line on stderr and exit code 1.
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 mod bench;
@@ -81,7 +81,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
         Err(e) => return usage(e),
     };
@@ -106,6 +106,23 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The command line as clap sees it, with every env value hidden from `--help`. Values
+/// such as `HERALD_DB` (a password), `HERALD_ADMIN_KEY` or `HERALD_SMTP_URL` are secrets,
+/// and one rule for every setting also covers the ones added later, which a per-setting
+/// `hide_env_values` would leave to memory. `--help` still names each env var.
+fn command() -> clap::Command {
+    hide_env_values(Cli::command())
+}
+
+fn hide_env_values(command: clap::Command) -> clap::Command {
+    command.mut_args(|arg| arg.hide_env_values(true)).mut_subcommands(hide_env_values)
+}
+
+fn parse() -> Result<Cli, clap::Error> {
+    let mut matches = command().try_get_matches()?;
+    Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut command()))
 }
 
 /// `--help` and `--version` print as usual; a usage error is one line, exit code 1, like
@@ -166,4 +183,29 @@ fn chain(error: &anyhow::Error) -> String {
 /// Errors from drivers sometimes carry newlines; an operator's terminal gets one line.
 fn one_line(message: &str) -> String {
     message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every setting read from the environment, in every (nested) subcommand, keeps its
+    /// value out of `--help`.
+    #[test]
+    fn help_hides_every_env_value() {
+        fn check(command: &clap::Command, path: &str, seen: &mut usize) {
+            for arg in command.get_arguments().filter(|a| a.get_env().is_some()) {
+                *seen += 1;
+                assert!(arg.is_hide_env_values_set(), "{path} --{}", arg.get_id());
+            }
+            for sub in command.get_subcommands() {
+                check(sub, &format!("{path} {}", sub.get_name()), seen);
+            }
+        }
+        let mut command = command();
+        command.build();
+        let mut seen = 0;
+        check(&command, "herald", &mut seen);
+        assert!(seen > 20, "only {seen} env settings found");
+    }
 }
