@@ -186,6 +186,7 @@ fn one_line(message: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
 
@@ -207,5 +208,101 @@ mod tests {
         let mut seen = 0;
         check(&command, "herald", &mut seen);
         assert!(seen > 20, "only {seen} env settings found");
+    }
+
+    const DB: &str = "postgres://u:s3cr3t@h/db";
+    const SMTP: &str = "smtps://u:smtpp4ss@h:465";
+    /// Each secret text planted in a setting.
+    const SECRETS: [&str; 4] = ["s3cr3t", "adm1nsecret", "smtpp4ss", "m3trics"];
+
+    fn assert_no_secret(what: &str, shown: &str) {
+        for secret in SECRETS {
+            assert!(!shown.contains(secret), "{what}: shows {secret:?}: {shown}");
+        }
+    }
+
+    #[test]
+    fn debug_of_every_command_line_hides_secrets() {
+        let settings = [
+            "--db",
+            DB,
+            "--admin-key",
+            "adm1nsecret",
+            "--smtp-url",
+            SMTP,
+            "--metrics-token",
+            "m3trics",
+        ];
+        let cases: [Vec<&str>; 8] = [
+            [&["herald", "serve"][..], &settings].concat(),
+            [&["herald", "worker"][..], &settings].concat(),
+            [&["herald", "reconcile"][..], &settings].concat(),
+            vec!["herald", "migrate", "--db", DB],
+            vec!["herald", "tenant", "--db", DB, "create", "acme"],
+            vec!["herald", "deliveries", "--db", DB, "list", "acme"],
+            vec!["herald", "demo", "--db", DB],
+            vec!["herald", "bench", "--db", DB],
+        ];
+        for args in cases {
+            let mut matches = command().try_get_matches_from(&args).expect("parses");
+            let cli = Cli::from_arg_matches_mut(&mut matches).expect("parses");
+            let shown = format!("{cli:?}");
+            assert!(shown.contains("postgres://u:***@h/db"), "{args:?}: no database in {shown}");
+            assert_no_secret(&format!("{args:?}"), &shown);
+        }
+    }
+
+    /// Only the settings, parsed as `serve` parses them.
+    #[derive(Parser)]
+    struct SettingsOnly {
+        #[command(flatten)]
+        settings: settings::Settings,
+    }
+
+    fn settings_file(text: &str) -> (tempfile::TempDir, settings::Settings) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("herald.toml");
+        std::fs::write(&path, text).expect("write herald.toml");
+        let path = path.to_str().expect("utf-8 path").to_string();
+        let only = SettingsOnly::try_parse_from(["herald", "--config", &path]).expect("parses");
+        (dir, only.settings)
+    }
+
+    #[test]
+    fn debug_of_settings_from_the_file_hides_secrets() {
+        let text = format!(
+            "db = \"{DB}\"\nadmin_key = \"adm1nsecret\"\nsmtp_url = \"{SMTP}\"\n\
+             smtp_from = \"herald@example.com\"\nmetrics_token = \"m3trics\"\n"
+        );
+        let (_dir, settings) = settings_file(&text);
+        let resolved = settings.resolve().expect("resolves");
+        assert_eq!(resolved.admin_key.as_deref(), Some("adm1nsecret"), "read from the file");
+        let shown = format!("{resolved:?}");
+        for visible in ["postgres://u:***@h/db", "smtps://u:***@h:465", "herald@example.com"] {
+            assert!(shown.contains(visible), "{visible:?} missing from {shown}");
+        }
+        assert_no_secret("Resolved", &shown);
+        assert_no_secret("Settings", &format!("{settings:?}"));
+    }
+
+    #[test]
+    fn errors_about_the_file_do_not_quote_its_values() {
+        // (herald.toml, text the error must contain)
+        let cases = [
+            ("listen = \"127.0.0.1:1\"\nadmin_key = adm1nsecret\n", "line 2"),
+            ("admin_key = [\"adm1nsecret\"]\n", "admin_key must be a string"),
+            ("metrics_token = { t = \"m3trics\" }\n", "metrics_token must be a string"),
+            ("smtp_url = \"{SMTP}\"\nsmtp_url = \"{SMTP}\"\n", "line 2"),
+        ];
+        for (text, expect) in cases {
+            let text = text.replace("{SMTP}", SMTP);
+            let (_dir, settings) = settings_file(&text);
+            let error = match settings.resolve() {
+                Ok(_) => panic!("{text:?}: accepted"),
+                Err(e) => chain(&e),
+            };
+            assert!(error.contains(expect), "{text:?}: expected {expect:?} in {error}");
+            assert_no_secret(&text, &error);
+        }
     }
 }
