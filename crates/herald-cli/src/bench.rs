@@ -64,7 +64,7 @@ const PEER_TIMEOUT: Duration = Duration::from_secs(300);
 /// Longest any of herald's waits for a drain may take.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
 
-#[derive(Debug, clap::Args)]
+#[derive(clap::Args)]
 pub struct Args {
     /// PostgreSQL to measure on (a fresh schema is created and dropped).
     #[arg(long, env = "HERALD_DB", default_value = "postgres://postgres@127.0.0.1:5432/test")]
@@ -103,6 +103,25 @@ pub struct Args {
     /// Only the end-to-end phase, floor and herald (for profiling it).
     #[arg(long, hide = true, conflicts_with = "drain_only")]
     e2e_only: bool,
+}
+
+/// The URL prints without its password.
+impl std::fmt::Debug for Args {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Args")
+            .field("db", &herald_core::redact_url(&self.db))
+            .field("quick", &self.quick)
+            .field("clients", &self.clients)
+            .field("workers", &self.workers)
+            .field("tenants", &self.tenants)
+            .field("json", &self.json)
+            .field("peers", &self.peers)
+            .field("no_peers", &self.no_peers)
+            .field("n", &self.n)
+            .field("drain_only", &self.drain_only)
+            .field("e2e_only", &self.e2e_only)
+            .finish()
+    }
 }
 
 /// How a figure compares to a peer's: which peer phase, and which of its numbers.

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use herald::demo::{DemoReport, RECEIPT_EVENTS};
 
-#[derive(Debug, clap::Args)]
+#[derive(clap::Args)]
 pub struct Args {
     /// Database to run the demo in: a file path or sqlite://PATH, or postgres://… It gets
     /// herald's schema plus a few demo_* tables. Defaults to its own SQLite file, so the
@@ -13,6 +13,16 @@ pub struct Args {
     /// Print JSON instead of the report.
     #[arg(long)]
     json: bool,
+}
+
+/// The URL prints without its password.
+impl std::fmt::Debug for Args {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Args")
+            .field("db", &herald_core::redact_url(&self.db))
+            .field("json", &self.json)
+            .finish()
+    }
 }
 
 pub async fn run(args: Args) -> Result<()> {

@@ -2,7 +2,7 @@
 //! (or JSON with `--json`) and turns any error into one line on stderr and exit code 1.
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 mod bench;
@@ -81,7 +81,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
         Err(e) => return usage(e),
     };
@@ -106,6 +106,23 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The command line as clap sees it, with every env value hidden from `--help`. Values
+/// such as `HERALD_DB` (a password), `HERALD_ADMIN_KEY` or `HERALD_SMTP_URL` are secrets,
+/// and one rule for every setting also covers the ones added later, which a per-setting
+/// `hide_env_values` would leave to memory. `--help` still names each env var.
+fn command() -> clap::Command {
+    hide_env_values(Cli::command())
+}
+
+fn hide_env_values(command: clap::Command) -> clap::Command {
+    command.mut_args(|arg| arg.hide_env_values(true)).mut_subcommands(hide_env_values)
+}
+
+fn parse() -> Result<Cli, clap::Error> {
+    let mut matches = command().try_get_matches()?;
+    Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut command()))
 }
 
 /// `--help` and `--version` print as usual; a usage error is one line, exit code 1, like
@@ -166,4 +183,126 @@ fn chain(error: &anyhow::Error) -> String {
 /// Errors from drivers sometimes carry newlines; an operator's terminal gets one line.
 fn one_line(message: &str) -> String {
     message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    /// Every setting read from the environment, in every (nested) subcommand, keeps its
+    /// value out of `--help`.
+    #[test]
+    fn help_hides_every_env_value() {
+        fn check(command: &clap::Command, path: &str, seen: &mut usize) {
+            for arg in command.get_arguments().filter(|a| a.get_env().is_some()) {
+                *seen += 1;
+                assert!(arg.is_hide_env_values_set(), "{path} --{}", arg.get_id());
+            }
+            for sub in command.get_subcommands() {
+                check(sub, &format!("{path} {}", sub.get_name()), seen);
+            }
+        }
+        let mut command = command();
+        command.build();
+        let mut seen = 0;
+        check(&command, "herald", &mut seen);
+        assert!(seen > 20, "only {seen} env settings found");
+    }
+
+    const DB: &str = "postgres://u:s3cr3t@h/db";
+    const SMTP: &str = "smtps://u:smtpp4ss@h:465";
+    /// Each secret text planted in a setting.
+    const SECRETS: [&str; 4] = ["s3cr3t", "adm1nsecret", "smtpp4ss", "m3trics"];
+
+    fn assert_no_secret(what: &str, shown: &str) {
+        for secret in SECRETS {
+            assert!(!shown.contains(secret), "{what}: shows {secret:?}: {shown}");
+        }
+    }
+
+    #[test]
+    fn debug_of_every_command_line_hides_secrets() {
+        let settings = [
+            "--db",
+            DB,
+            "--admin-key",
+            "adm1nsecret",
+            "--smtp-url",
+            SMTP,
+            "--metrics-token",
+            "m3trics",
+        ];
+        let cases: [Vec<&str>; 8] = [
+            [&["herald", "serve"][..], &settings].concat(),
+            [&["herald", "worker"][..], &settings].concat(),
+            [&["herald", "reconcile"][..], &settings].concat(),
+            vec!["herald", "migrate", "--db", DB],
+            vec!["herald", "tenant", "--db", DB, "create", "acme"],
+            vec!["herald", "deliveries", "--db", DB, "list", "acme"],
+            vec!["herald", "demo", "--db", DB],
+            vec!["herald", "bench", "--db", DB],
+        ];
+        for args in cases {
+            let mut matches = command().try_get_matches_from(&args).expect("parses");
+            let cli = Cli::from_arg_matches_mut(&mut matches).expect("parses");
+            let shown = format!("{cli:?}");
+            assert!(shown.contains("postgres://u:***@h/db"), "{args:?}: no database in {shown}");
+            assert_no_secret(&format!("{args:?}"), &shown);
+        }
+    }
+
+    /// Only the settings, parsed as `serve` parses them.
+    #[derive(Parser)]
+    struct SettingsOnly {
+        #[command(flatten)]
+        settings: settings::Settings,
+    }
+
+    fn settings_file(text: &str) -> (tempfile::TempDir, settings::Settings) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("herald.toml");
+        std::fs::write(&path, text).expect("write herald.toml");
+        let path = path.to_str().expect("utf-8 path").to_string();
+        let only = SettingsOnly::try_parse_from(["herald", "--config", &path]).expect("parses");
+        (dir, only.settings)
+    }
+
+    #[test]
+    fn debug_of_settings_from_the_file_hides_secrets() {
+        let text = format!(
+            "db = \"{DB}\"\nadmin_key = \"adm1nsecret\"\nsmtp_url = \"{SMTP}\"\n\
+             smtp_from = \"herald@example.com\"\nmetrics_token = \"m3trics\"\n"
+        );
+        let (_dir, settings) = settings_file(&text);
+        let resolved = settings.resolve().expect("resolves");
+        assert_eq!(resolved.admin_key.as_deref(), Some("adm1nsecret"), "read from the file");
+        let shown = format!("{resolved:?}");
+        for visible in ["postgres://u:***@h/db", "smtps://u:***@h:465", "herald@example.com"] {
+            assert!(shown.contains(visible), "{visible:?} missing from {shown}");
+        }
+        assert_no_secret("Resolved", &shown);
+        assert_no_secret("Settings", &format!("{settings:?}"));
+    }
+
+    #[test]
+    fn errors_about_the_file_do_not_quote_its_values() {
+        // (herald.toml, text the error must contain)
+        let cases = [
+            ("listen = \"127.0.0.1:1\"\nadmin_key = adm1nsecret\n", "line 2"),
+            ("admin_key = [\"adm1nsecret\"]\n", "admin_key must be a string"),
+            ("metrics_token = { t = \"m3trics\" }\n", "metrics_token must be a string"),
+            ("smtp_url = \"{SMTP}\"\nsmtp_url = \"{SMTP}\"\n", "line 2"),
+        ];
+        for (text, expect) in cases {
+            let text = text.replace("{SMTP}", SMTP);
+            let (_dir, settings) = settings_file(&text);
+            let error = match settings.resolve() {
+                Ok(_) => panic!("{text:?}: accepted"),
+                Err(e) => chain(&e),
+            };
+            assert!(error.contains(expect), "{text:?}: expected {expect:?} in {error}");
+            assert_no_secret(&text, &error);
+        }
+    }
 }

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use herald_store::{DbUrl, Store, StoreOptions};
 
-#[derive(Debug, clap::Args)]
+#[derive(clap::Args)]
 pub struct Args {
     /// Database: a file path or sqlite://PATH (created if missing), or postgres://…
     #[arg(long, env = "HERALD_DB", default_value = crate::DB_DEFAULT)]
@@ -11,6 +11,16 @@ pub struct Args {
     /// Print JSON instead of a sentence.
     #[arg(long)]
     json: bool,
+}
+
+/// The URL prints without its password.
+impl std::fmt::Debug for Args {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Args")
+            .field("db", &herald_core::redact_url(&self.db))
+            .field("json", &self.json)
+            .finish()
+    }
 }
 
 pub async fn run(args: Args) -> Result<()> {

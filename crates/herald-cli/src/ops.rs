@@ -9,7 +9,7 @@ use herald_store::keys::{api_key_insert, api_key_revoke};
 use herald_store::tenants::tenant_exists;
 use uuid::Uuid;
 
-#[derive(Debug, clap::Args)]
+#[derive(clap::Args)]
 pub struct Db {
     /// Database: a file path or sqlite://PATH, or postgres://…
     #[arg(long, global = true, env = "HERALD_DB", default_value = crate::DB_DEFAULT)]
@@ -17,6 +17,16 @@ pub struct Db {
     /// Print JSON.
     #[arg(long, global = true)]
     json: bool,
+}
+
+/// The URL prints without its password.
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("db", &herald_core::redact_url(&self.db))
+            .field("json", &self.json)
+            .finish()
+    }
 }
 
 #[derive(Debug, clap::Subcommand)]

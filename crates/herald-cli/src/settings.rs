@@ -8,13 +8,14 @@ use herald::{ReconcilerOptions, RetryPolicy, WorkerOptions};
 use herald_core::Backoff;
 use herald_core::duration::parse_duration;
 use herald_core::limits;
+use herald_core::{Redacted, redact_url};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// The raw settings, as given on the command line or in the environment.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Clone, clap::Args)]
 pub struct Settings {
     /// Database: a file path or sqlite://PATH (created and migrated on first start), or postgres://… [default: herald.db]
     #[arg(long, env = "HERALD_DB")]
@@ -76,7 +77,7 @@ pub struct Settings {
 }
 
 /// Typed, validated settings.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Resolved {
     pub db: String,
     pub listen: SocketAddr,
@@ -222,8 +223,11 @@ impl Settings {
             }
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
-        let table: toml::Table =
-            text.parse().with_context(|| format!("{} is not valid TOML", path.display()))?;
+        // toml's own message quotes the offending line, which can hold a secret.
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let line = e.span().map_or(1, |span| text[..span.start].matches('\n').count() + 1);
+            anyhow!("{} is not valid TOML (line {line}): {}", path.display(), e.message().trim())
+        })?;
         let known = [
             "db",
             "listen",
@@ -254,12 +258,60 @@ impl Settings {
                 toml::Value::Integer(n) => n.to_string(),
                 toml::Value::Boolean(b) => b.to_string(),
                 other => bail!(
-                    "{}: {key} must be a string, number or boolean, not {other}",
-                    path.display()
+                    "{}: {key} must be a string, number or boolean, not {}",
+                    path.display(),
+                    other.type_str()
                 ),
             };
             out.insert(key, value);
         }
         Ok(out)
+    }
+}
+
+// Manual Debug: the database and SMTP URLs lose their passwords; the admin key and the
+// metrics token show only whether they are set. A new setting goes here too.
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("db", &self.db.as_deref().map(redact_url))
+            .field("config", &self.config)
+            .field("listen", &self.listen)
+            .field("admin_key", &Redacted::of(&self.admin_key))
+            .field("workers", &self.workers)
+            .field("lease", &self.lease)
+            .field("send_timeout", &self.send_timeout)
+            .field("poll_interval", &self.poll_interval)
+            .field("reconcile_every", &self.reconcile_every)
+            .field("max_attempts", &self.max_attempts)
+            .field("backoff_base", &self.backoff_base)
+            .field("backoff_max", &self.backoff_max)
+            .field("retry_after_max", &self.retry_after_max)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("retention", &self.retention)
+            .field("allow_private_targets", &self.allow_private_targets)
+            .field("smtp_url", &self.smtp_url.as_deref().map(redact_url))
+            .field("smtp_from", &self.smtp_from)
+            .field("metrics_token", &Redacted::of(&self.metrics_token))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolved")
+            .field("db", &redact_url(&self.db))
+            .field("listen", &self.listen)
+            .field("admin_key", &Redacted::of(&self.admin_key))
+            .field("metrics_token", &Redacted::of(&self.metrics_token))
+            .field("worker", &self.worker)
+            .field("reconciler", &self.reconciler)
+            .field("max_attempts", &self.max_attempts)
+            .field("retention", &self.retention)
+            .field("allow_private_targets", &self.allow_private_targets)
+            .field("smtp_url", &self.smtp_url.as_deref().map(redact_url))
+            .field("smtp_from", &self.smtp_from)
+            .finish()
     }
 }

@@ -609,3 +609,45 @@ async fn set_granted(db: &TestDb, tenant: &str, granted: i64) {
         }
     }
 }
+
+/// Secrets in the environment, and the text each one contains that must never be shown.
+const SECRET_ENV: [(&str, &str, &str); 4] = [
+    ("HERALD_DB", "postgres://u:s3cr3t@h/db", "s3cr3t"),
+    ("HERALD_ADMIN_KEY", "adm1nsecret", "adm1nsecret"),
+    ("HERALD_SMTP_URL", "smtps://u:smtpp4ss@h:465", "smtpp4ss"),
+    ("HERALD_METRICS_TOKEN", "m3trics", "m3trics"),
+];
+
+#[test]
+fn help_never_shows_secrets_from_the_environment() {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let commands: [&[&str]; 9] = [
+        &["--help"],
+        &["serve", "--help"],
+        &["worker", "--help"],
+        &["reconcile", "--help"],
+        &["migrate", "--help"],
+        &["tenant", "--help"],
+        &["tenant", "create", "--help"],
+        &["deliveries", "list", "--help"],
+        &["bench", "--help"],
+    ];
+    for args in commands {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_herald"));
+        command.args(args).current_dir(cwd.path()).env_remove("RUST_LOG");
+        for (name, value, _) in SECRET_ENV {
+            command.env(name, value);
+        }
+        let out = command.output().expect("run the herald binary");
+        let (stdout, stderr) =
+            (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(stdout.contains("Usage"), "{args:?}: not a help text:\n{stdout}");
+        for (name, _, secret) in SECRET_ENV {
+            assert!(
+                !stdout.contains(secret) && !stderr.contains(secret),
+                "{args:?}: {name} shown:\n{stdout}{stderr}"
+            );
+        }
+    }
+}

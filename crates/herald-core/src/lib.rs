@@ -1,6 +1,6 @@
 //! herald's sans-IO core: delivery states and the completion rules, retry backoff, the
-//! submit fingerprint, the named limits and the validated identifiers every other crate
-//! shares. Nothing here touches a database, a socket or an
+//! submit fingerprint, the named limits, the validated identifiers and the secret
+//! redaction every other crate shares. Nothing here touches a database, a socket or an
 //! async runtime, so all of it is tested with plain (property) tests.
 
 pub mod backoff;
@@ -9,11 +9,13 @@ pub mod duration;
 pub mod fingerprint;
 pub mod ident;
 pub mod limits;
+pub mod redact;
 pub mod retry;
 pub mod state;
 
 pub use backoff::Backoff;
 pub use decide::{Current, Decision, Report, decide};
 pub use ident::{IdentError, OperationId, Scope};
+pub use redact::{Redacted, redact_url};
 pub use retry::RetryPolicy;
 pub use state::{AttemptOutcome, DeliveryState};

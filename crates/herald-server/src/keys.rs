@@ -9,12 +9,23 @@ use sha2::{Digest, Sha256};
 pub const KEY_LEN_MAX: usize = 200;
 
 /// A new key: what to show once, and what to store.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct NewKey {
     pub key_id: String,
     pub secret_sha256: [u8; 32],
     /// The full key, shown to the caller exactly once.
     pub plaintext: String,
+}
+
+/// Only the public key id is shown: the key and its hash print as `***`.
+impl std::fmt::Debug for NewKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewKey")
+            .field("key_id", &self.key_id)
+            .field("secret_sha256", &herald_core::Redacted)
+            .field("plaintext", &herald_core::Redacted)
+            .finish()
+    }
 }
 
 fn random<const N: usize>() -> Result<[u8; N], getrandom::Error> {

@@ -3,6 +3,8 @@
 //! reconciler and retention in one process.
 
 pub mod cursor;
+#[cfg(test)]
+mod debug_tests;
 pub mod error;
 pub mod extract;
 pub mod keys;

@@ -161,7 +161,7 @@ pub struct CreateTenant {
     pub name: String,
 }
 
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Clone, Serialize, ToSchema)]
 pub struct TenantCreated {
     pub id: String,
     pub name: String,
@@ -171,14 +171,14 @@ pub struct TenantCreated {
     pub webhook_secret: String,
 }
 
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Clone, Serialize, ToSchema)]
 pub struct KeyCreated {
     pub key_id: String,
     /// Shown once.
     pub api_key: String,
 }
 
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Clone, Serialize, ToSchema)]
 pub struct SecretRotated {
     /// The new signing secret; the previous one keeps signing alongside until the next
     /// rotation.
@@ -237,5 +237,33 @@ mod integral {
                 .map(Some)
                 .map_err(|_| D::Error::custom(format!("{n} is out of range"))),
         }
+    }
+}
+
+// The responses that carry a key or a secret (shown once, to the caller) print it as `***`.
+
+impl std::fmt::Debug for TenantCreated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TenantCreated")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("api_key", &herald_core::Redacted)
+            .field("webhook_secret", &herald_core::Redacted)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for KeyCreated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyCreated")
+            .field("key_id", &self.key_id)
+            .field("api_key", &herald_core::Redacted)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for SecretRotated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretRotated").field("webhook_secret", &herald_core::Redacted).finish()
     }
 }

@@ -9,12 +9,24 @@ use sqlx::Row;
 use sqlx::types::Uuid;
 
 /// A stored key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct KeyRow {
     pub key_id: String,
     pub tenant_id: Uuid,
     pub secret_sha256: Vec<u8>,
     pub revoked: bool,
+}
+
+/// The hash prints as `***`: it is what a presented key is checked against.
+impl std::fmt::Debug for KeyRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyRow")
+            .field("key_id", &self.key_id)
+            .field("tenant_id", &self.tenant_id)
+            .field("secret_sha256", &herald_core::Redacted)
+            .field("revoked", &self.revoked)
+            .finish()
+    }
 }
 
 pub async fn api_key_insert(
@@ -117,4 +129,25 @@ pub async fn api_key_revoke(
         .rows_affected(),
     };
     Ok(n == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_secret_hash() {
+        let row = KeyRow {
+            key_id: "0123456789abcdef".into(),
+            tenant_id: Uuid::nil(),
+            secret_sha256: vec![0xab; 32],
+            revoked: false,
+        };
+        let shown = format!("{row:?}");
+        // The bytes as Debug prints them (171) and as hex.
+        assert!(
+            shown.contains("0123456789abcdef") && !shown.contains("171") && !shown.contains("abab"),
+            "{shown}"
+        );
+    }
 }

@@ -2,6 +2,7 @@
 
 use crate::conn::Conn;
 use crate::error::StoreError;
+use herald_core::Redacted;
 use sqlx::types::Uuid;
 
 /// Inserts a tenant; `false` when the name is taken.
@@ -39,12 +40,24 @@ pub async fn tenant_insert(
 pub use crate::deliveries::tenant_exists;
 
 /// A tenant row.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct TenantRow {
     pub id: Uuid,
     pub name: String,
     pub webhook_secret: String,
     pub webhook_secret_previous: Option<String>,
+}
+
+/// The signing secrets print as `***`.
+impl std::fmt::Debug for TenantRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TenantRow")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("webhook_secret", &Redacted)
+            .field("webhook_secret_previous", &Redacted::of(&self.webhook_secret_previous))
+            .finish()
+    }
 }
 
 /// One tenant.
@@ -114,4 +127,21 @@ pub async fn tenant_rotate_secret(
         .rows_affected(),
     };
     Ok(n == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_signing_secrets() {
+        let row = TenantRow {
+            id: Uuid::nil(),
+            name: "acme".into(),
+            webhook_secret: "whsec_current".into(),
+            webhook_secret_previous: Some("whsec_previous".into()),
+        };
+        let shown = format!("{row:?}");
+        assert!(shown.contains("acme") && !shown.contains("whsec_"), "{shown}");
+    }
 }

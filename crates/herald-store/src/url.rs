@@ -51,18 +51,10 @@ fn is_scheme(candidate: &str) -> bool {
         && candidate.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
 }
 
-/// The URL with any password replaced, fit for error messages and logs.
+/// The URL with any password replaced (in the user info or a `password=` parameter), fit
+/// for error messages and logs.
 pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(start), Some(at)) if at > start => {
-            let userinfo = &url[start + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _password)) => format!("{}{user}:***{}", &url[..start + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
+    herald_core::redact_url(url)
 }
 
 impl fmt::Debug for DbUrl {
@@ -137,6 +129,7 @@ mod tests {
         assert_eq!(redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
         assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(redact("herald.db"), "herald.db");
+        assert_eq!(redact("postgres://h/db?password=secret"), "postgres://h/db?password=***");
     }
 
     #[test]

@@ -14,12 +14,23 @@ use herald_store::tenants::tenant_insert;
 use uuid::Uuid;
 
 /// A tenant as created (the webhook secret is shown once).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Tenant {
     pub id: Uuid,
     pub name: String,
     /// The Standard Webhooks signing secret, `whsec_` + base64 of 32 random bytes.
     pub webhook_secret: String,
+}
+
+/// The secret prints as `***`.
+impl std::fmt::Debug for Tenant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tenant")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("webhook_secret", &herald_core::Redacted)
+            .finish()
+    }
 }
 
 /// 32 bytes from the operating system's CSPRNG, base64.
@@ -179,5 +190,19 @@ fn changed(change: Change, operation: &'static str) -> Result<Delivery, Error> {
         Change::NotFound => Err(Error::NotFound),
         Change::WrongState(state) => Err(Error::WrongState { state, operation }),
         Change::QuotaExhausted(quota_key) => Err(Error::QuotaExhausted { quota_key }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_webhook_secret() {
+        let secret = new_webhook_secret().unwrap_or_default();
+        assert!(secret.starts_with("whsec_"));
+        let tenant = Tenant { id: Uuid::nil(), name: "acme".into(), webhook_secret: secret };
+        let shown = format!("{tenant:?}");
+        assert!(shown.contains("acme") && !shown.contains("whsec_"), "{shown}");
     }
 }
