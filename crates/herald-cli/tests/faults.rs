@@ -144,7 +144,7 @@ async fn connection_resets_during_submit_and_drain_lose_nothing_and_stall_nothin
                 n += 1;
                 // Mostly resets; every tenth fault a connection that goes silent instead,
                 // as behind a firewall that dropped the flow (only a timeout ends it).
-                if n % BLACKHOLE_EVERY == 0 {
+                if n.is_multiple_of(BLACKHOLE_EVERY) {
                     proxy_resets.blackhole_random();
                 } else {
                     proxy_resets.reset_random();
