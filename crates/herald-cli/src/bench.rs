@@ -1093,6 +1093,7 @@ async fn submit_http(
         listen: None,
         admin_key: Some(admin_key.clone()),
         metrics_token: None,
+        metrics_per_tenant: false,
         worker: None,
         reconciler: None,
         retention: None,

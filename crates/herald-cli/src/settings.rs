@@ -73,6 +73,9 @@ pub struct Settings {
     /// When set, /metrics needs `Authorization: Bearer <token>` [default: none]
     #[arg(long, env = "HERALD_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
+    /// Also export series labelled by tenant id (they name every tenant to whoever reads /metrics) [default: false]
+    #[arg(long, env = "HERALD_METRICS_PER_TENANT")]
+    pub metrics_per_tenant: Option<String>,
 }
 
 /// Typed, validated settings.
@@ -89,6 +92,7 @@ pub struct Resolved {
     pub allow_private_targets: bool,
     pub smtp_url: Option<String>,
     pub smtp_from: Option<String>,
+    pub metrics_per_tenant: bool,
 }
 
 impl Settings {
@@ -121,6 +125,15 @@ impl Settings {
                         range.end()
                     ),
                 },
+            }
+        };
+        let boolean = |flag: &Option<String>, key: &str| -> Result<bool> {
+            match get(flag, key).as_deref().map(str::trim) {
+                None | Some("false") | Some("0") | Some("no") => Ok(false),
+                Some("true") | Some("1") | Some("yes") => Ok(true),
+                Some(other) => {
+                    bail!("HERALD_{}: {other:?} is not true or false", key.to_uppercase())
+                }
             }
         };
         let listen_raw = get(&self.listen, "listen").unwrap_or_else(|| "127.0.0.1:8080".into());
@@ -206,6 +219,7 @@ impl Settings {
             allow_private_targets,
             smtp_url: get(&self.smtp_url, "smtp_url"),
             smtp_from: get(&self.smtp_from, "smtp_from"),
+            metrics_per_tenant: boolean(&self.metrics_per_tenant, "metrics_per_tenant")?,
         })
     }
 
@@ -243,6 +257,7 @@ impl Settings {
             "smtp_url",
             "smtp_from",
             "metrics_token",
+            "metrics_per_tenant",
         ];
         let mut out = BTreeMap::new();
         for (key, value) in table {

@@ -24,6 +24,8 @@ pub struct ServeConfig {
     pub listen: Option<SocketAddr>,
     pub admin_key: Option<String>,
     pub metrics_token: Option<String>,
+    /// `HERALD_METRICS_PER_TENANT`: `/metrics` also shows series labelled by tenant id.
+    pub metrics_per_tenant: bool,
     /// `None`: no workers in this process.
     pub worker: Option<WorkerOptions>,
     /// `None`: no reconciler in this process.
@@ -37,6 +39,7 @@ impl std::fmt::Debug for ServeConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServeConfig")
             .field("listen", &self.listen)
+            .field("metrics_per_tenant", &self.metrics_per_tenant)
             .field("worker", &self.worker)
             .field("reconciler", &self.reconciler)
             .field("retention", &self.retention)
@@ -72,6 +75,7 @@ pub fn state(herald: &Herald, config: &ServeConfig) -> AppState {
             .map(keys::digest),
         channels: Arc::new(config.channels.iter().map(|(n, _)| n.clone()).collect::<BTreeSet<_>>()),
         metrics: crate::metrics::handle(),
+        metrics_per_tenant: config.metrics_per_tenant,
     }
 }
 
