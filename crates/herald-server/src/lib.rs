@@ -6,11 +6,13 @@ pub mod cursor;
 pub mod error;
 pub mod extract;
 pub mod keys;
+pub mod listen;
 pub mod metrics;
 pub mod routes;
 pub mod serve;
 pub mod state;
 pub mod wire;
+pub mod write_stall;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
