@@ -3,6 +3,7 @@
 //! limit, and the number of open connections is capped. `axum::serve` exposes none of
 //! these, so the router is served with hyper directly.
 
+use crate::head_errors::JsonHeadErrors;
 use crate::write_stall::WriteStall;
 use axum::Router;
 use herald::CancellationToken;
@@ -134,7 +135,7 @@ pub async fn serve(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, %peer, "TCP_NODELAY not set");
         }
-        let io = WriteStall::new(stream, options.write_stall_timeout);
+        let io = JsonHeadErrors::new(WriteStall::new(stream, options.write_stall_timeout));
         let connection = http.serve_connection(TokioIo::new(io), service.clone());
         let stop = stop_connections.clone();
         connections.spawn(async move {

@@ -1,5 +1,6 @@
 //! The edges of the HTTP face over real TCP, against `serve::run` on a real listener:
-//! deadlines for a request head, a body and a stalled answer, the connection cap, and a
+//! deadlines for a request head, a body and a stalled answer, the size limits of a head
+//! answered in JSON (also where hyper answers by itself), the connection cap, and a
 //! shutdown that ends while a client holds a connection open mid-headers. The database
 //! plays no part, so these run on SQLite only.
 
@@ -135,6 +136,56 @@ async fn a_client_that_stops_mid_headers_is_closed_within_the_header_timeout() {
     assert_eq!(answer(&mut idle).await.status, 200);
     closed(&mut idle).await;
 
+    s.shutdown.cancel();
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_uri_too_long_is_a_json_414_whoever_answers() {
+    let s = server(HttpOptions::default()).await;
+    // Over herald's limit: the router's layer answers. Over 64 KiB: hyper answers by
+    // itself, and the answer is rewritten.
+    for len in [herald_server::listen::URI_BYTES_MAX + 1, 64 * 1024 + 1] {
+        let mut c = connect(s.addr).await;
+        let path = format!("/healthz?{}", "a".repeat(len - "/healthz?".len()));
+        send(&mut c, format!("GET {path} HTTP/1.1\r\nhost: herald\r\n\r\n").as_bytes()).await;
+        answer(&mut c).await.expect_error(414, "uri_too_long");
+    }
+    s.shutdown.cancel();
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn too_many_or_too_large_header_fields_and_malformed_heads_are_json() {
+    let s = server(HttpOptions::default()).await;
+    let head = |fields: usize, value_len: usize| {
+        let mut h = String::from("GET /healthz HTTP/1.1\r\nhost: herald\r\n");
+        for i in 1..fields {
+            h.push_str(&format!("x-field-{i}: {}\r\n", "v".repeat(value_len)));
+        }
+        h.push_str("\r\n");
+        h.into_bytes()
+    };
+    // 100 fields (with host) are fine, and the connection is kept for the next request.
+    let mut c = connect(s.addr).await;
+    send(&mut c, &head(herald_server::listen::HEADERS_MAX, 1)).await;
+    assert_eq!(answer(&mut c).await.status, 200);
+    // The 101st on the same connection: after an answer, not only on a fresh connection.
+    send(&mut c, &head(herald_server::listen::HEADERS_MAX + 1, 1)).await;
+    answer(&mut c).await.expect_error(431, "headers_too_large");
+    closed(&mut c).await;
+
+    let mut c = connect(s.addr).await;
+    send(&mut c, &head(40, 4096)).await;
+    answer(&mut c).await.expect_error(431, "headers_too_large");
+
+    for malformed in
+        [&b"GET /healthz HTTP/1.1\r\nno colon here\r\n\r\n"[..], b"\x01\x02 / HTTP/1.1\r\n\r\n"]
+    {
+        let mut c = connect(s.addr).await;
+        send(&mut c, malformed).await;
+        answer(&mut c).await.expect_error(400, "invalid_request");
+    }
     s.shutdown.cancel();
     s.task.await.unwrap().unwrap();
 }
