@@ -848,6 +848,25 @@ async fn serve_local(
     Ok((addr, stop, task))
 }
 
+/// The HTTP API on 127.0.0.1 through the server loop `herald serve` uses (its limits,
+/// timeouts and JSON head errors), so the HTTP phase measures what ships; room for one
+/// connection per client.
+async fn serve_api_local(
+    router: axum::Router,
+    clients: usize,
+) -> Result<(std::net::SocketAddr, herald::CancellationToken, tokio::task::JoinHandle<()>)> {
+    let listener =
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.context("binding 127.0.0.1")?;
+    let addr = listener.local_addr()?;
+    let stop = herald::CancellationToken::new();
+    let options = herald_server::listen::HttpOptions {
+        connections_max: clients.max(herald_server::listen::CONNECTIONS_MAX_DEFAULT),
+        ..herald_server::listen::HttpOptions::default()
+    };
+    let task = tokio::spawn(herald_server::listen::serve(listener, router, options, stop.clone()));
+    Ok((addr, stop, task))
+}
+
 async fn stop_local(stop: herald::CancellationToken, task: tokio::task::JoinHandle<()>) {
     stop.cancel();
     let abort = task.abort_handle();
@@ -1112,13 +1131,15 @@ async fn submit_http(
         listen: None,
         admin_key: Some(admin_key.clone()),
         metrics_token: None,
+        metrics_per_tenant: false,
+        http: herald_server::listen::HttpOptions::default(),
         worker: None,
         reconciler: None,
         retention: None,
         channels: vec![("webhook".to_string(), webhook)],
     };
     let router = herald_server::app(herald_server::serve::state(herald, &config));
-    let (addr, stop, task) = serve_local(router).await?;
+    let (addr, stop, task) = serve_api_local(router, bench.clients).await?;
     let result = async {
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(bench.clients)

@@ -82,6 +82,8 @@ pub async fn serve(args: ServeArgs, role: Role) -> Result<()> {
         listen: (role == Role::Serve).then_some(settings.listen),
         admin_key: settings.admin_key.clone(),
         metrics_token: settings.metrics_token.clone(),
+        metrics_per_tenant: settings.metrics_per_tenant,
+        http: settings.http.clone(),
         worker: Some(settings.worker.clone()),
         reconciler: (role == Role::Serve).then_some(settings.reconciler),
         retention: (role == Role::Serve).then_some(settings.retention),

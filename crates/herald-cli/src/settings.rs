@@ -9,6 +9,7 @@ use herald_core::Backoff;
 use herald_core::duration::parse_duration;
 use herald_core::limits;
 use herald_core::{Redacted, redact_url};
+use herald_server::listen::{self, HttpOptions};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -74,6 +75,18 @@ pub struct Settings {
     /// When set, /metrics needs `Authorization: Bearer <token>` [default: none]
     #[arg(long, env = "HERALD_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
+    /// Also export series labelled by tenant id (they name every tenant to whoever reads /metrics) [default: false]
+    #[arg(long, env = "HERALD_METRICS_PER_TENANT")]
+    pub metrics_per_tenant: Option<String>,
+    /// A connection must send a complete request head this soon after opening or after its previous answer; also the keep-alive idle limit [default: 10s]
+    #[arg(long, env = "HERALD_HTTP_HEADER_TIMEOUT")]
+    pub http_header_timeout: Option<String>,
+    /// A request body must have arrived this soon after its head (408) [default: 30s]
+    #[arg(long, env = "HERALD_HTTP_BODY_TIMEOUT")]
+    pub http_body_timeout: Option<String>,
+    /// Open HTTP connections; further ones wait to be accepted [default: 512]
+    #[arg(long, env = "HERALD_HTTP_CONNECTIONS_MAX")]
+    pub http_connections_max: Option<String>,
 }
 
 /// Typed, validated settings.
@@ -90,6 +103,8 @@ pub struct Resolved {
     pub allow_private_targets: bool,
     pub smtp_url: Option<String>,
     pub smtp_from: Option<String>,
+    pub metrics_per_tenant: bool,
+    pub http: HttpOptions,
 }
 
 impl Settings {
@@ -123,6 +138,22 @@ impl Settings {
                     ),
                 },
             }
+        };
+        let boolean = |flag: &Option<String>, key: &str| -> Result<bool> {
+            match get(flag, key).as_deref().map(str::trim) {
+                None | Some("false") | Some("0") | Some("no") => Ok(false),
+                Some("true") | Some("1") | Some("yes") => Ok(true),
+                Some(other) => {
+                    bail!("HERALD_{}: {other:?} is not true or false", key.to_uppercase())
+                }
+            }
+        };
+        let positive = |flag: &Option<String>, key: &str, default: Duration| -> Result<Duration> {
+            let d = duration(flag, key, default)?;
+            if d.is_zero() {
+                bail!("HERALD_{} must be positive", key.to_uppercase());
+            }
+            Ok(d)
         };
         let listen_raw = get(&self.listen, "listen").unwrap_or_else(|| "127.0.0.1:8080".into());
         let listen = listen_raw.parse::<SocketAddr>().map_err(|_| {
@@ -174,6 +205,26 @@ impl Settings {
             ..WorkerOptions::default()
         };
         worker.validate().map_err(|e| anyhow!("{e}"))?;
+        let http = HttpOptions {
+            header_timeout: positive(
+                &self.http_header_timeout,
+                "http_header_timeout",
+                listen::HEADER_TIMEOUT_DEFAULT,
+            )?,
+            body_timeout: positive(
+                &self.http_body_timeout,
+                "http_body_timeout",
+                listen::BODY_TIMEOUT_DEFAULT,
+            )?,
+            connections_max: number(
+                &self.http_connections_max,
+                "http_connections_max",
+                listen::CONNECTIONS_MAX_DEFAULT as u64,
+                1..=listen::CONNECTIONS_MAX_LIMIT as u64,
+            )? as usize,
+            shutdown_grace: worker.shutdown_grace,
+            ..HttpOptions::default()
+        };
         let reconcile_every =
             duration(&self.reconcile_every, "reconcile_every", limits::RECONCILE_EVERY_DEFAULT)?;
         if reconcile_every.is_zero() {
@@ -207,6 +258,8 @@ impl Settings {
             allow_private_targets,
             smtp_url: get(&self.smtp_url, "smtp_url"),
             smtp_from: get(&self.smtp_from, "smtp_from"),
+            metrics_per_tenant: boolean(&self.metrics_per_tenant, "metrics_per_tenant")?,
+            http,
         })
     }
 
@@ -247,6 +300,10 @@ impl Settings {
             "smtp_url",
             "smtp_from",
             "metrics_token",
+            "metrics_per_tenant",
+            "http_header_timeout",
+            "http_body_timeout",
+            "http_connections_max",
         ];
         let mut out = BTreeMap::new();
         for (key, value) in table {

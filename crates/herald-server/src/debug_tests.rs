@@ -45,6 +45,8 @@ fn config() -> ServeConfig {
         reconciler: None,
         retention: None,
         channels: Vec::new(),
+        metrics_per_tenant: false,
+        http: crate::listen::HttpOptions::default(),
     }
 }
 

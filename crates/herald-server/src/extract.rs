@@ -38,8 +38,25 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
         JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             ApiError::too_large(format!("the body is larger than {} bytes", crate::BODY_BYTES_MAX))
         }
+        JsonRejection::BytesRejection(e) if caused_by_body_timeout(&e) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            "the request body did not arrive in time",
+        ),
         other => ApiError::invalid(other.body_text()),
     }
+}
+
+/// Whether reading the body failed because `listen`'s body deadline passed.
+fn caused_by_body_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(e) = cause {
+        if e.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// Path parameters. A path that cannot be decoded (invalid UTF-8, …) names nothing that

@@ -7,13 +7,16 @@ pub mod cursor;
 mod debug_tests;
 pub mod error;
 pub mod extract;
+pub mod head_errors;
 pub mod keys;
+pub mod listen;
 pub mod metrics;
 pub mod openapi;
 pub mod routes;
 pub mod serve;
 pub mod state;
 pub mod wire;
+pub mod write_stall;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -86,5 +89,25 @@ pub fn app(state: AppState) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .layer(axum::middleware::from_fn(uri_limit))
         .with_state(state)
+}
+
+/// A URI over `listen::URI_BYTES_MAX` is a 414 before any route sees it (hyper answers
+/// longer ones than its own limit itself; `head_errors` makes that answer JSON too).
+async fn uri_limit(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let uri_bytes = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if uri_bytes > listen::URI_BYTES_MAX {
+        return ApiError::new(
+            axum::http::StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            format!("the request URI is longer than {} bytes", listen::URI_BYTES_MAX),
+        )
+        .into_response();
+    }
+    next.run(request).await
 }

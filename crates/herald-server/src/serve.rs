@@ -1,6 +1,7 @@
 //! `herald serve`: the HTTP API, workers, the reconciler and retention in one process,
 //! all stopped by one cancellation token (SIGTERM/SIGINT in the binary) and all awaited.
 
+use crate::listen::HttpOptions;
 use crate::state::AppState;
 use crate::{app, keys};
 use herald::{
@@ -24,6 +25,10 @@ pub struct ServeConfig {
     pub listen: Option<SocketAddr>,
     pub admin_key: Option<String>,
     pub metrics_token: Option<String>,
+    /// `HERALD_METRICS_PER_TENANT`: `/metrics` also shows series labelled by tenant id.
+    pub metrics_per_tenant: bool,
+    /// Timeouts and limits of the HTTP connections.
+    pub http: HttpOptions,
     /// `None`: no workers in this process.
     pub worker: Option<WorkerOptions>,
     /// `None`: no reconciler in this process.
@@ -37,6 +42,8 @@ impl std::fmt::Debug for ServeConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServeConfig")
             .field("listen", &self.listen)
+            .field("metrics_per_tenant", &self.metrics_per_tenant)
+            .field("http", &self.http)
             .field("worker", &self.worker)
             .field("reconciler", &self.reconciler)
             .field("retention", &self.retention)
@@ -72,6 +79,7 @@ pub fn state(herald: &Herald, config: &ServeConfig) -> AppState {
             .map(keys::digest),
         channels: Arc::new(config.channels.iter().map(|(n, _)| n.clone()).collect::<BTreeSet<_>>()),
         metrics: crate::metrics::handle(),
+        metrics_per_tenant: config.metrics_per_tenant,
     }
 }
 
@@ -101,12 +109,10 @@ pub async fn run(
             let _ = ready.send(bound);
         }
         let router = app(state(&herald, &config));
-        let stop = shutdown.clone();
+        let (options, stop) = (config.http.clone(), shutdown.clone());
         tasks.spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await
-                .map_err(ServeError::Http)
+            crate::listen::serve(listener, router, options, stop).await;
+            Ok(())
         });
     }
     if let Some(worker) = worker {

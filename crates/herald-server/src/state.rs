@@ -14,6 +14,8 @@ pub struct AppState {
     /// Channels this deployment delivers; a submit for any other is a 400.
     pub channels: Arc<BTreeSet<String>>,
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    /// `HERALD_METRICS_PER_TENANT`: `/metrics` adds the series labelled by tenant id.
+    pub metrics_per_tenant: bool,
 }
 
 impl std::fmt::Debug for AppState {

@@ -261,21 +261,61 @@ async fn metrics_follow_deliveries_through_their_states() {
             |page: &str| sample(page, r#"herald_submits_total{result="duplicate"}"#).unwrap_or(0.0);
         assert_eq!(created(&pending) - created(&before), 3.0, "{name}");
         assert_eq!(duplicate(&pending) - duplicate(&before), 1.0, "{name}");
-        let reserved = format!(r#"herald_quota_reserved{{tenant="{}"}}"#, tenant.id);
-        assert_eq!(sample(&pending, &reserved), Some(3.0), "{name}");
+        assert_eq!(sample(&pending, "herald_quota_reserved"), Some(3.0), "{name}");
+        assert!(!pending.contains(&tenant.id), "{name}: a tenant id by default:\n{pending}");
 
         env.worker().run_once().await.unwrap();
         let done = scrape(&env).await;
         assert_eq!(sample(&done, r#"herald_deliveries{state="pending"}"#), Some(0.0), "{name}");
         assert_eq!(sample(&done, r#"herald_deliveries{state="sent"}"#), Some(2.0), "{name}");
         assert_eq!(sample(&done, r#"herald_deliveries{state="failed"}"#), Some(1.0), "{name}");
-        assert_eq!(sample(&done, &reserved), Some(0.0), "{name}");
+        assert_eq!(sample(&done, "herald_quota_reserved"), Some(0.0), "{name}");
         let attempts = |page: &str, outcome: &str| {
             sample(page, &format!(r#"herald_attempts_total{{outcome="{outcome}"}}"#)).unwrap_or(0.0)
         };
         assert_eq!(attempts(&done, "sent") - attempts(&before, "sent"), 2.0, "{name}");
         assert_eq!(attempts(&done, "terminal") - attempts(&before, "terminal"), 1.0, "{name}");
         assert!(done.contains("herald_send_seconds"), "{name}: the send latency histogram");
+    }
+}
+
+/// Series by tenant name every tenant to whoever reads `/metrics`: off by default, on
+/// with `HERALD_METRICS_PER_TENANT`, and behind the metrics token like the rest.
+#[tokio::test]
+async fn metrics_by_tenant_only_when_asked_for() {
+    for env in envs().await {
+        let name = env.backend;
+        let tenant = env.api.tenant("acme").await;
+        env.api.grant(&tenant, "email", 10).await;
+        env.api.submit(&tenant.key, &common::email("m1")).await.expect(StatusCode::CREATED);
+        let by_tenant = format!(r#"herald_quota_reserved_by_tenant{{tenant="{}"}}"#, tenant.id);
+
+        let default = scrape(&env).await;
+        assert!(!default.contains(&tenant.id), "{name}: a tenant id by default:\n{default}");
+        assert_eq!(sample(&default, "herald_quota_reserved"), Some(1.0), "{name}\n{default}");
+
+        let per_tenant = herald_server::serve::ServeConfig {
+            metrics_per_tenant: true,
+            ..common::config(Some(ADMIN_KEY), None)
+        };
+        let page = env.api_with(&per_tenant).send(get("/metrics")).await.text();
+        assert_eq!(sample(&page, &by_tenant), Some(1.0), "{name}\n{page}");
+        assert_eq!(sample(&page, "herald_quota_reserved"), Some(1.0), "{name}: the total stays");
+        assert_eq!(
+            page.matches("# TYPE herald_quota_reserved_by_tenant gauge").count(),
+            1,
+            "{name}\n{page}"
+        );
+
+        let guarded = env.api_with(&herald_server::serve::ServeConfig {
+            metrics_token: Some("t".into()),
+            ..per_tenant
+        });
+        let refused = guarded.send(get("/metrics")).await;
+        refused.expect_error(StatusCode::UNAUTHORIZED, "unauthorized");
+        assert!(!refused.text().contains(&tenant.id), "{name}");
+        let page = guarded.send(get("/metrics").bearer("t")).await.text();
+        assert_eq!(sample(&page, &by_tenant), Some(1.0), "{name}\n{page}");
     }
 }
 

@@ -14,9 +14,12 @@ use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
-/// Records each event's message and the names of the spans it is inside.
+/// An event's message and the names of the spans it is inside.
+type Seen = (String, Vec<String>);
+
+/// Records every event.
 #[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<(String, Vec<String>)>>>);
+struct Capture(Arc<Mutex<Vec<Seen>>>);
 
 struct Message(String);
 

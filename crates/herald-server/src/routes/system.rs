@@ -50,7 +50,13 @@ pub async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Respo
         }
     }
     crate::metrics::refresh_gauges(&state.herald, false).await;
-    let body = state.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
+    let mut body = state.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
+    if state.metrics_per_tenant {
+        if !body.is_empty() && !body.ends_with('\n') {
+            body.push('\n');
+        }
+        body.push_str(&crate::metrics::render_per_tenant());
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 

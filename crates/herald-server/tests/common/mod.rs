@@ -49,6 +49,8 @@ pub fn config(admin_key: Option<&str>, metrics_token: Option<&str>) -> ServeConf
         listen: None,
         admin_key: admin_key.map(Into::into),
         metrics_token: metrics_token.map(Into::into),
+        metrics_per_tenant: false,
+        http: herald_server::listen::HttpOptions::default(),
         worker: None,
         reconciler: None,
         retention: None,

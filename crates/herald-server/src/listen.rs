@@ -1,0 +1,169 @@
+//! The HTTP/1.1 server loop: every connection has a deadline for its request head, a
+//! request body has a deadline, so has a stalled answer, a request head has a size
+//! limit, and the number of open connections is capped. `axum::serve` exposes none of
+//! these, so the router is served with hyper directly.
+
+use crate::head_errors::JsonHeadErrors;
+use crate::write_stall::WriteStall;
+use axum::Router;
+use herald::CancellationToken;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tower_http::timeout::RequestBodyDeadlineLayer;
+
+/// Header fields per request (hyper's own default); the 101st is a 431.
+pub const HEADERS_MAX: usize = 100;
+/// Request line plus header fields, in bytes: room for hyper's longest URI (65,534 bytes,
+/// fixed in hyper, above which it answers 414) and 32 KiB of fields. Larger is a 431.
+pub const HEAD_BYTES_MAX: usize = 96 * 1024;
+/// Longest request URI (path and query), in bytes; longer is a 414. herald's own URIs
+/// are under 1 KiB (ids, a cursor, two filters).
+pub const URI_BYTES_MAX: usize = 8 * 1024;
+/// `HERALD_HTTP_HEADER_TIMEOUT`: a connection must deliver a complete request head this
+/// soon after it opens or after its previous answer, or it is closed. hyper's timer runs
+/// whenever a connection waits for a request, so this is also the keep-alive idle limit.
+pub const HEADER_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+/// `HERALD_HTTP_BODY_TIMEOUT`: a request body must have arrived completely this soon after
+/// its head (408). 80 KiB at 64 kbit/s takes 10 s.
+pub const BODY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
+/// An answer whose write makes no progress this long (the client reads nothing) ends its
+/// connection.
+pub const WRITE_STALL_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
+/// `HERALD_HTTP_CONNECTIONS_MAX`: open connections; nginx's default per worker, and well
+/// under the common 1,024 open-files limit, which the database and webhooks share.
+pub const CONNECTIONS_MAX_DEFAULT: usize = 512;
+/// Upper bound of `HERALD_HTTP_CONNECTIONS_MAX`.
+pub const CONNECTIONS_MAX_LIMIT: usize = 65_536;
+/// Pause after a failed accept (out of file descriptors, …) before the next one.
+pub const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+
+/// How the HTTP face treats its connections.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub write_stall_timeout: Duration,
+    pub connections_max: usize,
+    /// How long answers in progress may finish on shutdown before their connections are
+    /// dropped (`HERALD_SHUTDOWN_GRACE`).
+    pub shutdown_grace: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> HttpOptions {
+        HttpOptions {
+            header_timeout: HEADER_TIMEOUT_DEFAULT,
+            body_timeout: BODY_TIMEOUT_DEFAULT,
+            write_stall_timeout: WRITE_STALL_TIMEOUT_DEFAULT,
+            connections_max: CONNECTIONS_MAX_DEFAULT,
+            shutdown_grace: herald_core::limits::SHUTDOWN_GRACE_DEFAULT,
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` is cancelled; then stops accepting,
+/// lets every connection finish the answer it is giving (at most `shutdown_grace`), drops
+/// the rest and returns once every connection task has ended.
+///
+/// When `connections_max` connections are open, the next is not accepted until one
+/// closes: it waits in the kernel's backlog. Accepting it only to answer 503 would cost a
+/// write and a lingering close per excess connection just when the server is flooded,
+/// while the header timeout already bounds how long a connection can hold its slot idle.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    options: HttpOptions,
+    shutdown: CancellationToken,
+) {
+    assert!(options.connections_max > 0, "connections_max must be positive");
+    let slots = Arc::new(Semaphore::new(options.connections_max));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(options.header_timeout)
+        .max_headers(HEADERS_MAX)
+        .max_header_size(HEAD_BYTES_MAX);
+    let router = router.layer(RequestBodyDeadlineLayer::new(options.body_timeout));
+    let service = TowerToHyperService::new(router);
+    let stop_connections = CancellationToken::new();
+    let mut connections = JoinSet::new();
+    let mut saturated = false;
+    loop {
+        // Reap finished connection tasks so the set stays as small as what is open.
+        while let Some(ended) = connections.try_join_next() {
+            if let Err(e) = ended {
+                tracing::error!(error = %e, "an HTTP connection task failed");
+            }
+        }
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                if !saturated {
+                    tracing::warn!(
+                        connections_max = options.connections_max,
+                        "HTTP connection limit reached; new connections wait"
+                    );
+                    saturated = true;
+                }
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    slot = slots.clone().acquire_owned() => match slot {
+                        Ok(slot) => slot,
+                        Err(_) => break,
+                    },
+                }
+            }
+        };
+        let (stream, peer) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting an HTTP connection failed");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = tokio::time::sleep(ACCEPT_ERROR_PAUSE) => continue,
+                    }
+                }
+            },
+        };
+        saturated = saturated && slots.available_permits() == 0;
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, %peer, "TCP_NODELAY not set");
+        }
+        let io = JsonHeadErrors::new(WriteStall::new(stream, options.write_stall_timeout));
+        let connection = http.serve_connection(TokioIo::new(io), service.clone());
+        let stop = stop_connections.clone();
+        connections.spawn(async move {
+            let _slot = slot;
+            let mut connection = std::pin::pin!(connection);
+            let result = tokio::select! {
+                result = connection.as_mut() => result,
+                _ = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(error = %e, %peer, "HTTP connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    stop_connections.cancel();
+    let drained = tokio::time::timeout(options.shutdown_grace, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            open = connections.len(),
+            "HTTP connections still open after the shutdown grace; closing them"
+        );
+        connections.shutdown().await;
+    }
+}
