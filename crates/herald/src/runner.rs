@@ -301,38 +301,39 @@ impl Herald {
         loop {
             attempt += 1;
             let remaining = deadline.saturating_duration_since(Instant::now());
-            let acquired = match tokio::time::timeout(remaining, pool.acquire()).await {
+            let conflict = match tokio::time::timeout(remaining, pool.acquire()).await {
                 Err(_elapsed) => return Err(expired(attempt - 1, None)),
                 Ok(Err(e)) => {
-                    Err(judge(&self.store, e.into(), deadline, |e| expired(attempt, Some(e)))?)
+                    judge(&self.store, e.into(), deadline, |e| expired(attempt, Some(e)))?
                 }
-                Ok(Ok(conn)) => Ok(conn),
-            };
-            let mut conn = match acquired {
-                Ok(conn) => conn,
-                Err(conflict) => {
-                    back_off(&options, attempt, options.attempts_max, deadline, conflict).await?;
-                    continue;
+                Ok(Ok(mut conn)) => {
+                    let remaining = deadline.saturating_duration_since(Instant::now());
+                    let run = tokio::time::timeout(remaining, f(&mut conn, PhantomData));
+                    match run.await {
+                        // A write cut short or broken may still commit: unknown, not retried.
+                        Err(_elapsed) => {
+                            herald_store::tx::discard(conn);
+                            return Err(Error::CommitOutcomeUnknown {
+                                attempts: attempt,
+                                source: StoreError::Database(timed_out(
+                                    "the statement (which may still commit)",
+                                )),
+                            });
+                        }
+                        Ok(Ok(value)) => return Ok(value),
+                        Ok(Err(e)) if e.class() == ErrorClass::ConnectionLost => {
+                            herald_store::tx::discard(conn);
+                            self.store.note_connection_lost();
+                            return Err(Error::CommitOutcomeUnknown {
+                                attempts: attempt,
+                                source: e,
+                            });
+                        }
+                        Ok(Err(e)) => {
+                            judge(&self.store, e, deadline, |e| expired(attempt, Some(e)))?
+                        }
+                    }
                 }
-            };
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let conflict = match tokio::time::timeout(remaining, f(&mut conn, PhantomData)).await {
-                Err(_elapsed) => {
-                    herald_store::tx::discard(conn);
-                    return Err(Error::CommitOutcomeUnknown {
-                        attempts: attempt,
-                        source: StoreError::Database(timed_out(
-                            "the statement (which may still commit)",
-                        )),
-                    });
-                }
-                Ok(Ok(value)) => return Ok(value),
-                Ok(Err(e)) if e.class() == ErrorClass::ConnectionLost => {
-                    herald_store::tx::discard(conn);
-                    self.store.note_connection_lost();
-                    return Err(Error::CommitOutcomeUnknown { attempts: attempt, source: e });
-                }
-                Ok(Err(e)) => judge(&self.store, e, deadline, |e| expired(attempt, Some(e)))?,
             };
             back_off(&options, attempt, options.attempts_max, deadline, conflict).await?;
         }
