@@ -225,9 +225,18 @@ async fn connection_resets_during_submit_and_drain_lose_nothing_and_stall_nothin
     .await;
     let mut conn = schema.connect().await;
     if recovered.is_err() || seen.len() < ids.len() {
+        let unsent: Vec<(String, i32, i64, Option<String>)> = sqlx::query_as(
+            "SELECT state, attempts,
+                    (extract(epoch FROM next_attempt_at - now()) * 1000)::bigint, last_error
+             FROM deliveries WHERE state <> 'sent'",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .expect("read the unsent deliveries");
         panic!(
             "{} of {} deliveries reached the receiver within {RECOVERY_BOUND:?} of the last \
-             fault; states {:?}; stderr:\n{}",
+             fault; states {:?}; unsent (state, attempts, due in ms, last error) {unsent:?}; \
+             stderr:\n{}",
             seen.len(),
             ids.len(),
             states(&mut conn).await,

@@ -111,6 +111,17 @@ impl FaultProxy {
         self.fault_random(Fate::Blackhole)
     }
 
+    /// Stops forwarding on every open connection, closing nothing; returns how many.
+    pub fn blackhole_all(&self) -> usize {
+        let connections = self.connections();
+        let flowing: Vec<_> = connections.values().filter(|f| *f.borrow() == Fate::Flow).collect();
+        for fate in &flowing {
+            let _ = fate.send(Fate::Blackhole);
+        }
+        self.shared.faults.fetch_add(flowing.len() as u64, Ordering::Relaxed);
+        flowing.len()
+    }
+
     /// Resets every open connection; returns how many.
     pub fn reset_all(&self) -> usize {
         let connections = self.connections();

@@ -9,6 +9,7 @@ mod common;
 
 use axum::http::StatusCode;
 use common::{ADMIN_KEY, Api, config, envs, get, post};
+use herald::sqlx;
 use herald::{Herald, StoreOptions};
 use herald_faults::FaultProxy;
 use serde_json::json;
@@ -110,4 +111,63 @@ fn authority(url: &str) -> &str {
     let start = url.find('@').map_or_else(|| url.find("://").unwrap() + 3, |at| at + 1);
     let end = url[start..].find('/').map_or(url.len(), |e| start + e);
     &url[start..end]
+}
+
+#[tokio::test]
+async fn a_transaction_whose_client_went_silent_gives_its_locks_back() {
+    let Some(base) = common::postgres_url() else { return };
+    let env = envs().await.into_iter().find(|e| e.backend == "postgres").unwrap();
+    let upstream = tokio::net::lookup_host(authority(&base)).await.unwrap().next().unwrap();
+    let proxy = FaultProxy::start(upstream).await.unwrap();
+    let url = env.url().replacen(authority(&base), &proxy.addr().to_string(), 1);
+    let options = StoreOptions { connections_max: 2, ..StoreOptions::default() };
+    let herald = Herald::open_with(&url, &options).await.unwrap();
+    let tenant = herald.tenant_create("acme").await.unwrap().id;
+
+    // A transaction takes a row lock, then its connection goes silent (as behind a
+    // firewall that dropped the flow: no FIN, no RST) before it can end.
+    let locked = std::sync::Arc::new(tokio::sync::Notify::new());
+    let signal = locked.clone();
+    let silenced = async {
+        locked.notified().await;
+        assert!(proxy.blackhole_all() > 0, "the transaction's connection should be open");
+    };
+    let options =
+        herald::TxOptions { deadline: Duration::from_secs(1), ..herald::TxOptions::default() };
+    let transaction = herald.transaction_with(&options, |tx| {
+        let signal = signal.clone();
+        Box::pin(async move {
+            let herald::Conn::Postgres(c) = tx.conn() else { unreachable!() };
+            sqlx::query("SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE")
+                .bind(tenant)
+                .execute(&mut *c)
+                .await?;
+            signal.notify_one();
+            std::future::pending::<()>().await;
+            Ok(())
+        })
+    });
+    let (result, ()) = tokio::join!(transaction, silenced);
+    assert!(matches!(result, Err(herald::Error::DeadlineExceeded { .. })), "{result:?}");
+
+    // The server ends that transaction itself, soon after its bound, and the lock is free
+    // for others — not when TCP finally gives up on the silent connection, hours later.
+    let mut direct = <sqlx::PgConnection as sqlx::Connection>::connect(env.url()).await.unwrap();
+    sqlx::query("SET lock_timeout = '10s'").execute(&mut direct).await.unwrap();
+    let started = std::time::Instant::now();
+    let freed = sqlx::query("SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE")
+        .bind(tenant)
+        .execute(&mut direct)
+        .await;
+    let waited = started.elapsed();
+    // Before any assertion: reset the silent connections (and let the proxy's tasks do it),
+    // or a failing test would leave the lock held and its schema's DROP waiting forever.
+    proxy.reset_all();
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    if let Err(e) = freed {
+        panic!("the row is still locked after {waited:?}: {e}");
+    }
+    assert!(waited < Duration::from_secs(8), "freed after {waited:?}");
 }

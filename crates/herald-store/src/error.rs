@@ -124,6 +124,8 @@ pub fn classify_postgres_sqlstate(sqlstate: &str) -> ErrorClass {
         "55P03" | "57014" => ErrorClass::WaitTimeout,
         // admin_shutdown, crash_shutdown, cannot_connect_now, and class 08 (connection).
         "57P01" | "57P02" | "57P03" => ErrorClass::ConnectionLost,
+        // The server ended the session: idle in a transaction, or idle, for too long.
+        "25P03" | "57P05" => ErrorClass::ConnectionLost,
         s if s.starts_with("08") => ErrorClass::ConnectionLost,
         _ => ErrorClass::Other,
     }
@@ -167,6 +169,7 @@ mod tests {
             ("57014", ErrorClass::WaitTimeout),
             ("57P01", ErrorClass::ConnectionLost),
             ("08006", ErrorClass::ConnectionLost),
+            ("25P03", ErrorClass::ConnectionLost),
             ("23505", ErrorClass::Other),
             ("40002", ErrorClass::Other),
         ];

@@ -3,7 +3,9 @@
 //!
 //! - PostgreSQL: `BEGIN ISOLATION LEVEL …; SET LOCAL statement_timeout …` in one round
 //!   trip, so no statement inside the transaction — lock waits included, which
-//!   `statement_timeout` counts too — outlives the caller's deadline. (A separate
+//!   `statement_timeout` counts too — outlives the caller's deadline; and
+//!   `idle_in_transaction_session_timeout` a little longer, so a transaction whose client
+//!   went silent does not hold its locks until TCP gives up. (A separate
 //!   `lock_timeout` would be one more statement per transaction for nothing: it could only
 //!   fire at the same moment.)
 //! - SQLite: `PRAGMA busy_timeout = …; BEGIN IMMEDIATE`. IMMEDIATE takes the write lock at
@@ -44,6 +46,11 @@ impl Manager {
     }
 }
 use std::time::Duration;
+
+/// How much longer than its wait bound a PostgreSQL transaction may sit idle before the
+/// server ends it (and its session): the runner gives COMMIT at least a second past the
+/// deadline, and a rollback another.
+pub const IDLE_IN_TRANSACTION_GRACE: Duration = Duration::from_secs(3);
 
 /// The longest a ROLLBACK may take before its connection is given up (closed).
 pub const ROLLBACK_TIMEOUT: Duration = Duration::from_secs(1);
@@ -178,8 +185,14 @@ impl Store {
             return Ok(StoreTx::Sqlite(pool.begin_with(AssertSqlSafe(sql)).await?));
         }
         if let Some(pool) = self.postgres_pool() {
+            // The server ends the transaction itself if its client goes silent (a dropped
+            // flow sends no FIN, and TCP keepalive takes hours): otherwise its row locks —
+            // a lease whose COMMIT never arrived, say — would hide those rows from every
+            // `SKIP LOCKED` lease until the connection is finally torn down.
+            let idle_ms = wait_ms.saturating_add(IDLE_IN_TRANSACTION_GRACE.as_millis());
             let sql = format!(
-                "BEGIN ISOLATION LEVEL {}; SET LOCAL statement_timeout = '{wait_ms}ms'",
+                "BEGIN ISOLATION LEVEL {}; SET LOCAL statement_timeout = '{wait_ms}ms'; \
+                 SET LOCAL idle_in_transaction_session_timeout = '{idle_ms}ms'",
                 options.isolation.sql()
             );
             let conn = pool.acquire().await?;
