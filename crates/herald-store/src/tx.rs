@@ -14,8 +14,8 @@
 //!   transaction (a deferred transaction that read first cannot wait its way into the
 //!   write lock: SQLite answers BUSY_SNAPSHOT at once).
 //!
-//! A PostgreSQL transaction owns its pooled connection and writes BEGIN, COMMIT and
-//! ROLLBACK itself (not through sqlx's `Transaction`), so that a connection whose
+//! A PostgreSQL transaction owns its pooled connection and drives BEGIN, COMMIT and
+//! ROLLBACK through sqlx's transaction manager, not a sqlx `Transaction`, so that a connection whose
 //! transaction did not end cleanly — a statement dropped by a timeout, a COMMIT that
 //! never answered, a broken socket — is *closed*, never handed back to the pool, where
 //! sqlx would wait on it without a bound (its release ping) and a later caller would
@@ -25,26 +25,12 @@ use crate::conn::{AsConn, Conn};
 use crate::error::StoreError;
 use crate::store::{Backend, Store};
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::PgConnection;
-use sqlx::{AssertSqlSafe, Database, Postgres, SqlSafeStr, Sqlite, Transaction};
+use sqlx::postgres::{PgConnection, PgTransactionManager};
+use sqlx::{AssertSqlSafe, Postgres, SqlSafeStr, Sqlite, Transaction};
+// Not re-exported by sqlx. Called directly, sqlx's transaction manager keeps the
+// connection's transaction depth (which `in_transaction` reads) as a `Transaction` would.
 use sqlx_core::transaction::TransactionManager;
 
-/// sqlx's transaction manager of `DB`, called directly: herald's PostgreSQL transaction
-/// owns its pooled connection rather than a `Transaction`, and still keeps the
-/// connection's transaction depth (which `in_transaction` reads) as sqlx would.
-struct Manager;
-
-impl Manager {
-    async fn begin<DB: Database>(conn: &mut DB::Connection, sql: String) -> sqlx::Result<()> {
-        DB::TransactionManager::begin(conn, Some(AssertSqlSafe(sql).into_sql_str())).await
-    }
-    async fn commit<DB: Database>(conn: &mut DB::Connection) -> sqlx::Result<()> {
-        DB::TransactionManager::commit(conn).await
-    }
-    async fn rollback<DB: Database>(conn: &mut DB::Connection) -> sqlx::Result<()> {
-        DB::TransactionManager::rollback(conn).await
-    }
-}
 use std::time::Duration;
 
 /// How much longer than its wait bound a PostgreSQL transaction may sit idle before the
@@ -129,21 +115,19 @@ impl PgTx {
     async fn begin(conn: PoolConnection<Postgres>, sql: String) -> Result<PgTx, StoreError> {
         // Open from the start: a BEGIN cut short by a timeout leaves the connection
         // mid-protocol, and an error means it is not worth keeping either.
-        // Through sqlx's transaction manager, so the connection's transaction depth (which
-        // `in_transaction` and sqlx's own savepoints read) is kept as with `Transaction`.
         let mut tx = PgTx { conn: Some(conn), open: true };
-        Manager::begin::<Postgres>(tx.pg(), sql).await?;
+        PgTransactionManager::begin(tx.pg(), Some(AssertSqlSafe(sql).into_sql_str())).await?;
         Ok(tx)
     }
 
     async fn commit(mut self) -> Result<(), StoreError> {
-        Manager::commit::<Postgres>(self.pg()).await?;
+        PgTransactionManager::commit(self.pg()).await?;
         self.open = false;
         Ok(())
     }
 
     async fn rollback(mut self) -> Result<(), StoreError> {
-        Manager::rollback::<Postgres>(self.pg()).await?;
+        PgTransactionManager::rollback(self.pg()).await?;
         self.open = false;
         Ok(())
     }
