@@ -1024,6 +1024,42 @@ pub async fn deliveries_expired(
     Ok(rows)
 }
 
+/// Leases `worker` holds that have not expired by the deciding clock, as (id, attempt),
+/// at most `limit`. A worker compares them with the leases it knows of to find those
+/// taken by a lease statement whose COMMIT it never heard back from.
+pub async fn deliveries_leased_by(
+    conn: Conn<'_>,
+    worker: &str,
+    now: Option<i64>,
+    limit: usize,
+) -> Result<Vec<(Uuid, i32)>, StoreError> {
+    Ok(match conn {
+        Conn::Sqlite(c) => {
+            sqlx::query_as(
+                "SELECT id, attempts FROM deliveries
+                 WHERE state = 'sending' AND lease_owner = ?1 AND lease_until > ?2 LIMIT ?3",
+            )
+            .bind(worker)
+            .bind(sqlite_now(now))
+            .bind(limit as i64)
+            .fetch_all(c)
+            .await?
+        }
+        Conn::Postgres(c) => {
+            sqlx::query_as(
+                "SELECT id, attempts FROM deliveries
+                 WHERE state = 'sending' AND lease_owner = $1 AND lease_until > herald_now($2)
+                 LIMIT $3",
+            )
+            .bind(worker)
+            .bind(now)
+            .bind(limit as i64)
+            .fetch_all(c)
+            .await?
+        }
+    })
+}
+
 /// Age in milliseconds of the oldest pending delivery that is due.
 pub async fn oldest_due_age_ms(
     conn: Conn<'_>,

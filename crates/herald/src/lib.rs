@@ -20,6 +20,7 @@ mod delivery;
 pub mod demo;
 mod error;
 mod keys;
+mod known_leases;
 mod once;
 mod reconciler;
 mod runner;

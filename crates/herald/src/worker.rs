@@ -8,6 +8,7 @@
 
 use crate::channel::{Channel, Leased, Outcome};
 use crate::error::Error;
+use crate::known_leases::{KnownLeases, LeaseKey};
 use crate::runner::Herald;
 use crate::wake::{HOT_FOR, HOT_POLL_EVERY};
 use herald_core::limits::{
@@ -16,8 +17,8 @@ use herald_core::limits::{
 };
 use herald_core::{Decision, Report, RetryPolicy};
 use herald_store::deliveries::{
-    Finish, Lease, LeasedRow, deliveries_lease, deliveries_sent_fenced, delivery_finish,
-    delivery_hand_back, delivery_lease_extend,
+    Finish, Lease, LeasedRow, deliveries_lease, deliveries_leased_by, deliveries_sent_fenced,
+    delivery_finish, delivery_hand_back, delivery_lease_extend,
 };
 use herald_store::notify::WAKE_CHANNEL;
 use herald_store::quota::quota_lock;
@@ -178,7 +179,9 @@ impl Worker {
     /// Runs until `shutdown` is cancelled, then shuts down as described above.
     pub async fn run(&self, shutdown: CancellationToken) -> Result<(), Error> {
         let options = &self.inner.options;
-        let mut inflight: JoinSet<()> = JoinSet::new();
+        // Each send's task ends with its lease and whether its outcome was recorded.
+        let mut inflight: JoinSet<(LeaseKey, bool)> = JoinSet::new();
+        let mut known = KnownLeases::new(options.lease);
         let mut listener = Listener::default();
         let mut hot_until = Instant::now();
         // Below this many free slots, while sends are in flight, the worker waits (at most
@@ -199,7 +202,12 @@ impl Worker {
 
             // Finished sends still sit in the set until joined: reap them all, or the
             // free-slot count lags and the worker leases one delivery at a time.
-            while inflight.try_join_next().is_some() {}
+            while let Some(joined) = inflight.try_join_next() {
+                settle(&mut known, joined);
+            }
+            if known.suspect() {
+                self.hand_back_orphans(&mut known).await;
+            }
             let free = options.slots.saturating_sub(inflight.len());
             let cooling =
                 free < low_water && !inflight.is_empty() && last_lease.elapsed() < LEASE_COOLDOWN;
@@ -215,14 +223,23 @@ impl Worker {
                                 continue;
                             }
                             let inner = self.inner.clone();
+                            let lease = (row.delivery.id, row.delivery.attempts);
+                            known.received(lease);
                             inflight.spawn(async move {
-                                if let Err(e) = inner.execute(row).await {
+                                let recorded = inner.execute(row).await;
+                                if let Err(e) = &recorded {
                                     tracing::warn!(error = %e, "recording an outcome failed; the lease will expire and the reconciler will retry");
                                 }
+                                (lease, recorded.is_ok())
                             });
                         }
                     }
-                    Err(e) => tracing::warn!(error = %e, "leasing failed; polling again"),
+                    Err(e) => {
+                        if matches!(e, Error::CommitOutcomeUnknown { .. }) {
+                            known.outcome_unknown();
+                        }
+                        tracing::warn!(error = %e, "leasing failed; polling again");
+                    }
                 }
             }
             if leased_count > 0 {
@@ -238,7 +255,9 @@ impl Worker {
             }
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                Some(_) = inflight.join_next(), if !inflight.is_empty() => {}
+                Some(joined) = inflight.join_next(), if !inflight.is_empty() => {
+                    settle(&mut known, joined);
+                }
                 _ = &mut notified => hot_until = Instant::now() + HOT_FOR,
                 _ = listener.next() => hot_until = Instant::now() + HOT_FOR,
                 _ = tokio::time::sleep(wait) => {}
@@ -258,6 +277,53 @@ impl Worker {
             inflight.abort_all();
         }
         Ok(())
+    }
+
+    /// Hands back the leases this worker holds in the database but never received (see
+    /// `known_leases`): no send of theirs started, so no attempt is spent. Until that has
+    /// worked once, it is tried again at the next turn of the loop.
+    async fn hand_back_orphans(&self, known: &mut KnownLeases) {
+        let herald = &self.inner.herald;
+        let (worker, now) = (self.inner.options.id.as_str(), herald.clock().now_ms());
+        let live = herald
+            .transaction(|tx| {
+                Box::pin(async move {
+                    Ok(deliveries_leased_by(tx.conn(), worker, now, ORPHANS_BATCH_MAX).await?)
+                })
+            })
+            .await;
+        let live = match live {
+            Ok(live) => live.value,
+            Err(e) => return tracing::debug!(error = %e, "looking for orphaned leases failed"),
+        };
+        let orphans = known.orphans(&live);
+        let handed = herald
+            .transaction(|tx| {
+                let orphans = &orphans;
+                Box::pin(async move {
+                    let mut handed = 0;
+                    for &(id, n) in orphans {
+                        handed += usize::from(delivery_hand_back(tx.conn(), id, worker, n).await?);
+                    }
+                    Ok(handed)
+                })
+            })
+            .await;
+        match handed {
+            Ok(handed) => {
+                if handed.value > 0 {
+                    tracing::info!(
+                        handed_back = handed.value,
+                        "leases whose lease statement's outcome was unknown were handed back"
+                    );
+                    herald.wake().soon();
+                }
+                if live.len() < ORPHANS_BATCH_MAX {
+                    known.cleared();
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "handing back orphaned leases failed"),
+        }
     }
 
     async fn lease(&self, wanted: usize) -> Result<Vec<LeasedRow>, Error> {
@@ -454,6 +520,17 @@ use crate::runner::Committed;
 /// Outcomes recorded together at most (one transaction, one set-based statement for the
 /// fenced `sent` ones).
 const RECORD_BATCH_MAX: usize = 1024;
+/// Live leases of this worker read at most per look for orphaned ones.
+const ORPHANS_BATCH_MAX: usize = 10_000;
+
+/// Notes a finished send task's lease as ended (a task that panicked or was aborted
+/// keeps its lease among the known ones: it is never taken for an orphan).
+fn settle(known: &mut KnownLeases, joined: Result<(LeaseKey, bool), tokio::task::JoinError>) {
+    if let Ok((lease, recorded)) = joined {
+        known.ended(lease, recorded);
+    }
+}
+
 /// The longest setting up the LISTEN connection may take before the worker polls instead.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(5);
 /// First pause before recording a batch again after the database was unavailable; it
