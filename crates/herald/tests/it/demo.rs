@@ -1,9 +1,6 @@
 //! `herald::demo` on every backend: the counts the README promises, observed for real.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
+use crate::common;
 use herald::Backend;
 use herald::demo::Runs;
 

@@ -20,11 +20,8 @@
 //! `PROPTEST_CASES=n` changes the number of cases; `HERALD_PROPERTY_TRACE=1` prints every
 //! case's operations as executed (to see what the generator reaches).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::TestDb;
+use crate::common;
+use crate::common::TestDb;
 use herald::sqlx;
 use herald::{
     Channel, Clock, Conn, DeliveryState, Error, Herald, Leased, Outcome, Reconciler,

@@ -3,10 +3,7 @@
 //! Python library (`standardwebhooks`), status classification, Retry-After, timeouts,
 //! redirects, secret rotation and the SSRF guard — time moved by a manual clock.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
+use crate::common;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, Uri};
@@ -24,7 +21,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
 
-use common::Env;
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 // ---- Python (the independent verifier) -------------------------------------------------
@@ -180,8 +176,21 @@ impl Receiver {
 
 // ---- an environment per backend --------------------------------------------------------
 
+/// A `common::Env` with this file's helpers: a type of its own, because the other test
+/// modules of this binary add helpers of the same names to theirs.
+#[derive(Debug)]
+struct Env(common::Env);
+
+impl std::ops::Deref for Env {
+    type Target = common::Env;
+
+    fn deref(&self) -> &common::Env {
+        &self.0
+    }
+}
+
 async fn envs() -> Vec<Env> {
-    common::envs("webhook").await
+    common::envs("webhook").await.into_iter().map(Env).collect()
 }
 
 fn loopback_allowed() -> WebhookOptions {

@@ -3,11 +3,7 @@
 //! duplicate check, bad input refused with the caller's transaction left usable, and a
 //! ledger whose balances and journal agree after every operation.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::backends;
+use crate::common::backends;
 use herald::sqlx::{self, AssertSqlSafe, Postgres, Sqlite};
 use herald::{
     AsConn, Channel, Conn, DeliveryState, EngineOptions, Error, Herald, Leased, Outcome,

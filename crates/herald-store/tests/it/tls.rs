@@ -7,8 +7,6 @@
 //! Required when `CI` is set; otherwise skipped, with the reason printed, when the
 //! PostgreSQL server binaries or `openssl` are missing.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use herald_store::{Store, StoreError, StoreOptions, migrate::schema_version_known};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -4,10 +4,7 @@
 //! Provoked for real: a deferred trigger holds the lease's COMMIT on the server while the
 //! fault proxy resets the worker's connections, so the COMMIT completes unheard.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
+use crate::common;
 use herald::sqlx::{self, Connection, PgConnection};
 use herald::{BoxFuture, Channel, Herald, Leased, Outcome, SubmitRequest, Worker, WorkerOptions};
 use herald_faults::FaultProxy;

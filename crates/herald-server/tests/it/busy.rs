@@ -3,12 +3,9 @@
 //! network broke while they sat idle (replaced and the request retried, so the caller
 //! never sees it).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
+use crate::common;
+use crate::common::{ADMIN_KEY, Api, config, envs, get, post};
 use axum::http::StatusCode;
-use common::{ADMIN_KEY, Api, config, envs, get, post};
 use herald::sqlx;
 use herald::{Herald, StoreOptions};
 use herald_faults::FaultProxy;

@@ -1,11 +1,7 @@
 //! Receipts (SPEC guarantee 9): `once` applies an operation once per (scope, operation
 //! id), under real concurrency, durably, and never aborts the caller's transaction.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::backends;
+use crate::common::backends;
 use herald::sqlx::{self, AssertSqlSafe};
 use herald::{AsConn, Conn, Error, Herald, Once, once};
 use std::sync::Arc;

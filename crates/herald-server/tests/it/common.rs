@@ -2,7 +2,7 @@
 //! `HERALD_TEST_POSTGRES_URL` is set, required when `CI` is set), the real router driven
 //! with `tower::ServiceExt::oneshot`, and small request/response helpers.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(dead_code)]
 
 use axum::Router;
 use axum::body::Body;

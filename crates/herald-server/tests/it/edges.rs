@@ -4,10 +4,7 @@
 //! shutdown that ends while a client holds a connection open mid-headers. The database
 //! plays no part, so these run on SQLite only.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
+use crate::common;
 use herald::{CancellationToken, Herald};
 use herald_server::listen::HttpOptions;
 use herald_server::serve::{ServeConfig, ServeError, run};

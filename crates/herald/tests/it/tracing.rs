@@ -3,10 +3,7 @@
 //! an `.await` stays current on the thread while the task is suspended, so another task's
 //! events would carry this delivery's tenant and key (defect 8 of issue 13).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
+use crate::common;
 use herald::{BoxFuture, Channel, Leased, Outcome, SubmitRequest, Worker, WorkerOptions};
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;

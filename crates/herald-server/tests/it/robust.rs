@@ -3,12 +3,9 @@
 //! states; retention prunes final deliveries past the window (which is also the
 //! idempotency window).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
+use crate::common;
+use crate::common::{ADMIN_KEY, Env, Req, envs, get, post, req};
 use axum::http::{HeaderValue, Method, StatusCode, header};
-use common::{ADMIN_KEY, Env, Req, envs, get, post, req};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! Each PostgreSQL test gets its own schema (via the connection's search_path), so tests
 //! run in parallel without seeing each other's rows.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(dead_code)]
 
 use herald::sqlx::{self, Connection};
 use herald::{Backend, Herald, StoreOptions};

@@ -2,11 +2,8 @@
 //! conflicts: a transaction that loses a real serialization conflict, deadlock or
 //! SQLite write lock, never an error constructed to look like one.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::backends;
+use crate::common;
+use crate::common::backends;
 use herald::sqlx::{self, AssertSqlSafe};
 use herald::{Backend, Conn, Error, Herald, Isolation, Tx, TxOptions};
 use herald_store::{BeginOptions, Store};

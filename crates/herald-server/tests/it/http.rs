@@ -1,12 +1,8 @@
 //! The HTTP API through the real router (SPEC.md "HTTP API", guarantees 1, 2, 10, 11) on
 //! every backend: every route, every error code, JSON errors for bad input, tenant walls.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
+use crate::common::*;
 use axum::http::{HeaderValue, Method, StatusCode};
-use common::*;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 

@@ -2,10 +2,7 @@
 //! 13): workers, outcomes, fencing, the reconciler, replay and cancel, shutdown and
 //! wake-ups — with real connections and tasks, time moved by a manual clock.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
+use crate::common;
 use herald::{
     Channel, DeliveryState, Error, Leased, Outcome, Reconciler, ReconcilerOptions, SubmitRequest,
     Worker, WorkerOptions,
@@ -20,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use uuid::Uuid;
 
-use common::{Env, START_S};
+use crate::common::START_S;
 
 // ---- a scripted channel ---------------------------------------------------------------
 
@@ -80,8 +77,21 @@ impl Channel for Script {
 
 // ---- an environment per backend --------------------------------------------------------
 
+/// A `common::Env` with this file's helpers: a type of its own, because the other test
+/// modules of this binary add helpers of the same names to theirs.
+#[derive(Debug)]
+struct Env(common::Env);
+
+impl std::ops::Deref for Env {
+    type Target = common::Env;
+
+    fn deref(&self) -> &common::Env {
+        &self.0
+    }
+}
+
 async fn envs() -> Vec<Env> {
-    common::envs("email").await
+    common::envs("email").await.into_iter().map(Env).collect()
 }
 
 fn request(tenant: Uuid, key: &str) -> SubmitRequest {
