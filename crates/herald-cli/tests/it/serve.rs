@@ -6,11 +6,7 @@
 //! the webhook receiver's channel of `webhook-id`s), each under a `tokio::time::timeout`.
 //! Every child is SIGKILLed when its guard drops, so a failing test leaves none behind.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
-
-use support::*;
+use crate::support::*;
 // ---------------------------------------------------------------------------------------
 // 1. The newcomer's path on the default SQLite file
 

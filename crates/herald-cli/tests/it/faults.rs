@@ -5,13 +5,9 @@
 //! broken connections), no request may have been a 500 or have waited without bound, the
 //! ledger must balance, and SIGTERM must end the process within the shutdown grace.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
-
+use crate::support::*;
 use herald_faults::FaultProxy;
 use std::sync::atomic::{AtomicBool, Ordering};
-use support::*;
 
 /// Deliveries submitted under faults (the defect report's figure).
 const DELIVERIES: usize = 2000;

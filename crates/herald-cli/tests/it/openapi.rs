@@ -4,11 +4,7 @@
 //! openapi-python-client running README's quick start. Both from PyPI, installed by
 //! `scripts/test-deps`; required when `CI` is set, skipped with a reason otherwise.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::{Server, bin_dir, python_with, run};
+use crate::support::{BIN, Server, bin_dir, python_with, run};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::process::Command;
@@ -37,7 +33,7 @@ fn venv_command(python: &Path, program: &str) -> Command {
 /// `herald …` on the server's database, as an operator would; returns stdout as JSON.
 async fn herald_json(server: &Server, args: &[&str]) -> serde_json::Value {
     let db = server.dir.path().join("herald.db");
-    let mut cmd = Command::new(common::BIN);
+    let mut cmd = Command::new(BIN);
     cmd.args(args).args(["--json", "--db"]).arg(&db).env_remove("HERALD_DB");
     let (ok, out) = run(cmd, Duration::from_secs(30)).await;
     assert!(ok, "herald {args:?}: {out}");

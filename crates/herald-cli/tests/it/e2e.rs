@@ -2,8 +2,6 @@
 //! over HTTP both arrive (at a real HTTP receiver and a real SMTP relay), both end `sent`,
 //! and the ledger shows them charged.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

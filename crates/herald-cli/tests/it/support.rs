@@ -1,6 +1,8 @@
 //! What the tests of `herald` as a real process share: child processes (`herald serve` and
 //! one-shot commands), HTTP/1.1 by hand, a real webhook receiver that records every
-//! request, and one fresh PostgreSQL schema per test.
+//! request, one fresh PostgreSQL schema per test, and for the documentation tests a
+//! `herald serve` on a fresh SQLite file and the Python interpreter with the tests' PyPI
+//! packages.
 //!
 //! Nothing here sleeps to wait for work: waits are on signals (a child's stderr line, the
 //! receiver's channel of `webhook-id`s), each under a `tokio::time::timeout`. Every child
@@ -15,7 +17,7 @@ pub use herald::sqlx::{self, Connection, PgConnection};
 pub use serde_json::{Value, json};
 pub use std::collections::{BTreeMap, BTreeSet, HashMap};
 pub use std::net::SocketAddr;
-pub use std::path::Path;
+pub use std::path::{Path, PathBuf};
 pub use std::process::{ExitStatus, Stdio};
 pub use std::sync::{Arc, Mutex};
 pub use std::time::{Duration, Instant};
@@ -85,9 +87,14 @@ impl Proc {
             .args(args)
             .env("HERALD_ADMIN_KEY", ADMIN_KEY)
             .env("HERALD_ALLOW_PRIVATE_TARGETS", "true")
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .envs(env.iter().copied());
+        Proc::spawn(name, cmd).await
+    }
+
+    /// Starts `cmd` (a `herald serve --listen 127.0.0.1:0 …`) with stdout discarded and
+    /// stderr collected, and waits for its "listening" line.
+    pub async fn spawn(name: &str, mut cmd: Command) -> Proc {
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{name}: spawn {BIN}: {e}"));
         let pipe = child.stderr.take().expect("piped stderr");
         let stderr = Arc::new(Mutex::new(String::new()));
@@ -241,6 +248,90 @@ pub fn error_line_problem(run: &Run) -> Option<String> {
         return None;
     };
     Some(format!("herald {:?}: {problem}\n{run:#?}", run.args))
+}
+
+// ---------------------------------------------------------------------------------------
+// The documentation tests: a server as a newcomer starts it, the tests' Python
+
+/// A running `herald serve` in a fresh directory of its own, on `herald.db` there, with
+/// only the admin key set (private targets stay refused). Dropping it SIGKILLs the process,
+/// then removes the directory.
+pub struct Server {
+    pub addr: SocketAddr,
+    // Before `dir`: fields drop in order, so the process is killed before its directory goes.
+    proc: Proc,
+    pub dir: tempfile::TempDir,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("addr", &self.addr).finish()
+    }
+}
+
+impl Server {
+    /// `herald serve --listen 127.0.0.1:0` with this admin key, on `herald.db` in a fresh
+    /// directory, with none of the test runner's `HERALD_*` settings; waits for its
+    /// "listening" line.
+    pub async fn start(admin_key: &str) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cmd = herald_command(dir.path());
+        cmd.args(["serve", "--listen", "127.0.0.1:0"]).env("HERALD_ADMIN_KEY", admin_key);
+        let proc = Proc::spawn("herald serve", cmd).await;
+        Server { addr: proc.addr, proc, dir }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// What the server has logged so far.
+    pub fn log(&self) -> String {
+        self.proc.stderr()
+    }
+}
+
+/// The virtualenv python of `scripts/test-deps` (`HERALD_TEST_PYTHON`) if it has every
+/// module in `modules`. Without it the test is skipped with a printed reason, unless `CI`
+/// is set: then it fails.
+pub fn python_with(modules: &[&str]) -> Option<PathBuf> {
+    let skip = |why: String| {
+        assert!(std::env::var_os("CI").is_none(), "CI is set but {why}");
+        eprintln!("skipped: {why} (export HERALD_TEST_PYTHON=$(scripts/test-deps))");
+        None
+    };
+    let python = match std::env::var("HERALD_TEST_PYTHON") {
+        Ok(p) if !p.trim().is_empty() => PathBuf::from(p),
+        _ => return skip("HERALD_TEST_PYTHON is not set".into()),
+    };
+    let imports = format!("import {}", modules.join(", "));
+    let ok = std::process::Command::new(&python)
+        .args(["-c", &imports])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        return skip(format!("{} cannot `{imports}`", python.display()));
+    }
+    Some(python)
+}
+
+/// The directory of the virtualenv's scripts (`schemathesis`, `ruff`, …).
+pub fn bin_dir(python: &Path) -> PathBuf {
+    python.parent().expect("python lives in a bin directory").to_path_buf()
+}
+
+/// Runs a command to its end within `bound`; returns (success, stdout + stderr).
+pub async fn run(mut cmd: Command, bound: Duration) -> (bool, String) {
+    cmd.stdin(Stdio::null()).kill_on_drop(true);
+    let out = tokio::time::timeout(bound, cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("{cmd:?} did not finish within {bound:?}"))
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -2,11 +2,7 @@
 //! `herald serve` (the block reads `HERALD_URL`, defaulting to the server's default
 //! address): every command must succeed and every answer be what the comments say.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::{Server, run};
+use crate::support::{Server, run};
 use serde_json::Value;
 use std::time::Duration;
 use tokio::process::Command;

@@ -1,8 +1,6 @@
 //! End-to-end tests of the `herald` binary: exit codes, output, and that every failure is
 //! one `error:` line on stderr that leaves the data untouched.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use herald_store::sqlx::sqlite::SqliteConnectOptions;
 use herald_store::sqlx::{self, Connection, PgConnection, Row, SqliteConnection};
 use serde_json::Value;

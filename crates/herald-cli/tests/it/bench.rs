@@ -1,8 +1,6 @@
 //! `herald bench` as a real process on PostgreSQL: a short run (no peers, small N) writes
 //! every figure to its JSON file, and bad input is one `error:` line, never a panic.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use serde_json::Value;
 use std::process::Command;
 

@@ -1,0 +1,15 @@
+//! herald-cli's integration tests, one test binary for the crate: each former `tests/*.rs`
+//! is a module here, so a change relinks one binary instead of one per file.
+//! Every test still runs in a process of its own under nextest.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+mod bench;
+mod cli;
+mod e2e;
+mod faults;
+mod openapi;
+mod quickstart;
+mod serve;
