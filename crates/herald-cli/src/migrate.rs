@@ -1,7 +1,7 @@
 //! `herald migrate`: apply pending schema migrations and report the version.
 
 use anyhow::Result;
-use herald_store::{DbUrl, Store, StoreOptions};
+use herald::{Herald, StoreOptions};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -24,26 +24,23 @@ impl std::fmt::Debug for Args {
 }
 
 pub async fn run(args: Args) -> Result<()> {
-    let url = DbUrl::parse(&args.db)?;
-    let store = Store::connect(&url, &StoreOptions::default()).await?;
-    let report = store.migrate().await;
-    store.close().await;
-    let report = report?;
+    let report = Herald::migrate(&args.db, &StoreOptions::default()).await?;
+    let backend = report.backend;
     if args.json {
         let value = serde_json::json!({
-            "backend": store.backend().name(),
+            "backend": backend.name(),
             "applied": report.applied,
             "version": report.version,
         });
         println!("{value}");
     } else if report.applied.is_empty() {
-        println!("schema is current (version {}) on {}", report.version, store.backend().name());
+        println!("schema is current (version {}) on {}", report.version, backend.name());
     } else {
         let applied: Vec<String> = report.applied.iter().map(i64::to_string).collect();
         println!(
             "applied migration(s) {} on {}; schema version {}",
             applied.join(", "),
-            store.backend().name(),
+            backend.name(),
             report.version
         );
     }

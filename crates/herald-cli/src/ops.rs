@@ -2,9 +2,9 @@
 //! default, `--json` for scripts.
 
 use anyhow::{Context, Result, anyhow, bail};
-use herald::{Delivery, DeliveryState, Herald};
+use herald::{Delivery, DeliveryFilter, DeliveryState, Herald};
+use herald_core::limits::OPERATOR_LIST_MAX;
 use herald_server::keys;
-use herald_store::deliveries::{deliveries_list, delivery_get};
 use herald_store::keys::{api_key_insert, api_key_revoke};
 use herald_store::tenants::tenant_exists;
 use uuid::Uuid;
@@ -245,13 +245,10 @@ fn delivery_line(d: &Delivery) -> String {
 
 /// The tenant of a delivery (operators act on any tenant's deliveries).
 async fn tenant_of(herald: &Herald, id: Uuid) -> Result<Uuid> {
-    let row = herald
-        .transaction(|tx| {
-            Box::pin(async move { Ok(delivery_get(tx.conn(), None, id, false).await?) })
-        })
-        .await?
-        .value;
-    row.map(|r| r.tenant_id).ok_or_else(|| anyhow!("no delivery {id}"))
+    match herald.delivery_tenant(id).await {
+        Err(herald::Error::NotFound) => Err(anyhow!("no delivery {id}")),
+        other => Ok(other?),
+    }
 }
 
 pub async fn deliveries(db: Db, cmd: DeliveriesCmd) -> Result<()> {
@@ -259,23 +256,15 @@ pub async fn deliveries(db: Db, cmd: DeliveriesCmd) -> Result<()> {
     match cmd {
         DeliveriesCmd::List { tenant, state, channel, limit } => {
             let tenant = uuid("tenant", &tenant)?;
-            if !(1..=1000).contains(&limit) {
-                bail!("--limit must be 1 to 1000");
+            if !(1..=OPERATOR_LIST_MAX).contains(&limit) {
+                bail!("--limit must be 1 to {OPERATOR_LIST_MAX}");
             }
             let state = match state {
                 None => None,
                 Some(s) => Some(s.parse::<DeliveryState>().map_err(|e| anyhow!("{e}"))?),
             };
-            let channel = channel.as_deref();
-            let rows = herald
-                .transaction(|tx| {
-                    Box::pin(async move {
-                        Ok(deliveries_list(tx.conn(), tenant, state, channel, None, limit).await?)
-                    })
-                })
-                .await?
-                .value;
-            let list: Vec<Delivery> = rows.into_iter().map(Delivery::from).collect();
+            let filter = DeliveryFilter { tenant, state, channel, before: None, limit };
+            let list = herald.deliveries(&filter).await?;
             if db.json {
                 let rows: Vec<_> = list.iter().map(delivery_json).collect();
                 println!("{}", serde_json::json!({"deliveries": rows}));

@@ -7,6 +7,7 @@ pub mod backoff;
 pub mod decide;
 pub mod duration;
 pub mod fingerprint;
+pub mod grant;
 pub mod ident;
 pub mod limits;
 pub mod redact;
@@ -15,6 +16,7 @@ pub mod state;
 
 pub use backoff::Backoff;
 pub use decide::{Current, Decision, Report, decide};
+pub use grant::{Grant, decide_grant};
 pub use ident::{IdentError, OperationId, Scope};
 pub use redact::{Redacted, redact_url};
 pub use retry::RetryPolicy;

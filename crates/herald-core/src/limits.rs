@@ -95,3 +95,18 @@ pub const SHUTDOWN_GRACE_DEFAULT: Duration = Duration::from_secs(10);
 
 /// Longest error message kept on an attempt row.
 pub const ERROR_MESSAGE_LEN_MAX: usize = 1000;
+
+/// Final deliveries (and receipts) deleted per retention statement, so a pass never holds
+/// a long transaction.
+pub const RETENTION_BATCH_MAX: usize = 1000;
+/// How often a retention service prunes.
+pub const RETENTION_EVERY_DEFAULT: std::time::Duration = std::time::Duration::from_secs(60);
+/// Deliveries in one page of the HTTP API's listing, at most.
+pub const PAGE_MAX: usize = 200;
+/// Deliveries an operator's `herald deliveries list` prints, at most.
+pub const OPERATOR_LIST_MAX: usize = 1000;
+/// Outcomes a worker records together at most (one transaction, one set-based statement
+/// for the fenced `sent` ones).
+pub const RECORD_BATCH_MAX: usize = 1024;
+/// A worker's live leases read at most per look for orphaned ones.
+pub const ORPHANS_BATCH_MAX: usize = 10_000;

@@ -7,7 +7,7 @@ use crate::keys::{self, NewKey};
 use crate::serve::{ServeConfig, state};
 use crate::wire::{KeyCreated, SecretRotated, TenantCreated};
 use herald::Herald;
-use herald_store::{DbUrl, Store, StoreOptions};
+use herald::{DbUrl, Store, StoreOptions};
 
 const API_KEY: &str = "hk_0123456789abcdef_k3ysecret";
 const WEBHOOK_SECRET: &str = "whsec_c2lnbmluZ3NlY3JldA==";

@@ -125,7 +125,7 @@ pub type ApiResult<T> = Result<T, ApiError>;
 mod tests {
     use super::*;
     use herald::Error as E;
-    use herald_store::StoreError;
+    use herald::StoreError;
     use std::time::Duration;
 
     fn timed_out() -> StoreError {

@@ -9,7 +9,6 @@
 //! `TENANT_SERIES_MAX` tenants.
 
 use herald::Herald;
-use herald_store::deliveries::{deliveries_count_by_state, oldest_due_age_ms};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -55,26 +54,15 @@ pub async fn refresh_gauges(herald: &Herald, force: bool) {
         }
         *last = Some(Instant::now());
     }
-    let now = herald.clock().now_ms();
-    let result = herald
-        .transaction(|tx| {
-            Box::pin(async move {
-                let states = deliveries_count_by_state(tx.conn()).await?;
-                let age = oldest_due_age_ms(tx.conn(), now).await?;
-                let reserved = herald_store::quota::quota_reserved_by_tenant(tx.conn()).await?;
-                Ok((states, age, reserved))
-            })
-        })
-        .await;
-    match result {
-        Ok(c) => {
-            let (states, age, reserved) = c.value;
+    match herald.queue_stats().await {
+        Ok(stats) => {
             for state in herald::DeliveryState::ALL {
-                let n = states.iter().find(|(s, _)| s == state.as_str()).map_or(0, |(_, n)| *n);
+                let n = stats.by_state.iter().find(|(s, _)| *s == state).map_or(0, |(_, n)| *n);
                 metrics::gauge!("herald_deliveries", "state" => state.as_str()).set(n as f64);
             }
-            let age_s = age.map_or(0.0, |ms| ms.max(0) as f64 / 1000.0);
+            let age_s = stats.oldest_due_age.map_or(0.0, |age| age.as_secs_f64());
             metrics::gauge!("herald_oldest_due_age_seconds").set(age_s);
+            let reserved = stats.reserved_by_tenant;
             let total = reserved.iter().fold(0i64, |sum, (_, units)| sum.saturating_add(*units));
             metrics::gauge!("herald_quota_reserved").set(total as f64);
             let mut by_tenant = reserved;

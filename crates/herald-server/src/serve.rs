@@ -5,18 +5,13 @@ use crate::listen::HttpOptions;
 use crate::state::AppState;
 use crate::{app, keys};
 use herald::{
-    CancellationToken, Channel, Herald, Reconciler, ReconcilerOptions, Worker, WorkerOptions,
+    CancellationToken, Channel, Herald, Reconciler, ReconcilerOptions, Retention, RetentionOptions,
+    Worker, WorkerOptions,
 };
-use herald_store::deliveries::retention_prune;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Final deliveries pruned per statement.
-pub const RETENTION_BATCH: usize = 1000;
-/// How often retention runs.
-pub const RETENTION_EVERY: Duration = Duration::from_secs(60);
 
 /// What to run and how.
 #[derive(Clone)]
@@ -124,23 +119,10 @@ pub async fn run(
         let stop = shutdown.clone();
         tasks.spawn(async move { reconciler.run(stop).await.map_err(ServeError::from) });
     }
-    if let Some(retention) = config.retention {
-        let (herald, stop) = (herald.clone(), shutdown.clone());
-        tasks.spawn(async move {
-            loop {
-                let pass = tokio::select! {
-                    _ = stop.cancelled() => return Ok(()),
-                    pass = prune(&herald, retention) => pass,
-                };
-                if let Err(e) = pass {
-                    tracing::warn!(error = %e, "retention pass failed");
-                }
-                tokio::select! {
-                    _ = stop.cancelled() => return Ok(()),
-                    _ = tokio::time::sleep(RETENTION_EVERY) => {}
-                }
-            }
-        });
+    if let Some(keep) = config.retention {
+        let retention = Retention::new(herald.clone(), RetentionOptions::keep(keep));
+        let stop = shutdown.clone();
+        tasks.spawn(async move { retention.run(stop).await.map_err(ServeError::from) });
     }
     let mut first_error = None;
     while let Some(joined) = tasks.join_next().await {
@@ -153,26 +135,4 @@ pub async fn run(
         }
     }
     first_error.map_or(Ok(()), Err)
-}
-
-/// One retention pass: prunes final deliveries (and receipts) older than `retention` in
-/// bounded batches. Returns (deliveries, receipts) removed.
-pub async fn prune(herald: &Herald, retention: Duration) -> Result<(u64, u64), herald::Error> {
-    let now = herald.clock().now_ms().unwrap_or_else(herald_store::clock::system_ms);
-    let cutoff = now.saturating_sub(retention.as_millis().min(i64::MAX as u128) as i64);
-    let mut total = (0, 0);
-    loop {
-        let (d, r) = herald
-            .transaction(|tx| {
-                Box::pin(
-                    async move { Ok(retention_prune(tx.conn(), cutoff, RETENTION_BATCH).await?) },
-                )
-            })
-            .await?
-            .value;
-        total = (total.0 + d, total.1 + r);
-        if d < RETENTION_BATCH as u64 && r < RETENTION_BATCH as u64 {
-            return Ok(total);
-        }
-    }
 }

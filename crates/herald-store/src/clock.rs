@@ -1,8 +1,36 @@
-//! "Now" at the store boundary: Unix milliseconds, or `None` for the database's clock.
-//! On PostgreSQL `None` becomes `now()` in SQL (one clock for every machine); SQLite runs
-//! on one machine, so `None` is read from the system clock here.
+//! "Now" at the store boundary: which clock a statement reads. Production uses the
+//! database's (PostgreSQL's `now()`, one clock for every machine; SQLite runs on one
+//! machine, so its "database clock" is the system clock read here); tests inject a fixed
+//! instant from a manual clock.
 
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Which clock decides "now" in a statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Now {
+    /// The database's clock.
+    Database,
+    /// A fixed instant, in Unix milliseconds (a test's manual clock).
+    At(i64),
+}
+
+impl Now {
+    /// The instant as SQLite stores it: the fixed one, else the system clock.
+    pub(crate) fn sqlite_ms(self) -> i64 {
+        match self {
+            Now::Database => system_ms(),
+            Now::At(ms) => ms,
+        }
+    }
+
+    /// The parameter of PostgreSQL's `herald_now($n)`: NULL for `now()`.
+    pub(crate) fn pg(self) -> Option<i64> {
+        match self {
+            Now::Database => None,
+            Now::At(ms) => Some(ms),
+        }
+    }
+}
 
 /// The system clock in Unix milliseconds.
 pub fn system_ms() -> i64 {

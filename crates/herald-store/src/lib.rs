@@ -2,8 +2,24 @@
 //!
 //! One [`Store`] per database, behind one [`Backend`] boundary: an embedded SQLite file
 //! (the default) or PostgreSQL. Everything above this crate speaks in terms of the store's
-//! functions and never writes SQL; everything in it is written twice, once per backend,
-//! next to each other, so a difference between the backends is visible in one screen.
+//! functions and never writes SQL. A store function is a contract, documented once, whose
+//! body hands the call to the module of the backend the connection is on
+//! ([`per_backend!`]): `sqlite::*` and `postgres::*` hold the SQL, one module per concern.
+//! A backend is one more module tree and one more line in that macro; the compiler lists
+//! every function it must provide.
+
+/// The backend seam: `per_backend!(conn, module::function(args…))` calls
+/// `crate::<backend>::module::function(connection, args…)` for the backend `conn` is on,
+/// and awaits it. Every backend module provides every function a contract calls.
+macro_rules! per_backend {
+    ($conn:expr, $module:ident :: $f:ident ( $($arg:expr),* $(,)? )) => {
+        match $conn {
+            $crate::conn::Conn::Sqlite(c) => $crate::sqlite::$module::$f(c, $($arg),*).await,
+            $crate::conn::Conn::Postgres(c) => $crate::postgres::$module::$f(c, $($arg),*).await,
+        }
+    };
+}
+pub(crate) use per_backend;
 
 pub mod bench;
 pub mod clock;
@@ -15,13 +31,16 @@ pub mod error;
 pub mod keys;
 pub mod migrate;
 pub mod notify;
+mod postgres;
 pub mod quota;
 pub mod receipts;
+mod sqlite;
 pub mod store;
 pub mod tenants;
 pub mod tx;
 pub mod url;
 
+pub use clock::Now;
 pub use conn::{AsConn, Conn};
 pub use error::{Concurrency, ErrorClass, StoreError};
 pub use store::{Backend, PooledConn, Store, StoreOptions};

@@ -30,6 +30,16 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// Whether a claim is one statement here, and so may run autocommitted (one round
+    /// trip) when there is no transaction to commit it with. On SQLite a claim is several
+    /// statements and needs a transaction.
+    pub fn claims_in_one_statement(self) -> bool {
+        match self {
+            Backend::Sqlite => false,
+            Backend::Postgres => true,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Backend::Sqlite => "sqlite",

@@ -37,7 +37,24 @@ pub async fn tenant_insert(
     Ok(n == 1)
 }
 
-pub use crate::deliveries::tenant_exists;
+/// Whether the tenant exists.
+pub async fn tenant_exists(conn: Conn<'_>, tenant: Uuid) -> Result<bool, StoreError> {
+    let found: Option<i32> = match conn {
+        Conn::Sqlite(c) => {
+            sqlx::query_scalar("SELECT 1 FROM tenants WHERE id = ?1")
+                .bind(tenant)
+                .fetch_optional(c)
+                .await?
+        }
+        Conn::Postgres(c) => {
+            sqlx::query_scalar("SELECT 1 FROM tenants WHERE id = $1")
+                .bind(tenant)
+                .fetch_optional(c)
+                .await?
+        }
+    };
+    Ok(found.is_some())
+}
 
 /// A tenant row.
 #[derive(Clone, PartialEq, Eq)]

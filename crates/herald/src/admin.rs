@@ -1,15 +1,8 @@
-//! Operations on deliveries and quotas that are not the hot path: tenants, grants,
-//! reading, replay, cancel. Each runs in its own runner transaction.
+//! Tenants: creating one, its webhook signing secret.
 
-use crate::delivery::{Attempt, Delivery};
 use crate::error::Error;
 use crate::runner::Herald;
 use base64::Engine as _;
-use herald_core::limits::{GRANT_MAX, QUOTA_GRANTED_MAX, QUOTA_KEY_LEN_MAX};
-use herald_store::deliveries::{
-    Change, delivery_attempts, delivery_cancel, delivery_get, delivery_replay,
-};
-use herald_store::quota::{Grant, QuotaAccount, quota_accounts, quota_grant};
 use herald_store::tenants::tenant_insert;
 use uuid::Uuid;
 
@@ -71,125 +64,6 @@ impl Herald {
             return Err(Error::TenantExists { name: name.to_string() });
         }
         Ok(tenant)
-    }
-
-    /// Grants `amount` units on (tenant, quota_key). With an idempotency key (scoped to
-    /// the account) a retried grant counts once: returns whether this call added the
-    /// units. The same key with another amount is `GrantKeyReused`, a grant that would
-    /// take the granted total past `QUOTA_GRANTED_MAX` is `GrantOverLimit`; neither
-    /// changes anything.
-    pub async fn quota_grant(
-        &self,
-        tenant: Uuid,
-        quota_key: &str,
-        amount: i64,
-        idempotency_key: Option<&str>,
-    ) -> Result<bool, Error> {
-        if !(1..=GRANT_MAX).contains(&amount) {
-            return Err(Error::Invalid(format!("amount must be between 1 and {GRANT_MAX}")));
-        }
-        if quota_key.is_empty()
-            || quota_key.len() > QUOTA_KEY_LEN_MAX
-            || quota_key.chars().any(char::is_control)
-        {
-            return Err(Error::Invalid(format!(
-                "quota_key must be 1 to {QUOTA_KEY_LEN_MAX} bytes without control characters"
-            )));
-        }
-        let now = self.clock().now_ms();
-        let (key, idem) = (quota_key.to_string(), idempotency_key.map(str::to_string));
-        self.transaction(|tx| {
-            let (key, idem) = (key.clone(), idem.clone());
-            Box::pin(async move {
-                let conn = tx.conn();
-                if !herald_store::tenants::tenant_exists(conn, tenant).await? {
-                    return Err(Error::UnknownTenant);
-                }
-                match quota_grant(tx.conn(), tenant, &key, amount, idem.as_deref(), now).await? {
-                    Grant::Applied => Ok(true),
-                    Grant::Repeated => Ok(false),
-                    Grant::KeyReused { amount_first } => {
-                        Err(Error::GrantKeyReused { quota_key: key, amount, amount_first })
-                    }
-                    Grant::OverLimit { granted } => Err(Error::GrantOverLimit {
-                        quota_key: key,
-                        amount,
-                        granted,
-                        limit: QUOTA_GRANTED_MAX,
-                    }),
-                }
-            })
-        })
-        .await
-        .map(|c| c.value)
-    }
-
-    /// A tenant's quota accounts.
-    pub async fn quotas(&self, tenant: Uuid) -> Result<Vec<QuotaAccount>, Error> {
-        self.transaction(|tx| Box::pin(async move { Ok(quota_accounts(tx.conn(), tenant).await?) }))
-            .await
-            .map(|c| c.value)
-    }
-
-    /// One of a tenant's deliveries; another tenant's is `NotFound`.
-    pub async fn delivery(&self, tenant: Uuid, id: Uuid) -> Result<Delivery, Error> {
-        self.transaction(|tx| {
-            Box::pin(async move { Ok(delivery_get(tx.conn(), Some(tenant), id, false).await?) })
-        })
-        .await?
-        .value
-        .map(Delivery::from)
-        .ok_or(Error::NotFound)
-    }
-
-    /// A delivery's attempts, oldest first.
-    pub async fn attempts(&self, tenant: Uuid, id: Uuid) -> Result<Vec<Attempt>, Error> {
-        self.transaction(|tx| {
-            Box::pin(async move {
-                if delivery_get(tx.conn(), Some(tenant), id, false).await?.is_none() {
-                    return Err(Error::NotFound);
-                }
-                Ok(delivery_attempts(tx.conn(), id).await?)
-            })
-        })
-        .await
-        .map(|c| c.value.into_iter().map(Attempt::from).collect())
-    }
-
-    /// Replays a failed or cancelled delivery: same row, reservation seq + 1, a fresh
-    /// attempt budget.
-    pub async fn replay(&self, tenant: Uuid, id: Uuid) -> Result<Delivery, Error> {
-        let now = self.clock().now_ms();
-        let change = self
-            .transaction(|tx| {
-                Box::pin(async move { Ok(delivery_replay(tx.conn(), tenant, id, now).await?) })
-            })
-            .await?
-            .value;
-        let delivery = changed(change, "replay")?;
-        self.wake().soon();
-        Ok(delivery)
-    }
-
-    /// Cancels a pending delivery and releases its reservation.
-    pub async fn cancel(&self, tenant: Uuid, id: Uuid) -> Result<Delivery, Error> {
-        let now = self.clock().now_ms();
-        let change = self
-            .transaction(|tx| {
-                Box::pin(async move { Ok(delivery_cancel(tx.conn(), tenant, id, now).await?) })
-            })
-            .await?
-            .value;
-        changed(change, "cancel")
-    }
-}
-
-fn changed(change: Change, operation: &'static str) -> Result<Delivery, Error> {
-    match change {
-        Change::Done(row) => Ok((*row).into()),
-        Change::NotFound => Err(Error::NotFound),
-        Change::WrongState(state) => Err(Error::WrongState { state, operation }),
-        Change::QuotaExhausted(quota_key) => Err(Error::QuotaExhausted { quota_key }),
     }
 }
 

@@ -33,7 +33,13 @@ impl Clock {
         }
     }
 
-    /// "Now" for the store: `Some(ms)` from a manual clock, `None` for the database's.
+    /// Which clock the store reads "now" from: the database's, or this manual clock's
+    /// reading.
+    pub fn now(&self) -> herald_store::Now {
+        self.now_ms().map_or(herald_store::Now::Database, herald_store::Now::At)
+    }
+
+    /// A manual clock's reading in Unix milliseconds; `None` for the database's clock.
     pub fn now_ms(&self) -> Option<i64> {
         self.manual
             .as_ref()

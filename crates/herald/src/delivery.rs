@@ -1,6 +1,7 @@
 //! The public view of a delivery, its attempts and quota accounts, converted from store
 //! rows (milliseconds) into typed values (jiff timestamps).
 
+use crate::error::Error;
 use herald_core::DeliveryState;
 use herald_store::deliveries::{AttemptRow, DeliveryRow};
 use jiff::Timestamp;
@@ -44,17 +45,23 @@ pub struct Attempt {
     pub error_message: Option<String>,
 }
 
-pub(crate) fn ts(ms: i64) -> Timestamp {
-    Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH)
+/// A stored time; out of range is an error that names the value, never a default.
+pub(crate) fn ts(ms: i64, what: impl FnOnce() -> String) -> Result<Timestamp, Error> {
+    Timestamp::from_millisecond(ms)
+        .map_err(|e| Error::Unreadable { what: format!("{} ({ms} ms): {e}", what()) })
 }
 
 fn count(n: i32) -> u32 {
     n.max(0) as u32
 }
 
-impl From<DeliveryRow> for Delivery {
-    fn from(r: DeliveryRow) -> Delivery {
-        Delivery {
+impl TryFrom<DeliveryRow> for Delivery {
+    type Error = Error;
+
+    fn try_from(r: DeliveryRow) -> Result<Delivery, Error> {
+        let id = r.id;
+        let at = |ms: i64, column: &'static str| ts(ms, || format!("{column} of delivery {id}"));
+        Ok(Delivery {
             id: r.id,
             tenant: r.tenant_id,
             operation_key: r.operation_key,
@@ -67,25 +74,29 @@ impl From<DeliveryRow> for Delivery {
             reservation_seq: count(r.reservation_seq),
             quota_key: r.quota_key,
             cost: r.cost,
-            next_attempt_at: ts(r.next_attempt_at),
+            next_attempt_at: at(r.next_attempt_at, "next_attempt_at")?,
             last_error: r.last_error,
-            created_at: ts(r.created_at),
-            updated_at: ts(r.updated_at),
-            sent_at: r.sent_at.map(ts),
-        }
+            created_at: at(r.created_at, "created_at")?,
+            updated_at: at(r.updated_at, "updated_at")?,
+            sent_at: r.sent_at.map(|ms| at(ms, "sent_at")).transpose()?,
+        })
     }
 }
 
-impl From<AttemptRow> for Attempt {
-    fn from(r: AttemptRow) -> Attempt {
-        Attempt {
+impl TryFrom<AttemptRow> for Attempt {
+    type Error = Error;
+
+    fn try_from(r: AttemptRow) -> Result<Attempt, Error> {
+        let n = r.n;
+        let at = |ms: i64, column: &'static str| ts(ms, || format!("{column} of attempt {n}"));
+        Ok(Attempt {
             n: count(r.n),
             worker: r.worker,
-            started_at: ts(r.started_at),
-            finished_at: r.finished_at.map(ts),
+            started_at: at(r.started_at, "started_at")?,
+            finished_at: r.finished_at.map(|ms| at(ms, "finished_at")).transpose()?,
             outcome: r.outcome,
             error_code: r.error_code,
             error_message: r.error_message,
-        }
+        })
     }
 }

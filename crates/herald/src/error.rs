@@ -106,6 +106,11 @@ pub enum Error {
     #[error("delivery is {state}: {operation} is not allowed")]
     WrongState { state: herald_core::DeliveryState, operation: &'static str },
 
+    /// A stored value this build cannot read (a time out of range, say): nothing is
+    /// guessed in its place. `what` names the value and the row.
+    #[error("a stored value cannot be read: {what}")]
+    Unreadable { what: String },
+
     /// An error from the application's own code inside a closure.
     #[error(transparent)]
     App(BoxError),

@@ -21,8 +21,12 @@ pub mod demo;
 mod error;
 mod keys;
 mod known_leases;
+mod manage;
 mod once;
+mod ops;
+mod outcome;
 mod reconciler;
+mod retention;
 mod runner;
 mod submit;
 mod tx;
@@ -35,11 +39,17 @@ pub use clock::Clock;
 pub use delivery::{Attempt, Delivery};
 pub use error::{BoxError, Error};
 pub use herald_core::{Backoff, OperationId, Scope};
-pub use herald_core::{DeliveryState, RetryPolicy};
+pub use herald_core::{Decision, DeliveryState, Report, RetryPolicy};
 pub use herald_store::quota::QuotaAccount;
-pub use herald_store::{AsConn, Backend, Concurrency, Conn, Isolation, StoreOptions};
+pub use herald_store::{
+    AsConn, Backend, Concurrency, Conn, DbUrl, ErrorClass, Isolation, Now, Store, StoreError,
+    StoreOptions,
+};
 pub use once::{Once, once};
+pub use ops::{DeliveryFilter, Migrated, QueueStats};
+pub use outcome::AttemptReport;
 pub use reconciler::{ReconcileReport, Reconciler, ReconcilerOptions};
+pub use retention::{Retention, RetentionOptions, RetentionReport};
 pub use runner::{Committed, EngineOptions, Herald, TxOptions};
 pub use submit::{SubmitRequest, Submitted};
 pub use worker::{RunReport, Worker, WorkerOptions};

@@ -4,10 +4,11 @@
 //! expired one, so several reconcilers in several processes can run at once.
 
 use crate::error::Error;
+use crate::outcome::AttemptReport;
 use crate::runner::Herald;
 use herald_core::limits::{RECONCILE_BATCH_MAX, RECONCILE_EVERY_DEFAULT};
 use herald_core::{Decision, Report, RetryPolicy};
-use herald_store::deliveries::{Finish, deliveries_expired, delivery_finish, oldest_due_age_ms};
+use herald_store::deliveries::{deliveries_expired, oldest_due_age_ms};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -54,7 +55,7 @@ impl Reconciler {
 
     /// One pass over expired leases, judged by the deciding clock (the database's).
     pub async fn run_once(&self) -> Result<ReconcileReport, Error> {
-        let now = self.herald.clock().now_ms();
+        let now = self.herald.clock().now();
         let limit = self.options.batch_max.max(1);
         let expired = self
             .herald
@@ -65,26 +66,21 @@ impl Reconciler {
             .value;
         let mut report = ReconcileReport::default();
         for lease in expired {
-            let finish = Finish {
-                id: lease.id,
-                worker: &lease.lease_owner,
+            let lost = AttemptReport {
+                delivery: lease.id,
                 n: lease.attempts,
+                worker: lease.lease_owner,
+                tenant: lease.tenant_id,
+                quota_key: lease.quota_key,
                 report: Report::Lost,
                 retry_after: None,
-                retry: self.options.retry,
                 jitter: fastrand::f64(),
-                error_code: Some("lease_expired"),
-                error_message: Some("the lease expired before the worker reported an outcome"),
-                now,
+                error_code: Some("lease_expired".into()),
+                error_message: Some(
+                    "the lease expired before the worker reported an outcome".into(),
+                ),
             };
-            let decision = self
-                .herald
-                .transaction(|tx| {
-                    let finish = finish.clone();
-                    Box::pin(async move { Ok(delivery_finish(tx.conn(), &finish).await?) })
-                })
-                .await?
-                .value;
+            let decision = self.herald.record_report(&lost, &self.options.retry).await?;
             match decision {
                 Some(Decision::Requeue { .. }) => report.requeued += 1,
                 Some(Decision::Fail { .. }) => report.failed += 1,

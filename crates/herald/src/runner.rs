@@ -32,7 +32,6 @@ use herald_store::{
     AsConn, Backend, BeginOptions, Conn, ErrorClass, Isolation, SqliteLock, Store, StoreError,
     StoreOptions,
 };
-use sqlx::postgres::{PgConnection, PgPool};
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
@@ -273,20 +272,17 @@ impl Herald {
         }
     }
 
-    /// Runs one statement on a pooled PostgreSQL connection *outside* a transaction, so it
-    /// commits on its own (one round trip instead of BEGIN, the statement and COMMIT),
-    /// with the runner's rules: a concurrency error runs it again after a backoff, within
-    /// the default attempts and deadline. PostgreSQL cannot take a `statement_timeout` in
-    /// the same round trip, so the deadline is kept on this side: a statement that
-    /// outlives it may still commit, and is reported as [`Error::CommitOutcomeUnknown`]
-    /// (its connection is closed, not returned to the pool). Meant for statements that are
-    /// safe to repeat, like an idempotent claim.
-    pub(crate) async fn autocommit<'a, T, F>(&self, pool: &PgPool, mut f: F) -> Result<T, Error>
+    /// Runs one statement on a pooled connection *outside* a transaction, so it commits on
+    /// its own (one round trip instead of BEGIN, the statement and COMMIT), with the
+    /// runner's rules: a concurrency error runs it again after a backoff, within the
+    /// default attempts and deadline. A statement cannot carry its own timeout in the same
+    /// round trip, so the deadline is kept on this side: a statement that outlives it may
+    /// still commit, and is reported as [`Error::CommitOutcomeUnknown`] (its connection is
+    /// closed, not returned to the pool). Meant for single statements that are safe to
+    /// repeat, like an idempotent claim.
+    pub(crate) async fn autocommit<'a, T, F>(&self, mut f: F) -> Result<T, Error>
     where
-        F: for<'c> FnMut(
-                &'c mut PgConnection,
-                PhantomData<&'c &'a ()>,
-            ) -> BoxFuture<'c, Result<T, StoreError>>
+        F: for<'c> FnMut(Conn<'c>, PhantomData<&'c &'a ()>) -> BoxFuture<'c, Result<T, StoreError>>
             + Send,
     {
         if IN_RUNNER.try_with(|_| ()).is_ok() {
@@ -301,18 +297,16 @@ impl Herald {
         loop {
             attempt += 1;
             let remaining = deadline.saturating_duration_since(Instant::now());
-            let conflict = match tokio::time::timeout(remaining, pool.acquire()).await {
+            let conflict = match tokio::time::timeout(remaining, self.store.acquire()).await {
                 Err(_elapsed) => return Err(expired(attempt - 1, None)),
-                Ok(Err(e)) => {
-                    judge(&self.store, e.into(), deadline, |e| expired(attempt, Some(e)))?
-                }
+                Ok(Err(e)) => judge(&self.store, e, deadline, |e| expired(attempt, Some(e)))?,
                 Ok(Ok(mut conn)) => {
                     let remaining = deadline.saturating_duration_since(Instant::now());
-                    let run = tokio::time::timeout(remaining, f(&mut conn, PhantomData));
+                    let run = tokio::time::timeout(remaining, f(conn.as_conn(), PhantomData));
                     match run.await {
                         // A write cut short or broken may still commit: unknown, not retried.
                         Err(_elapsed) => {
-                            herald_store::tx::discard(conn);
+                            conn.discard();
                             return Err(Error::CommitOutcomeUnknown {
                                 attempts: attempt,
                                 source: StoreError::Database(timed_out(
@@ -322,7 +316,7 @@ impl Herald {
                         }
                         Ok(Ok(value)) => return Ok(value),
                         Ok(Err(e)) if e.class() == ErrorClass::ConnectionLost => {
-                            herald_store::tx::discard(conn);
+                            conn.discard();
                             self.store.note_connection_lost();
                             return Err(Error::CommitOutcomeUnknown {
                                 attempts: attempt,

@@ -2,16 +2,14 @@
 //! transaction (the transactional outbox: the claim row *is* the job).
 //!
 //! Order of checks (SPEC guarantee 1): validation → duplicate or reused → quota →
-//! created. The claim is inserted first (`ON CONFLICT DO NOTHING`, which waits for a
-//! concurrent claim of the same identity to commit or roll back), then the quota is
-//! reserved with a conditional update; when quota is short the claim just inserted is
-//! deleted again, so a caller that goes on to commit its own work has no unbudgeted
-//! delivery — and no statement has failed, so its transaction is still usable.
+//! created. The store's claim inserts the row, its payload and its reservation or says
+//! why not (`herald_store::deliveries::delivery_claim`), locking the quota account before
+//! the identity on every path; when it inserted nothing, the identity is looked up, since
+//! a duplicate is reported before short quota. No statement fails on a duplicate or on
+//! short quota, so the caller's transaction stays usable.
 //!
-//! `submit_alone` on PostgreSQL has no transaction to withdraw a claim in: it is one
-//! autocommitted statement that locks the quota row first and inserts the claim only if
-//! the row covers the cost, then looks the identity up when nothing was inserted — the
-//! same answers, in the same order (ARCHITECTURE.md, "One statement for a submit").
+//! `submit_alone` runs the same claim autocommitted where it is one statement
+//! (PostgreSQL): one round trip instead of three (ARCHITECTURE.md, "Round trips").
 
 use crate::delivery::{Delivery, ts};
 use crate::error::Error;
@@ -22,12 +20,10 @@ use herald_core::limits::{
     CHANNEL_LEN_MAX, COST_MAX, DELIVERY_ATTEMPTS_MAX, OPERATION_KEY_LEN_MAX, PAYLOAD_BYTES_MAX,
     QUOTA_KEY_LEN_MAX, RECIPIENT_LEN_MAX,
 };
+use herald_store::AsConn;
 use herald_store::deliveries::{
-    Claim, DeliveryRow, NewDelivery, delivery_by_identity, delivery_claim, delivery_claim_alone,
-    delivery_withdraw,
+    Claim, DeliveryRow, NewDelivery, delivery_by_identity, delivery_claim,
 };
-use herald_store::notify::wake_notify;
-use herald_store::{AsConn, Conn};
 use jiff::Timestamp;
 use uuid::Uuid;
 
@@ -179,12 +175,13 @@ impl Herald {
     }
 
     /// Submits in a transaction of its own, for callers with no business change to commit
-    /// alongside (the same checks and results as [`Herald::submit`]). On PostgreSQL that
-    /// transaction is one autocommitted statement — one round trip instead of three; a
-    /// conflict runs it again, and if it outlives the deadline its outcome is
-    /// [`Error::CommitOutcomeUnknown`]: submit again with the same request to learn it.
+    /// alongside (the same checks and results as [`Herald::submit`]). Where the backend
+    /// claims in one statement (PostgreSQL) that transaction is the statement alone,
+    /// autocommitted — one round trip instead of three; a conflict runs it again, and if it
+    /// outlives the deadline its outcome is [`Error::CommitOutcomeUnknown`]: submit again
+    /// with the same request to learn it.
     pub async fn submit_alone(&self, req: &SubmitRequest) -> Result<Submitted, Error> {
-        let Some(pool) = self.store().postgres_pool() else {
+        if !self.store().backend().claims_in_one_statement() {
             let herald = self.clone();
             return self
                 .transaction(|tx| {
@@ -193,48 +190,35 @@ impl Herald {
                 })
                 .await
                 .map(|committed| committed.value);
-        };
-        let checked = check(req, self.options().max_attempts)?;
-        let (now, id) = (self.clock().now_ms(), Uuid::now_v7());
-        let new = new_delivery(req, &checked, id);
-        let notify = self.wake().take_pg_notify();
-        let claim = self
-            .autocommit(pool, |c, _| {
-                let new = &new;
-                Box::pin(async move { delivery_claim_alone(c, new, now, notify).await })
-            })
-            .await?;
-        if notify && !matches!(claim, Claim::Inserted { .. }) {
-            self.wake().pg_notify_unused();
         }
-        let (created_at, next_attempt_at) = match claim {
-            Claim::Inserted { created_at, next_attempt_at, .. } => (created_at, next_attempt_at),
-            Claim::UnknownTenant => return Err(Error::UnknownTenant),
-            Claim::Exists | Claim::QuotaShort => {
-                let existing = self
-                    .autocommit(pool, |c, _| {
+        let checked = check(req, self.options().max_attempts)?;
+        let id = Uuid::now_v7();
+        let new = new_delivery(req, &checked, id);
+        for _ in 0..CLAIM_ROUNDS_MAX {
+            let (now, notify) = (self.clock().now(), self.wake().take_pg_notify());
+            let claim = self
+                .autocommit(|conn, _| {
+                    let new = &new;
+                    Box::pin(async move { delivery_claim(conn, new, now, notify).await })
+                })
+                .await?;
+            let existing = match claim {
+                Claim::Exists | Claim::QuotaShort => Some(
+                    self.autocommit(|conn, _| {
                         Box::pin(async move {
-                            delivery_by_identity(
-                                Conn::Postgres(c),
-                                req.tenant,
-                                &req.operation_key,
-                                &req.channel,
-                            )
-                            .await
+                            delivery_by_identity(conn, req.tenant, &req.operation_key, &req.channel)
+                                .await
                         })
                     })
-                    .await?;
-                return match existing {
-                    Some(existing) => repeated(existing, &checked),
-                    None if claim == Claim::QuotaShort => {
-                        Err(Error::QuotaExhausted { quota_key: checked.quota_key.to_string() })
-                    }
-                    None => Err(Error::NotFound),
-                };
+                    .await?,
+                ),
+                Claim::Inserted { .. } | Claim::UnknownTenant => None,
+            };
+            if let Some(answer) = self.answer(req, &checked, id, claim, existing, notify) {
+                return answer;
             }
-        };
-        self.wake().soon();
-        Ok(created(req, &checked, id, created_at, next_attempt_at))
+        }
+        Err(vanished())
     }
 
     /// Submits on any connection inside a transaction — herald's or the application's own
@@ -250,38 +234,68 @@ impl Herald {
         if !conn.as_conn().in_transaction() {
             return Err(Error::NotInTransaction);
         }
-        let (now, id) = (self.clock().now_ms(), Uuid::now_v7());
+        let id = Uuid::now_v7();
         let new = new_delivery(req, &checked, id);
-        match delivery_claim(conn.as_conn(), &new, now).await? {
-            Claim::UnknownTenant => Err(Error::UnknownTenant),
-            Claim::Exists => {
-                let existing = delivery_by_identity(
-                    conn.as_conn(),
-                    req.tenant,
-                    &req.operation_key,
-                    &req.channel,
-                )
-                .await?
-                .ok_or(Error::NotFound)?;
-                repeated(existing, &checked)
-            }
-            Claim::Inserted { reserved: false, .. } => {
-                delivery_withdraw(conn.as_conn(), id).await?;
-                Err(Error::QuotaExhausted { quota_key: checked.quota_key.to_string() })
-            }
-            Claim::Inserted { reserved: true, created_at, next_attempt_at } => {
-                if self.wake().take_pg_notify() {
-                    wake_notify(conn.as_conn()).await?;
-                }
-                self.wake().soon();
-                Ok(created(req, &checked, id, created_at, next_attempt_at))
-            }
-            // Only the autocommitted claim reports short quota this way.
-            Claim::QuotaShort => {
-                Err(Error::QuotaExhausted { quota_key: checked.quota_key.to_string() })
+        for _ in 0..CLAIM_ROUNDS_MAX {
+            let (now, notify) = (self.clock().now(), self.wake().take_pg_notify());
+            let claim = delivery_claim(conn.as_conn(), &new, now, notify).await?;
+            let existing = match claim {
+                Claim::Exists | Claim::QuotaShort => Some(
+                    delivery_by_identity(
+                        conn.as_conn(),
+                        req.tenant,
+                        &req.operation_key,
+                        &req.channel,
+                    )
+                    .await?,
+                ),
+                Claim::Inserted { .. } | Claim::UnknownTenant => None,
+            };
+            if let Some(answer) = self.answer(req, &checked, id, claim, existing, notify) {
+                return answer;
             }
         }
+        Err(vanished())
     }
+
+    /// The answer to a claim (and, when it inserted nothing, to the identity's lookup), in
+    /// SPEC's order: duplicate or reused, then quota, then created. `None` when the row the
+    /// claim ran into was gone by the lookup (retention pruned it in between): the caller
+    /// claims again, and answers what that claim does.
+    fn answer(
+        &self,
+        req: &SubmitRequest,
+        checked: &Checked<'_>,
+        id: Uuid,
+        claim: Claim,
+        existing: Option<Option<DeliveryRow>>,
+        notified: bool,
+    ) -> Option<Result<Submitted, Error>> {
+        if notified && !matches!(claim, Claim::Inserted { .. }) {
+            self.wake().pg_notify_unused();
+        }
+        Some(match (claim, existing.flatten()) {
+            (Claim::Inserted { created_at, next_attempt_at }, _) => {
+                self.wake().soon();
+                created(req, checked, id, created_at, next_attempt_at)
+            }
+            (Claim::UnknownTenant, _) => Err(Error::UnknownTenant),
+            (Claim::Exists | Claim::QuotaShort, Some(row)) => repeated(row, checked),
+            (Claim::QuotaShort, None) => {
+                Err(Error::QuotaExhausted { quota_key: checked.quota_key.to_string() })
+            }
+            (Claim::Exists, None) => return None,
+        })
+    }
+}
+
+/// Claims tried at most per submit: another round only when the row a claim ran into was
+/// deleted before it could be read (retention), which a second round cannot meet again
+/// short of retention deleting a row created within its own window.
+const CLAIM_ROUNDS_MAX: usize = 3;
+
+fn vanished() -> Error {
+    Error::app("the delivery with this identity was deleted each time it was about to be read")
 }
 
 fn new_delivery<'a>(req: &'a SubmitRequest, checked: &'a Checked<'a>, id: Uuid) -> NewDelivery<'a> {
@@ -303,7 +317,7 @@ fn new_delivery<'a>(req: &'a SubmitRequest, checked: &'a Checked<'a>, id: Uuid) 
 /// The identity exists: the same request is a duplicate, another one a reused key.
 fn repeated(existing: DeliveryRow, checked: &Checked<'_>) -> Result<Submitted, Error> {
     if existing.fingerprint == checked.fingerprint {
-        Ok(Submitted { delivery: existing.into(), duplicate: true })
+        Ok(Submitted { delivery: existing.try_into()?, duplicate: true })
     } else {
         Err(Error::IdempotencyKeyReused)
     }
@@ -316,7 +330,7 @@ fn created(
     id: Uuid,
     created_at: i64,
     next_attempt_at: i64,
-) -> Submitted {
+) -> Result<Submitted, Error> {
     let delivery = Delivery {
         id,
         tenant: req.tenant,
@@ -330,11 +344,11 @@ fn created(
         reservation_seq: 1,
         quota_key: checked.quota_key.to_string(),
         cost: checked.cost,
-        next_attempt_at: ts(next_attempt_at),
+        next_attempt_at: ts(next_attempt_at, || format!("next_attempt_at of delivery {id}"))?,
         last_error: None,
-        created_at: ts(created_at),
-        updated_at: ts(created_at),
+        created_at: ts(created_at, || format!("created_at of delivery {id}"))?,
+        updated_at: ts(created_at, || format!("updated_at of delivery {id}"))?,
         sent_at: None,
     };
-    Submitted { delivery, duplicate: false }
+    Ok(Submitted { delivery, duplicate: false })
 }

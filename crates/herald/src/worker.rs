@@ -9,16 +9,17 @@
 use crate::channel::{Channel, Leased, Outcome};
 use crate::error::Error;
 use crate::known_leases::{KnownLeases, LeaseKey};
+use crate::outcome::{self, AttemptReport};
 use crate::runner::Herald;
 use crate::wake::{HOT_FOR, HOT_POLL_EVERY};
 use herald_core::limits::{
-    LEASE_BATCH_MAX, LEASE_DEFAULT, LEASE_SAFETY_MARGIN, POLL_INTERVAL_DEFAULT,
-    SEND_TIMEOUT_DEFAULT, SHUTDOWN_GRACE_DEFAULT, WORKER_SLOTS_DEFAULT,
+    LEASE_BATCH_MAX, LEASE_DEFAULT, LEASE_SAFETY_MARGIN, ORPHANS_BATCH_MAX, POLL_INTERVAL_DEFAULT,
+    RECORD_BATCH_MAX, SEND_TIMEOUT_DEFAULT, SHUTDOWN_GRACE_DEFAULT, WORKER_SLOTS_DEFAULT,
 };
 use herald_core::{Decision, Report, RetryPolicy};
 use herald_store::deliveries::{
-    Finish, Lease, LeasedRow, deliveries_lease, deliveries_leased_by, deliveries_sent_fenced,
-    delivery_finish, delivery_hand_back, delivery_lease_extend,
+    Lease, LeasedRow, deliveries_lease, deliveries_leased_by, deliveries_sent_fenced,
+    delivery_hand_back, delivery_lease_extend,
 };
 use herald_store::notify::WAKE_CHANNEL;
 use herald_store::quota::quota_lock;
@@ -284,7 +285,7 @@ impl Worker {
     /// worked once, it is tried again at the next turn of the loop.
     async fn hand_back_orphans(&self, known: &mut KnownLeases) {
         let herald = &self.inner.herald;
-        let (worker, now) = (self.inner.options.id.as_str(), herald.clock().now_ms());
+        let (worker, now) = (self.inner.options.id.as_str(), herald.clock().now());
         let live = herald
             .transaction(|tx| {
                 Box::pin(async move {
@@ -332,7 +333,7 @@ impl Worker {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let now = inner.herald.clock().now_ms();
+        let now = inner.herald.clock().now();
         let (worker, channels, lease) =
             (inner.options.id.as_str(), inner.channel_names.as_slice(), inner.options.lease);
         inner
@@ -389,7 +390,22 @@ impl Inner {
         let outcome = match self.channels.get(&d.channel) {
             None => Outcome::transient("channel_unavailable", "no adapter for this channel here"),
             Some(channel) => {
-                let payload = serde_json::from_str(&row.payload).unwrap_or(serde_json::Value::Null);
+                let payload = match serde_json::from_str(&row.payload) {
+                    Ok(payload) => payload,
+                    // Stored by a submit as valid JSON; if it cannot be read back, sending
+                    // something else in its place would be worse than failing.
+                    Err(e) => {
+                        return self
+                            .finish(
+                                row.delivery.clone(),
+                                Outcome::terminal(
+                                    "payload_unreadable",
+                                    format!("the stored payload is not readable JSON: {e}"),
+                                ),
+                            )
+                            .await;
+                    }
+                };
                 let leased = Leased {
                     id: d.id,
                     tenant: d.tenant_id,
@@ -406,28 +422,37 @@ impl Inner {
                 outcome
             }
         };
-        let (report, retry_after, code, message) = match &outcome {
+        self.finish(row.delivery, outcome).await
+    }
+
+    /// Records a send's outcome and counts it.
+    async fn finish(
+        &self,
+        d: herald_store::deliveries::DeliveryRow,
+        outcome: Outcome,
+    ) -> Result<Option<Decision>, Error> {
+        let (report, retry_after, code, message) = match outcome {
             Outcome::Sent => (Report::Sent, None, None, None),
             Outcome::Transient { retry_after, code, message } => {
-                (Report::Transient, *retry_after, Some(code.as_str()), Some(message.as_str()))
+                (Report::Transient, retry_after, Some(code), Some(message))
             }
             Outcome::Terminal { code, message } => {
-                (Report::Terminal, None, Some(code.as_str()), Some(message.as_str()))
+                (Report::Terminal, None, Some(code), Some(message))
             }
         };
-        let (code, message) = (code.map(str::to_string), message.map(str::to_string));
-        let outcome = Finished {
-            id: d.id,
-            n,
+        let report = AttemptReport {
+            delivery: d.id,
+            n: d.attempts,
+            worker: self.options.id.clone(),
             tenant: d.tenant_id,
-            quota_key: d.quota_key.clone(),
+            quota_key: d.quota_key,
             report,
             retry_after,
             jitter: fastrand::f64(),
-            code,
-            message,
+            error_code: code,
+            error_message: message,
         };
-        let decision = self.record(outcome).await?;
+        let decision = self.record(report).await?;
         let outcome_label = match decision.and_then(Decision::attempt_outcome) {
             Some(o) => o.as_str(),
             None => "stale_ignored",
@@ -442,7 +467,7 @@ impl Inner {
 
     /// Queues an outcome for the recorder and waits until it is committed: the send's
     /// slot stays taken until then, so a slow database slows leasing down.
-    async fn record(&self, outcome: Finished) -> Result<Option<Decision>, Error> {
+    async fn record(&self, report: AttemptReport) -> Result<Option<Decision>, Error> {
         let queue = self.recorder.get_or_init(|| {
             let (queue, pending) = mpsc::unbounded_channel();
             let recorder = Recorder {
@@ -456,7 +481,7 @@ impl Inner {
         });
         let (reply, decision) = oneshot::channel();
         queue
-            .send(Recording { outcome, reply })
+            .send(Recording { report, reply })
             .map_err(|_| Error::app("the outcome recorder has stopped"))?;
         decision.await.map_err(|_| Error::app("the outcome recorder has stopped"))?
     }
@@ -476,7 +501,7 @@ impl Inner {
             loop {
                 tokio::time::sleep(every).await;
                 let (worker, lease, now) =
-                    (self.options.id.as_str(), self.options.lease, self.herald.clock().now_ms());
+                    (self.options.id.as_str(), self.options.lease, self.herald.clock().now());
                 // Boxed: inline, this rarely-run transaction made every send's task ~11 KB,
                 // copied at each spawn (a quarter of the worker's CPU in a no-op drain).
                 let extended = Box::pin(self.herald.transaction(|tx| {
@@ -517,12 +542,6 @@ impl Inner {
 
 use crate::runner::Committed;
 
-/// Outcomes recorded together at most (one transaction, one set-based statement for the
-/// fenced `sent` ones).
-const RECORD_BATCH_MAX: usize = 1024;
-/// Live leases of this worker read at most per look for orphaned ones.
-const ORPHANS_BATCH_MAX: usize = 10_000;
-
 /// Notes a finished send task's lease as ended (a task that panicked or was aborted
 /// keeps its lease among the known ones: it is never taken for an orphan).
 fn settle(known: &mut KnownLeases, joined: Result<(LeaseKey, bool), tokio::task::JoinError>) {
@@ -540,21 +559,9 @@ const RECORD_RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
 /// Longest a busy worker with few free slots waits for more before leasing anyway.
 const LEASE_COOLDOWN: Duration = Duration::from_millis(5);
 
-/// A finished send's outcome, to record.
-struct Finished {
-    id: uuid::Uuid,
-    n: i32,
-    tenant: uuid::Uuid,
-    quota_key: String,
-    report: Report,
-    retry_after: Option<Duration>,
-    jitter: f64,
-    code: Option<String>,
-    message: Option<String>,
-}
-
+/// A report waiting for the recorder, and where to send its decision.
 struct Recording {
-    outcome: Finished,
+    report: AttemptReport,
     reply: oneshot::Sender<Result<Option<Decision>, Error>>,
 }
 
@@ -598,7 +605,7 @@ impl Recorder {
 
     async fn record_and_reply(&self, batch: Vec<Recording>) {
         let (outcomes, replies): (Vec<_>, Vec<_>) =
-            batch.into_iter().map(|r| (r.outcome, r.reply)).unzip();
+            batch.into_iter().map(|r| (r.report, r.reply)).unzip();
         match self.record_while_available(&outcomes).await {
             Ok(decisions) => {
                 for (reply, decision) in replies.into_iter().zip(decisions) {
@@ -628,7 +635,7 @@ impl Recorder {
     /// deliveries anyway. The sends' slots stay taken meanwhile, so leasing waits too.
     async fn record_while_available(
         &self,
-        outcomes: &[Finished],
+        outcomes: &[AttemptReport],
     ) -> Result<Vec<Option<Decision>>, Error> {
         let give_up_at = Instant::now() + self.retry_for;
         let mut pause = RECORD_RETRY_PAUSE;
@@ -644,51 +651,37 @@ impl Recorder {
         }
     }
 
-    /// One transaction: the quota rows locked in a stable order, the fenced `sent`
-    /// outcomes in one statement (PostgreSQL), everything else — and SQLite — through
-    /// `delivery_finish` and its decision table.
-    async fn record(&self, outcomes: &[Finished]) -> Result<Vec<Option<Decision>>, Error> {
-        let now = self.herald.clock().now_ms();
-        let (worker, retry) = (self.worker.as_str(), self.retry);
-        let mut accounts: Vec<(uuid::Uuid, String)> =
-            outcomes.iter().map(|o| (o.tenant, o.quota_key.clone())).collect();
-        accounts.sort();
-        accounts.dedup();
-        let sent: Vec<(uuid::Uuid, i32)> =
-            outcomes.iter().filter(|o| o.report == Report::Sent).map(|o| (o.id, o.n)).collect();
+    /// One transaction: the quota rows locked first in a stable order (the one lock order:
+    /// accounts, then delivery rows), the fenced `sent` reports in one set-based statement,
+    /// every other report through `outcome::record` and its decision table.
+    async fn record(&self, reports: &[AttemptReport]) -> Result<Vec<Option<Decision>>, Error> {
+        let now = self.herald.clock().now();
+        let (worker, retry) = (self.worker.as_str(), &self.retry);
+        let accounts: Vec<(uuid::Uuid, String)> =
+            reports.iter().map(|r| (r.tenant, r.quota_key.clone())).collect();
+        let sent: Vec<(uuid::Uuid, i32)> = reports
+            .iter()
+            .filter(|r| r.report == Report::Sent)
+            .map(|r| (r.delivery, r.n))
+            .collect();
         let committed = self
             .herald
             .transaction(|tx| {
                 let (accounts, sent) = (&accounts, &sent);
                 Box::pin(async move {
-                    // One account cannot deadlock; several are locked in order first.
-                    if accounts.len() > 1 {
-                        quota_lock(tx.conn(), accounts).await?;
-                    }
+                    quota_lock(tx.conn(), accounts).await?;
                     let marked: HashSet<(uuid::Uuid, i32)> =
                         deliveries_sent_fenced(tx.conn(), worker, sent, now)
                             .await?
                             .into_iter()
                             .collect();
-                    let mut decisions = Vec::with_capacity(outcomes.len());
-                    for o in outcomes {
-                        if o.report == Report::Sent && marked.contains(&(o.id, o.n)) {
+                    let mut decisions = Vec::with_capacity(reports.len());
+                    for r in reports {
+                        if r.report == Report::Sent && marked.contains(&(r.delivery, r.n)) {
                             decisions.push(Some(Decision::MarkSent { stale: false }));
                             continue;
                         }
-                        let finish = Finish {
-                            id: o.id,
-                            worker,
-                            n: o.n,
-                            report: o.report,
-                            retry_after: o.retry_after,
-                            retry,
-                            jitter: o.jitter,
-                            error_code: o.code.as_deref(),
-                            error_message: o.message.as_deref(),
-                            now,
-                        };
-                        decisions.push(delivery_finish(tx.conn(), &finish).await?);
+                        decisions.push(outcome::record(tx.conn(), r, retry, now).await?);
                     }
                     Ok(decisions)
                 })

@@ -10,13 +10,12 @@ use crate::wire::{AttemptList, CreateDelivery, DeliveryList, DeliveryView, Quota
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use herald::{DeliveryState, SubmitRequest};
-use herald_store::deliveries::deliveries_list;
+use herald::{DeliveryFilter, DeliveryState, SubmitRequest};
 use serde::Deserialize;
 
-/// Default and largest page of `GET /v1/deliveries` (`PAGE_MAX`).
+/// Default page of `GET /v1/deliveries`; the largest is `herald_core::limits::PAGE_MAX`.
 pub const PAGE_DEFAULT: usize = 50;
-pub const PAGE_MAX: usize = 200;
+pub use herald_core::limits::PAGE_MAX;
 
 #[utoipa::path(post, path = "/v1/deliveries", request_body = CreateDelivery,
     responses((status = 201, body = DeliveryView), (status = 200, body = DeliveryView),
@@ -56,7 +55,7 @@ pub async fn create(
         )));
     }
     herald::channels::validate(&body.channel, &body.to, &body.payload)
-        .map_err(ApiError::invalid)?;
+        .map_err(|refused| ApiError::invalid(refused.message))?;
     let send_at = match body.send_at {
         None => None,
         Some(s) => Some(s.parse::<jiff::Timestamp>().map_err(|_| {
@@ -190,22 +189,16 @@ pub async fn list(
     {
         return Err(ApiError::invalid("channel must be 1 to 50 printable characters"));
     }
-    let channel = q.channel.clone();
-    let rows = state
-        .herald
-        .transaction(|tx| {
-            let channel = channel.as_deref();
-            Box::pin(async move {
-                Ok(deliveries_list(tx.conn(), tenant, filter_state, channel, before, limit + 1)
-                    .await?)
-            })
-        })
-        .await
-        .map_err(ApiError::from)?
-        .value;
+    let filter = DeliveryFilter {
+        tenant,
+        state: filter_state,
+        channel: q.channel.clone(),
+        before,
+        limit: limit + 1,
+    };
+    let rows = state.herald.deliveries(&filter).await?;
     let more = rows.len() > limit;
-    let page: Vec<DeliveryView> =
-        rows.into_iter().take(limit).map(|r| herald::Delivery::from(r).into()).collect();
+    let page: Vec<DeliveryView> = rows.into_iter().take(limit).map(Into::into).collect();
     let next_cursor = match (more, page.last()) {
         (true, Some(last)) => {
             let last = uuid::Uuid::try_parse(&last.id).map_err(|_| ApiError::internal())?;

@@ -366,14 +366,16 @@ async fn retention_prunes_final_deliveries_past_the_window_which_is_the_idempote
             .unwrap();
 
         let window = Duration::from_secs(30 * 86_400);
-        assert_eq!(
-            herald_server::serve::prune(&herald, window).await.unwrap(),
-            (0, 0),
-            "{name}: nothing is old yet"
-        );
+        let retention =
+            herald::Retention::new(herald.clone(), herald::RetentionOptions::keep(window));
+        let pruned = |deliveries, receipts| herald::RetentionReport { deliveries, receipts };
+        assert_eq!(retention.run_once().await.unwrap(), pruned(0, 0), "{name}: nothing is old yet");
         clock.advance(window + Duration::from_secs(60));
-        let pruned = herald_server::serve::prune(&herald, window).await.unwrap();
-        assert_eq!(pruned, (1, 1), "{name}: the old sent delivery and the old receipt are pruned");
+        assert_eq!(
+            retention.run_once().await.unwrap(),
+            pruned(1, 1),
+            "{name}: the old sent delivery and the old receipt are pruned"
+        );
         assert!(
             matches!(herald.delivery(tenant, sent.id).await, Err(herald::Error::NotFound)),
             "{name}"

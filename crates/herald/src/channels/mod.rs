@@ -9,19 +9,36 @@ pub mod webhook;
 pub use email::{EmailChannel, EmailOptions, EmailPayload};
 pub use webhook::{WebhookChannel, WebhookOptions};
 
+/// Why a built-in channel could never send a submit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Unsendable {
+    /// The field at fault: `to` or `payload`.
+    pub field: &'static str,
+    pub message: String,
+}
+
 /// Checks a submit against the built-in channel it names, so a delivery that can never be
 /// sent is refused up front (400) rather than accepted and failed later. Other channel
 /// names are not checked here.
-pub fn validate(channel: &str, to: &str, payload: &serde_json::Value) -> Result<(), String> {
+pub fn validate(channel: &str, to: &str, payload: &serde_json::Value) -> Result<(), Unsendable> {
+    let refuse = |field, message| Err(Unsendable { field, message });
     match channel {
         "webhook" => match reqwest::Url::parse(to) {
             Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Ok(()),
-            _ => Err(format!("to must be an http:// or https:// URL for a webhook, got {to:?}")),
+            _ => refuse(
+                "to",
+                format!("to must be an http:// or https:// URL for a webhook, got {to:?}"),
+            ),
         },
         "email" => {
-            to.parse::<lettre::message::Mailbox>()
-                .map_err(|_| format!("to must be an email address, got {to:?}"))?;
-            EmailPayload::from_json(payload).map(drop)
+            if to.parse::<lettre::message::Mailbox>().is_err() {
+                return refuse("to", format!("to must be an email address, got {to:?}"));
+            }
+            match EmailPayload::from_json(payload) {
+                Ok(_) => Ok(()),
+                Err(message) => refuse("payload", message),
+            }
         }
         _ => Ok(()),
     }

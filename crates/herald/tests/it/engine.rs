@@ -4,12 +4,12 @@
 
 use crate::common;
 use herald::{
-    Channel, DeliveryState, Error, Leased, Outcome, Reconciler, ReconcilerOptions, SubmitRequest,
-    Worker, WorkerOptions,
+    AttemptReport, Channel, DeliveryState, Error, Leased, Now, Outcome, Reconciler,
+    ReconcilerOptions, SubmitRequest, Worker, WorkerOptions,
 };
 use herald_core::{Decision, Report, RetryPolicy};
 use herald_store::deliveries::{
-    Finish, Lease, deliveries_lease, deliveries_sent_fenced, delivery_finish, delivery_hand_back,
+    Lease, deliveries_lease, deliveries_sent_fenced, delivery_hand_back,
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -444,7 +444,7 @@ async fn an_attempt_in_flight_is_listed_and_keeps_its_start_when_it_ends() {
 
 /// Leases every due delivery as `worker`, which then vanishes.
 async fn ghost_lease(env: &Env, worker: &str) -> usize {
-    let now = env.clock.now_ms();
+    let now = env.clock.now();
     let channels = ["email".to_string()];
     env.herald
         .transaction(|tx| {
@@ -460,27 +460,21 @@ async fn ghost_lease(env: &Env, worker: &str) -> usize {
         .value
 }
 
+/// Records `report` for attempt `n` of `worker`, as that worker would.
 async fn finish(env: &Env, id: Uuid, worker: &str, n: i32, report: Report) -> Option<Decision> {
-    let f = Finish {
-        id,
-        worker,
+    let report = AttemptReport {
+        delivery: id,
         n,
+        worker: worker.to_string(),
+        tenant: env.tenant,
+        quota_key: "email".to_string(),
         report,
         retry_after: None,
-        retry: RetryPolicy::default(),
         jitter: 0.5,
         error_code: None,
         error_message: None,
-        now: env.clock.now_ms(),
     };
-    env.herald
-        .transaction(|tx| {
-            let f = f.clone();
-            Box::pin(async move { Ok(delivery_finish(tx.conn(), &f).await?) })
-        })
-        .await
-        .unwrap()
-        .value
+    env.herald.record_report(&report, &RetryPolicy::default()).await.unwrap()
 }
 
 #[tokio::test]
@@ -570,7 +564,7 @@ async fn a_batch_with_two_attempts_of_one_delivery_marks_neither_by_the_wrong_on
         env.clock.advance(Duration::from_secs(2));
         assert_eq!(ghost_lease(&env, "w1").await, 1, "{}: attempt 2, same worker", env.name);
 
-        let now = env.clock.now_ms();
+        let now = env.clock.now();
         let batch = [(d.id, 1), (d.id, 2)];
         let marked = env
             .herald
@@ -903,8 +897,17 @@ async fn the_database_itself_refuses_a_second_final_movement_and_an_unbalanced_a
             .herald
             .transaction(|tx| {
                 Box::pin(async move {
-                    quota_settle(tx.conn(), tenant, "email", 2, d.id, 1, Settle::Release, None)
-                        .await?;
+                    quota_settle(
+                        tx.conn(),
+                        tenant,
+                        "email",
+                        2,
+                        d.id,
+                        1,
+                        Settle::Release,
+                        Now::Database,
+                    )
+                    .await?;
                     Ok(())
                 })
             })

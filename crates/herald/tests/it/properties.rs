@@ -549,7 +549,7 @@ impl World {
                                 channels,
                                 limit,
                                 lease: GHOST_LEASE,
-                                now: Some(now),
+                                now: herald::Now::At(now),
                             };
                             Ok(deliveries_lease(tx.conn(), &lease).await?)
                         })

@@ -1,0 +1,61 @@
+//! The claim: a delivery row inserted under its unique identity (tenant, operation key,
+//! channel), with its payload and its first reservation.
+
+use crate::clock::Now;
+use crate::conn::Conn;
+use crate::error::StoreError;
+use sqlx::types::Uuid;
+
+/// A claim to insert.
+#[derive(Debug, Clone)]
+pub struct NewDelivery<'a> {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub operation_key: &'a str,
+    pub channel: &'a str,
+    pub recipient: &'a str,
+    pub payload: &'a str,
+    pub fingerprint: &'a [u8],
+    pub quota_key: &'a str,
+    pub cost: i64,
+    pub max_attempts: i32,
+    /// Due time (Unix ms); `None` means now.
+    pub send_at: Option<i64>,
+}
+
+/// What claiming did. Nothing is written unless it is `Inserted`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// The claim, its payload and its reservation (none for cost 0) are in.
+    Inserted { created_at: i64, next_attempt_at: i64 },
+    /// A row with this identity exists (committed, or committed while the claim waited for
+    /// it).
+    Exists,
+    /// No such tenant.
+    UnknownTenant,
+    /// The account could not cover the cost. A row with this identity may exist all the
+    /// same (the account is looked at first): the caller looks it up, since a duplicate is
+    /// reported before short quota.
+    QuotaShort,
+}
+
+/// Claims a delivery: inserts it and its payload and reserves its cost (reservation 1), or
+/// says why not. It never raises on a duplicate (`ON CONFLICT DO NOTHING`) nor on short
+/// quota (a conditional update), so a caller's transaction stays usable either way.
+///
+/// Locks in one order on every path — the quota account row, then the identity — so two
+/// claims of one identity never deadlock, in a transaction or not. On PostgreSQL it is one
+/// statement (the account row locked `FOR UPDATE`, the claim inserted only if the row
+/// covers the cost), which is also safe to run autocommitted
+/// ([`crate::Backend::claims_in_one_statement`]); `notify` then adds the cross-process
+/// wake-up, sent only if a claim was inserted and only when it commits. On SQLite (one
+/// writer: no lock order to keep) it must run in a transaction: a claim inserted on
+/// short quota is deleted again before it returns.
+pub async fn delivery_claim(
+    conn: Conn<'_>,
+    new: &NewDelivery<'_>,
+    now: Now,
+    notify: bool,
+) -> Result<Claim, StoreError> {
+    crate::per_backend!(conn, claim::delivery_claim(new, now, notify))
+}

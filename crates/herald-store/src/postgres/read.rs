@@ -1,0 +1,117 @@
+use super::{DELIVERY_COLS, sql};
+use crate::clock::Now;
+use crate::deliveries::{AttemptRow, DeliveryRow, ListFilter, attempt_row, delivery_row};
+use crate::error::StoreError;
+use sqlx::PgConnection;
+use sqlx::types::Uuid;
+
+pub(crate) async fn delivery_by_identity(
+    c: &mut PgConnection,
+    tenant: Uuid,
+    operation_key: &str,
+    channel: &str,
+) -> Result<Option<DeliveryRow>, StoreError> {
+    let q = format!(
+        "SELECT {DELIVERY_COLS} FROM deliveries d
+         WHERE tenant_id = $1 AND operation_key = $2 AND channel = $3"
+    );
+    let row = sqlx::query(sql(q))
+        .bind(tenant)
+        .bind(operation_key)
+        .bind(channel)
+        .fetch_optional(c)
+        .await?;
+    Ok(match row {
+        Some(row) => Some(delivery_row!(row)),
+        None => None,
+    })
+}
+
+pub(crate) async fn delivery_get(
+    c: &mut PgConnection,
+    tenant: Option<Uuid>,
+    id: Uuid,
+    lock: bool,
+) -> Result<Option<DeliveryRow>, StoreError> {
+    let lock = if lock { "FOR UPDATE" } else { "" };
+    let q = format!(
+        "SELECT {DELIVERY_COLS} FROM deliveries d
+         WHERE id = $1 AND ($2::uuid IS NULL OR tenant_id = $2) {lock}"
+    );
+    Ok(match sqlx::query(sql(q)).bind(id).bind(tenant).fetch_optional(c).await? {
+        Some(row) => Some(delivery_row!(row)),
+        None => None,
+    })
+}
+
+pub(crate) async fn delivery_attempts(
+    c: &mut PgConnection,
+    id: Uuid,
+) -> Result<Vec<AttemptRow>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT n, worker, herald_ms(started_at) AS started_at,
+             herald_ms(finished_at) AS finished_at, outcome, error_code, error_message
+         FROM delivery_attempts WHERE delivery_id = $1
+         UNION ALL
+         SELECT d.attempts, d.attempt_worker, herald_ms(d.attempt_started_at),
+             CASE WHEN d.state = 'sent' THEN herald_ms(d.sent_at) END,
+             CASE WHEN d.state = 'sent' THEN 'sent' END, NULL, NULL
+         FROM deliveries d WHERE d.id = $1 AND d.state IN ('sending', 'sent')
+           AND d.attempt_worker IS NOT NULL AND d.attempt_started_at IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM delivery_attempts a
+                           WHERE a.delivery_id = d.id AND a.n = d.attempts)
+         ORDER BY n",
+    )
+    .bind(id)
+    .fetch_all(c)
+    .await?;
+    let mut attempts = Vec::with_capacity(rows.len());
+    for row in rows {
+        attempts.push(attempt_row!(row));
+    }
+    Ok(attempts)
+}
+
+pub(crate) async fn deliveries_list(
+    c: &mut PgConnection,
+    f: &ListFilter<'_>,
+) -> Result<Vec<DeliveryRow>, StoreError> {
+    let q = format!(
+        "SELECT {DELIVERY_COLS} FROM deliveries d
+         WHERE tenant_id = $1 AND ($2::text IS NULL OR state = $2)
+           AND ($3::text IS NULL OR channel = $3) AND ($4::uuid IS NULL OR id < $4)
+         ORDER BY id DESC LIMIT $5"
+    );
+    let rows = sqlx::query(sql(q))
+        .bind(f.tenant)
+        .bind(f.state.map(|s| s.as_str()))
+        .bind(f.channel)
+        .bind(f.before)
+        .bind(f.limit as i64)
+        .fetch_all(c)
+        .await?;
+    let mut page = Vec::with_capacity(rows.len());
+    for row in rows {
+        page.push(delivery_row!(row));
+    }
+    Ok(page)
+}
+
+pub(crate) async fn oldest_due_age_ms(
+    c: &mut PgConnection,
+    now: Now,
+) -> Result<Option<i64>, StoreError> {
+    Ok(sqlx::query_scalar::<_, Option<i64>>(
+        "SELECT herald_ms(herald_now($1)) - herald_ms(min(next_attempt_at)) FROM deliveries
+         WHERE state = 'pending' AND next_attempt_at <= herald_now($1)",
+    )
+    .bind(now.pg())
+    .fetch_one(c)
+    .await?)
+}
+
+pub(crate) async fn deliveries_count_by_state(
+    c: &mut PgConnection,
+) -> Result<Vec<(String, i64)>, StoreError> {
+    Ok(sqlx::query_as("SELECT state, count(*) FROM deliveries GROUP BY state").fetch_all(c).await?)
+}

@@ -1,0 +1,23 @@
+//! The SQLite backend: one module per concern, each function the SQLite form of the
+//! contract documented beside its dispatcher (`crate::deliveries`, `crate::quota`). Times
+//! are INTEGER Unix milliseconds, "now" is read in process ([`crate::clock::Now`]), UUIDs
+//! are 16-byte BLOBs. SQLite has one writer at a time (herald's transactions take the write
+//! lock at BEGIN), so there is no lock order to keep and no `SKIP LOCKED` to ask for.
+
+pub(crate) mod apply;
+pub(crate) mod claim;
+pub(crate) mod lease;
+pub(crate) mod manage;
+pub(crate) mod quota;
+pub(crate) mod read;
+pub(crate) mod retention;
+
+/// The columns of a [`crate::deliveries::DeliveryRow`].
+pub(crate) const DELIVERY_COLS: &str = "id, tenant_id, operation_key, channel, recipient, \
+    fingerprint, quota_key, cost, state, attempts, max_attempts, attempts_base, \
+    reservation_seq, next_attempt_at, lease_owner, lease_until, last_error, created_at, \
+    updated_at, sent_at, attempt_worker, attempt_started_at";
+
+pub(crate) fn sql(s: String) -> sqlx::AssertSqlSafe<String> {
+    sqlx::AssertSqlSafe(s)
+}

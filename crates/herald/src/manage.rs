@@ -1,0 +1,195 @@
+//! Operations on deliveries and quotas that are not the hot path: grants, reading one
+//! delivery, replay, cancel. Each runs in its own runner transaction, and each is the
+//! library's decision (may it be replayed? cancelled? does the grant apply?) applied by
+//! the store — locking the account before the delivery row, the one lock order.
+
+use crate::delivery::{Attempt, Delivery};
+use crate::error::Error;
+use crate::runner::Herald;
+use herald_core::limits::{GRANT_MAX, QUOTA_GRANTED_MAX, QUOTA_KEY_LEN_MAX};
+use herald_core::{DeliveryState, Grant, decide_grant};
+use herald_store::Conn;
+use herald_store::deliveries::{
+    DeliveryRow, Settlement, StateChange, Transition, delivery_apply, delivery_attempts,
+    delivery_get, delivery_replay_apply,
+};
+use herald_store::quota::{
+    QuotaAccount, Settle, quota_accounts, quota_grant_apply, quota_grant_lock, quota_lock,
+    quota_reserve,
+};
+use herald_store::tenants::tenant_exists;
+use uuid::Uuid;
+
+impl Herald {
+    /// Grants `amount` units on (tenant, quota_key). With an idempotency key (scoped to
+    /// the account) a retried grant counts once: returns whether this call added the
+    /// units. The same key with another amount is `GrantKeyReused`, a grant that would
+    /// take the granted total past `QUOTA_GRANTED_MAX` is `GrantOverLimit`; neither
+    /// changes anything.
+    pub async fn quota_grant(
+        &self,
+        tenant: Uuid,
+        quota_key: &str,
+        amount: i64,
+        idempotency_key: Option<&str>,
+    ) -> Result<bool, Error> {
+        if !(1..=GRANT_MAX).contains(&amount) {
+            return Err(Error::Invalid(format!("amount must be between 1 and {GRANT_MAX}")));
+        }
+        if quota_key.is_empty()
+            || quota_key.len() > QUOTA_KEY_LEN_MAX
+            || quota_key.chars().any(char::is_control)
+        {
+            return Err(Error::Invalid(format!(
+                "quota_key must be 1 to {QUOTA_KEY_LEN_MAX} bytes without control characters"
+            )));
+        }
+        let now = self.clock().now();
+        self.transaction(|tx| {
+            Box::pin(async move {
+                if !tenant_exists(tx.conn(), tenant).await? {
+                    return Err(Error::UnknownTenant);
+                }
+                let found =
+                    quota_grant_lock(tx.conn(), tenant, quota_key, idempotency_key, now).await?;
+                match decide_grant(found.granted, amount, found.amount_first) {
+                    Grant::Applied => {
+                        quota_grant_apply(
+                            tx.conn(),
+                            tenant,
+                            quota_key,
+                            amount,
+                            idempotency_key,
+                            now,
+                        )
+                        .await?;
+                        Ok(true)
+                    }
+                    Grant::Repeated => Ok(false),
+                    Grant::KeyReused { amount_first } => Err(Error::GrantKeyReused {
+                        quota_key: quota_key.to_string(),
+                        amount,
+                        amount_first,
+                    }),
+                    Grant::OverLimit { granted } => Err(Error::GrantOverLimit {
+                        quota_key: quota_key.to_string(),
+                        amount,
+                        granted,
+                        limit: QUOTA_GRANTED_MAX,
+                    }),
+                }
+            })
+        })
+        .await
+        .map(|c| c.value)
+    }
+
+    /// A tenant's quota accounts.
+    pub async fn quotas(&self, tenant: Uuid) -> Result<Vec<QuotaAccount>, Error> {
+        self.read(|conn, _| Box::pin(async move { quota_accounts(conn, tenant).await })).await
+    }
+
+    /// One of a tenant's deliveries; another tenant's is `NotFound`.
+    pub async fn delivery(&self, tenant: Uuid, id: Uuid) -> Result<Delivery, Error> {
+        self.read(|conn, _| {
+            Box::pin(async move { delivery_get(conn, Some(tenant), id, false).await })
+        })
+        .await?
+        .map(Delivery::try_from)
+        .ok_or(Error::NotFound)?
+    }
+
+    /// A delivery's attempts, oldest first.
+    pub async fn attempts(&self, tenant: Uuid, id: Uuid) -> Result<Vec<Attempt>, Error> {
+        let attempts = self
+            .read(|mut conn, _| {
+                Box::pin(async move {
+                    if delivery_get(conn.reborrow(), Some(tenant), id, false).await?.is_none() {
+                        return Ok(None);
+                    }
+                    Ok(Some(delivery_attempts(conn, id).await?))
+                })
+            })
+            .await?
+            .ok_or(Error::NotFound)?;
+        attempts.into_iter().map(Attempt::try_from).collect()
+    }
+
+    /// Replays a failed or cancelled delivery: same row, reservation seq + 1, a fresh
+    /// attempt budget.
+    pub async fn replay(&self, tenant: Uuid, id: Uuid) -> Result<Delivery, Error> {
+        let now = self.clock().now();
+        let delivery = self
+            .transaction(|tx| {
+                Box::pin(async move {
+                    let row = locked(tx.conn(), tenant, id).await?;
+                    if !row.state.can_replay() {
+                        return Err(wrong_state(row.state, "replay"));
+                    }
+                    let seq = row.reservation_seq + 1;
+                    if row.cost > 0
+                        && !quota_reserve(tx.conn(), tenant, &row.quota_key, row.cost, id, seq, now)
+                            .await?
+                    {
+                        return Err(Error::QuotaExhausted { quota_key: row.quota_key });
+                    }
+                    delivery_replay_apply(tx.conn(), id, seq, now).await?;
+                    reread(tx.conn(), tenant, id).await
+                })
+            })
+            .await?
+            .value;
+        self.wake().soon();
+        Ok(delivery)
+    }
+
+    /// Cancels a pending delivery and releases its reservation.
+    pub async fn cancel(&self, tenant: Uuid, id: Uuid) -> Result<Delivery, Error> {
+        let now = self.clock().now();
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let row = locked(tx.conn(), tenant, id).await?;
+                if !row.state.can_cancel() {
+                    return Err(wrong_state(row.state, "cancel"));
+                }
+                let settle = Settlement {
+                    tenant_id: tenant,
+                    quota_key: &row.quota_key,
+                    cost: row.cost,
+                    reservation_seq: row.reservation_seq,
+                    settle: Settle::Release,
+                };
+                let cancel = Transition {
+                    id,
+                    state: Some(StateChange::Cancelled),
+                    settle: Some(settle),
+                    attempt: None,
+                    now,
+                };
+                delivery_apply(tx.conn(), &cancel).await?;
+                reread(tx.conn(), tenant, id).await
+            })
+        })
+        .await
+        .map(|c| c.value)
+    }
+}
+
+/// The tenant's delivery, locked in the one lock order: its account first, then its row.
+/// The account is found by an unlocked read; a delivery's account never changes.
+async fn locked(mut conn: Conn<'_>, tenant: Uuid, id: Uuid) -> Result<DeliveryRow, Error> {
+    let Some(row) = delivery_get(conn.reborrow(), Some(tenant), id, false).await? else {
+        return Err(Error::NotFound);
+    };
+    quota_lock(conn.reborrow(), &[(row.tenant_id, row.quota_key)]).await?;
+    delivery_get(conn, Some(tenant), id, true).await?.ok_or(Error::NotFound)
+}
+
+async fn reread(conn: Conn<'_>, tenant: Uuid, id: Uuid) -> Result<Delivery, Error> {
+    let row: Option<DeliveryRow> = delivery_get(conn, Some(tenant), id, false).await?;
+    row.map(Delivery::try_from).ok_or(Error::NotFound)?
+}
+
+fn wrong_state(state: DeliveryState, operation: &'static str) -> Error {
+    Error::WrongState { state, operation }
+}

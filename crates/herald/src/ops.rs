@@ -1,0 +1,102 @@
+//! What operators and the HTTP face read: pages of deliveries, queue health, the schema.
+//! The facade's side of `herald deliveries list`, `GET /v1/deliveries`, the metrics gauges
+//! and `herald migrate`, so that neither the server nor the CLI reaches past the library.
+
+use crate::delivery::Delivery;
+use crate::error::Error;
+use crate::runner::Herald;
+use herald_core::DeliveryState;
+use herald_store::deliveries::{
+    ListFilter, deliveries_count_by_state, deliveries_list, delivery_get, oldest_due_age_ms,
+};
+use herald_store::quota::quota_reserved_by_tenant;
+use herald_store::{DbUrl, Store, StoreOptions};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Which of a tenant's deliveries to list, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryFilter {
+    pub tenant: Uuid,
+    pub state: Option<DeliveryState>,
+    pub channel: Option<String>,
+    /// Keyset position: only deliveries created before this one (exclusive).
+    pub before: Option<Uuid>,
+    pub limit: usize,
+}
+
+/// The queue as the metrics gauges show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Deliveries per state; a state with none is absent.
+    pub by_state: Vec<(DeliveryState, i64)>,
+    /// How long the oldest due, pending delivery has waited.
+    pub oldest_due_age: Option<Duration>,
+    /// Units reserved per tenant, over all its accounts.
+    pub reserved_by_tenant: Vec<(Uuid, i64)>,
+}
+
+/// What `Herald::migrate` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Migrated {
+    pub backend: crate::Backend,
+    /// The versions applied by this call, in order.
+    pub applied: Vec<i64>,
+    /// The schema version now.
+    pub version: i64,
+}
+
+impl Herald {
+    /// A page of a tenant's deliveries.
+    pub async fn deliveries(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>, Error> {
+        let filter = ListFilter {
+            tenant: filter.tenant,
+            state: filter.state,
+            channel: filter.channel.as_deref(),
+            before: filter.before,
+            limit: filter.limit,
+        };
+        let rows = self
+            .read(|conn, _| Box::pin(async move { deliveries_list(conn, &filter).await }))
+            .await?;
+        rows.into_iter().map(Delivery::try_from).collect()
+    }
+
+    /// The tenant a delivery belongs to, for an operator who holds only its id.
+    pub async fn delivery_tenant(&self, id: Uuid) -> Result<Uuid, Error> {
+        self.read(|conn, _| Box::pin(async move { delivery_get(conn, None, id, false).await }))
+            .await?
+            .map(|row| row.tenant_id)
+            .ok_or(Error::NotFound)
+    }
+
+    /// Counts for the metrics gauges, in one transaction (one consistent view).
+    pub async fn queue_stats(&self) -> Result<QueueStats, Error> {
+        let now = self.clock().now();
+        let committed = self
+            .transaction(|tx| {
+                Box::pin(async move {
+                    let by_state = deliveries_count_by_state(tx.conn()).await?;
+                    let age = oldest_due_age_ms(tx.conn(), now).await?;
+                    let reserved_by_tenant = quota_reserved_by_tenant(tx.conn()).await?;
+                    Ok(QueueStats {
+                        by_state,
+                        oldest_due_age: age.map(|ms| Duration::from_millis(ms.max(0) as u64)),
+                        reserved_by_tenant,
+                    })
+                })
+            })
+            .await?;
+        Ok(committed.value)
+    }
+
+    /// Applies pending migrations to the database at `url` without opening an engine on it
+    /// (`herald migrate`). A database with a schema newer than this build is refused.
+    pub async fn migrate(url: &str, options: &StoreOptions) -> Result<Migrated, Error> {
+        let store = Store::connect(&DbUrl::parse(url)?, options).await?;
+        let report = store.migrate().await;
+        store.close().await;
+        let report = report?;
+        Ok(Migrated { backend: store.backend(), applied: report.applied, version: report.version })
+    }
+}
