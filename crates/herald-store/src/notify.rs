@@ -16,3 +16,26 @@ pub async fn wake_notify(conn: Conn<'_>) -> Result<(), StoreError> {
     }
     Ok(())
 }
+
+/// A connection that LISTENs for wake-ups from other processes (PostgreSQL).
+#[derive(Debug)]
+pub struct WakeListener(sqlx::postgres::PgListener);
+
+impl WakeListener {
+    /// Waits for the next wake-up. An error means the connection is lost; open another.
+    pub async fn recv(&mut self) -> Result<(), StoreError> {
+        self.0.recv().await?;
+        Ok(())
+    }
+}
+
+impl crate::Store {
+    /// A connection listening on [`WAKE_CHANNEL`], or `None` on a backend without
+    /// cross-process notifications (SQLite, one process per file in practice).
+    pub async fn wake_listener(&self) -> Result<Option<WakeListener>, StoreError> {
+        let Some(pool) = self.postgres_pool() else { return Ok(None) };
+        let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+        listener.listen(WAKE_CHANNEL).await?;
+        Ok(Some(WakeListener(listener)))
+    }
+}

@@ -1,7 +1,7 @@
 //! Tenants: creating one, its webhook signing secret.
 
 use crate::error::Error;
-use crate::runner::Herald;
+use crate::handle::Herald;
 use base64::Engine as _;
 use herald_store::tenants::tenant_insert;
 use uuid::Uuid;

@@ -10,8 +10,8 @@
 //! "deadlock". The counts printed are the counts observed.
 
 use crate::error::Error;
+use crate::handle::Herald;
 use crate::once::once;
-use crate::runner::Herald;
 use herald_core::Scope;
 use herald_store::demo::{
     demo_account_read, demo_account_touch, demo_invoice_add, demo_invoice_total, demo_job_insert,

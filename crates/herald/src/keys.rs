@@ -1,7 +1,7 @@
 //! Looking up an API key, on every authenticated request: one read, no transaction.
 
 use crate::error::Error;
-use crate::runner::Herald;
+use crate::handle::Herald;
 use herald_store::keys::{KeyRow, api_key_lookup};
 
 impl Herald {

@@ -5,7 +5,7 @@
 
 use crate::delivery::{Attempt, Delivery};
 use crate::error::Error;
-use crate::runner::Herald;
+use crate::handle::Herald;
 use herald_core::limits::{GRANT_MAX, QUOTA_GRANTED_MAX, QUOTA_KEY_LEN_MAX};
 use herald_core::{DeliveryState, Grant, decide_grant};
 use herald_store::Conn;

@@ -4,7 +4,7 @@
 
 use crate::delivery::Delivery;
 use crate::error::Error;
-use crate::runner::Herald;
+use crate::handle::Herald;
 use herald_core::DeliveryState;
 use herald_store::deliveries::{
     ListFilter, deliveries_count_by_state, deliveries_list, delivery_get, oldest_due_age_ms,

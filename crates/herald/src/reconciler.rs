@@ -4,8 +4,8 @@
 //! expired one, so several reconcilers in several processes can run at once.
 
 use crate::error::Error;
+use crate::handle::Herald;
 use crate::outcome::AttemptReport;
-use crate::runner::Herald;
 use herald_core::limits::{RECONCILE_BATCH_MAX, RECONCILE_EVERY_DEFAULT};
 use herald_core::{Decision, Report, RetryPolicy};
 use herald_store::deliveries::{deliveries_expired, oldest_due_age_ms};

@@ -5,7 +5,7 @@
 //! idempotency window (a retry inside the window must find its delivery).
 
 use crate::error::Error;
-use crate::runner::Herald;
+use crate::handle::Herald;
 use herald_core::limits::{RETENTION_BATCH_MAX, RETENTION_EVERY_DEFAULT};
 use herald_store::deliveries::retention_prune;
 use std::time::Duration;

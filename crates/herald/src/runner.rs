@@ -18,10 +18,9 @@
 //! 5. No nested runner: calling `transaction` inside a closure is an error.
 
 use crate::BoxFuture;
-use crate::clock::Clock;
 use crate::error::Error;
+use crate::handle::Herald;
 use crate::tx::Tx;
-use crate::wake::Wake;
 use herald_core::Backoff;
 use herald_core::limits::{
     TX_ATTEMPTS_DEFAULT, TX_ATTEMPTS_MAX, TX_BACKOFF_BASE_DEFAULT, TX_BACKOFF_MAX_DEFAULT,
@@ -29,11 +28,9 @@ use herald_core::limits::{
 };
 use herald_store::tx::timed_out;
 use herald_store::{
-    AsConn, Backend, BeginOptions, Conn, ErrorClass, Isolation, SqliteLock, Store, StoreError,
-    StoreOptions,
+    AsConn, BeginOptions, Conn, ErrorClass, Isolation, SqliteLock, Store, StoreError,
 };
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -46,7 +43,7 @@ tokio::task_local! {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TxOptions {
     /// Runs of the closure at most (1 = no retry). Capped at `TX_ATTEMPTS_MAX`.
-    pub attempts_max: u32,
+    pub max_attempts: u32,
     /// The whole call, all attempts, waits and backoffs included, ends by this.
     pub deadline: Duration,
     /// Full-jitter backoff between attempts.
@@ -58,7 +55,7 @@ pub struct TxOptions {
 impl Default for TxOptions {
     fn default() -> Self {
         TxOptions {
-            attempts_max: TX_ATTEMPTS_DEFAULT,
+            max_attempts: TX_ATTEMPTS_DEFAULT,
             deadline: TX_DEADLINE_DEFAULT,
             backoff: Backoff { base: TX_BACKOFF_BASE_DEFAULT, max: TX_BACKOFF_MAX_DEFAULT },
             isolation: Isolation::ReadCommitted,
@@ -73,92 +70,7 @@ pub struct Committed<T> {
     pub attempts: u32,
 }
 
-/// Engine settings that apply to every submit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EngineOptions {
-    /// Attempts a delivery gets when the submit does not say (`HERALD_MAX_ATTEMPTS`).
-    pub max_attempts: u32,
-}
-
-impl Default for EngineOptions {
-    fn default() -> Self {
-        EngineOptions { max_attempts: herald_core::limits::DELIVERY_ATTEMPTS_DEFAULT }
-    }
-}
-
-/// herald's handle on one database: the store, the runner, the engine's settings and its
-/// clock. Cheap to clone; clones share the pool and the wake-ups.
-#[derive(Debug, Clone)]
-pub struct Herald {
-    store: Store,
-    clock: Clock,
-    options: EngineOptions,
-    wake: Arc<Wake>,
-}
-
 impl Herald {
-    /// Opens the database at `url` (a file path, `sqlite://…` or `postgres://…`), creating
-    /// an SQLite file if needed, and migrates it.
-    pub async fn open(url: &str) -> Result<Herald, Error> {
-        Herald::open_with(url, &StoreOptions::default()).await
-    }
-
-    pub async fn open_with(url: &str, options: &StoreOptions) -> Result<Herald, Error> {
-        Ok(Herald::from_store(Store::open(url, options).await?))
-    }
-
-    /// Wraps an already connected (and migrated) store.
-    pub fn from_store(store: Store) -> Herald {
-        Herald {
-            store,
-            clock: Clock::database(),
-            options: EngineOptions::default(),
-            wake: Arc::default(),
-        }
-    }
-
-    /// The same handle with another clock (tests inject a manual one).
-    pub fn with_clock(mut self, clock: Clock) -> Herald {
-        self.clock = clock;
-        self
-    }
-
-    /// The same handle with other engine settings.
-    pub fn with_options(mut self, options: EngineOptions) -> Result<Herald, Error> {
-        if !(1..=herald_core::limits::DELIVERY_ATTEMPTS_MAX).contains(&options.max_attempts) {
-            return Err(Error::Invalid(format!(
-                "max_attempts must be between 1 and {}",
-                herald_core::limits::DELIVERY_ATTEMPTS_MAX
-            )));
-        }
-        self.options = options;
-        Ok(self)
-    }
-
-    pub fn clock(&self) -> &Clock {
-        &self.clock
-    }
-
-    pub fn options(&self) -> &EngineOptions {
-        &self.options
-    }
-
-    pub(crate) fn wake(&self) -> &Arc<Wake> {
-        &self.wake
-    }
-
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-
-    pub fn backend(&self) -> Backend {
-        self.store.backend()
-    }
-
-    pub async fn close(&self) {
-        self.store.close().await;
-    }
-
     /// [`Herald::transaction_with`] with the default options.
     pub async fn transaction<'a, T, F>(&self, f: F) -> Result<Committed<T>, Error>
     where
@@ -185,10 +97,10 @@ impl Herald {
         if IN_RUNNER.try_with(|_| ()).is_ok() {
             return Err(Error::NestedTransaction);
         }
-        if options.attempts_max == 0 {
-            return Err(Error::Invalid("attempts_max must be at least 1".into()));
+        if options.max_attempts == 0 {
+            return Err(Error::Invalid("max_attempts must be at least 1".into()));
         }
-        let attempts_max = options.attempts_max.min(TX_ATTEMPTS_MAX);
+        let max_attempts = options.max_attempts.min(TX_ATTEMPTS_MAX);
         let deadline = Instant::now() + options.deadline;
         let expired =
             |attempts, last| Error::DeadlineExceeded { deadline: options.deadline, attempts, last };
@@ -268,7 +180,7 @@ impl Herald {
                 }
             };
 
-            back_off(options, attempt, attempts_max, deadline, conflict).await?;
+            back_off(options, attempt, max_attempts, deadline, conflict).await?;
         }
     }
 
@@ -329,7 +241,7 @@ impl Herald {
                     }
                 }
             };
-            back_off(&options, attempt, options.attempts_max, deadline, conflict).await?;
+            back_off(&options, attempt, options.max_attempts, deadline, conflict).await?;
         }
     }
 }
@@ -374,7 +286,7 @@ impl Herald {
                     }
                 }
             };
-            back_off(&options, attempt, options.attempts_max, deadline, conflict).await?;
+            back_off(&options, attempt, options.max_attempts, deadline, conflict).await?;
         }
     }
 }
@@ -388,12 +300,12 @@ const COMMIT_WAIT_MIN: Duration = Duration::from_secs(1);
 async fn back_off(
     options: &TxOptions,
     attempt: u32,
-    attempts_max: u32,
+    max_attempts: u32,
     deadline: Instant,
     conflict: StoreError,
 ) -> Result<(), Error> {
     tracing::debug!(attempt, error = %conflict, "transaction conflict, retrying");
-    if attempt >= attempts_max {
+    if attempt >= max_attempts {
         return Err(Error::AttemptsExhausted { attempts: attempt, last: conflict });
     }
     let pause = options.backoff.full_jitter(attempt, fastrand::f64());

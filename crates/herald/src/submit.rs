@@ -13,7 +13,7 @@
 
 use crate::delivery::{Delivery, ts};
 use crate::error::Error;
-use crate::runner::Herald;
+use crate::handle::Herald;
 use crate::tx::Tx;
 use herald_core::fingerprint::{Resolved, fingerprint};
 use herald_core::limits::{

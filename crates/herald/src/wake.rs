@@ -7,6 +7,7 @@
 //! still committing when the wake arrived. Polling at `HERALD_POLL_INTERVAL` remains the
 //! fallback for everything else (a lost listener connection included).
 
+use crate::handle::Herald;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -62,5 +63,51 @@ impl Wake {
     /// the next submit may send one.
     pub(crate) fn pg_notify_unused(&self) {
         self.last_pg_notify_ms.store(-1_000_000, Ordering::Relaxed);
+    }
+}
+
+/// The longest setting up the LISTEN connection may take before the worker polls instead.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// LISTEN on PostgreSQL for cross-process wake-ups; absent on SQLite or after a lost
+/// connection (polling covers both; a new listener is tried again later).
+#[derive(Default)]
+pub(crate) struct Listener {
+    listener: Option<herald_store::notify::WakeListener>,
+    retry_at: Option<Instant>,
+}
+
+impl Listener {
+    pub(crate) async fn ensure(&mut self, herald: &Herald) {
+        if self.listener.is_some() || self.retry_at.is_some_and(|at| Instant::now() < at) {
+            return;
+        }
+        // Bounded: the worker loop awaits this, and a connection that went silent must not
+        // stop it from leasing (polling does not need the listener).
+        let listener = tokio::time::timeout(LISTEN_TIMEOUT, herald.store().wake_listener())
+            .await
+            .unwrap_or_else(|_| Err(herald_store::tx::timed_out("LISTEN").into()));
+        match listener {
+            Ok(None) => self.retry_at = Some(Instant::now() + Duration::from_secs(3600)),
+            Ok(Some(l)) => self.listener = Some(l),
+            Err(e) => {
+                tracing::warn!(error = %e, "LISTEN failed; polling until it works");
+                self.retry_at = Some(Instant::now() + Duration::from_secs(5));
+            }
+        }
+    }
+
+    /// The next notification; never resolves without a listener.
+    pub(crate) async fn next(&mut self) {
+        match &mut self.listener {
+            None => std::future::pending().await,
+            Some(l) => {
+                if let Err(e) = l.recv().await {
+                    tracing::warn!(error = %e, "lost the LISTEN connection; polling");
+                    self.listener = None;
+                    self.retry_at = Some(Instant::now() + Duration::from_secs(1));
+                }
+            }
+        }
     }
 }

@@ -8,22 +8,22 @@
 
 use crate::channel::{Channel, Leased, Outcome};
 use crate::error::Error;
+use crate::handle::Herald;
 use crate::known_leases::{KnownLeases, LeaseKey};
-use crate::outcome::{self, AttemptReport};
-use crate::runner::Herald;
+use crate::outcome::AttemptReport;
+use crate::recorder::{Recorder, Recording};
+use crate::wake::Listener;
 use crate::wake::{HOT_FOR, HOT_POLL_EVERY};
 use herald_core::limits::{
     LEASE_BATCH_MAX, LEASE_DEFAULT, LEASE_SAFETY_MARGIN, ORPHANS_BATCH_MAX, POLL_INTERVAL_DEFAULT,
-    RECORD_BATCH_MAX, SEND_TIMEOUT_DEFAULT, SHUTDOWN_GRACE_DEFAULT, WORKER_SLOTS_DEFAULT,
+    SEND_TIMEOUT_DEFAULT, SHUTDOWN_GRACE_DEFAULT, WORKER_SLOTS_DEFAULT,
 };
 use herald_core::{Decision, Report, RetryPolicy};
 use herald_store::deliveries::{
-    Lease, LeasedRow, deliveries_lease, deliveries_leased_by, deliveries_sent_fenced,
-    delivery_hand_back, delivery_lease_extend,
+    Lease, LeasedRow, deliveries_lease, deliveries_leased_by, delivery_hand_back,
+    delivery_lease_extend,
 };
-use herald_store::notify::WAKE_CHANNEL;
-use herald_store::quota::quota_lock;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -550,191 +550,5 @@ fn settle(known: &mut KnownLeases, joined: Result<(LeaseKey, bool), tokio::task:
     }
 }
 
-/// The longest setting up the LISTEN connection may take before the worker polls instead.
-const LISTEN_TIMEOUT: Duration = Duration::from_secs(5);
-/// First pause before recording a batch again after the database was unavailable; it
-/// doubles up to `RECORD_RETRY_PAUSE_MAX`.
-const RECORD_RETRY_PAUSE: Duration = Duration::from_millis(50);
-const RECORD_RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
 /// Longest a busy worker with few free slots waits for more before leasing anyway.
 const LEASE_COOLDOWN: Duration = Duration::from_millis(5);
-
-/// A report waiting for the recorder, and where to send its decision.
-struct Recording {
-    report: AttemptReport,
-    reply: oneshot::Sender<Result<Option<Decision>, Error>>,
-}
-
-/// Records outcomes in batches: whatever finished while the previous batch committed goes
-/// into the next transaction — group commit without a timer, so a lone outcome is
-/// recorded at once and a busy worker pays one commit per batch. Ends when its worker is
-/// dropped.
-struct Recorder {
-    herald: Herald,
-    worker: String,
-    retry: RetryPolicy,
-    /// How long an unavailable database is waited out before an outcome is given up to
-    /// the reconciler: the lease.
-    retry_for: Duration,
-}
-
-impl Recorder {
-    async fn run(self, mut pending: mpsc::UnboundedReceiver<Recording>) {
-        let mut batch = Vec::with_capacity(RECORD_BATCH_MAX);
-        while pending.recv_many(&mut batch, RECORD_BATCH_MAX).await > 0 {
-            // Outcomes of one lease often finish together: the first to arrive woke this
-            // task, the rest are runnable. Let them run before committing, while that still
-            // adds to the batch — otherwise a batch of one costs a whole transaction while
-            // the others wait for it (every third batch in a no-op drain).
-            while batch.len() < RECORD_BATCH_MAX {
-                let before = batch.len();
-                tokio::task::yield_now().await;
-                while batch.len() < RECORD_BATCH_MAX {
-                    match pending.try_recv() {
-                        Ok(r) => batch.push(r),
-                        Err(_) => break,
-                    }
-                }
-                if batch.len() == before {
-                    break;
-                }
-            }
-            self.record_and_reply(std::mem::take(&mut batch)).await;
-        }
-    }
-
-    async fn record_and_reply(&self, batch: Vec<Recording>) {
-        let (outcomes, replies): (Vec<_>, Vec<_>) =
-            batch.into_iter().map(|r| (r.report, r.reply)).unzip();
-        match self.record_while_available(&outcomes).await {
-            Ok(decisions) => {
-                for (reply, decision) in replies.into_iter().zip(decisions) {
-                    let _ = reply.send(Ok(decision));
-                }
-            }
-            // One bad outcome must not fail the others: each alone, in its own transaction.
-            Err(e) if outcomes.len() > 1 => {
-                tracing::debug!(error = %e, "recording a batch failed; one by one");
-                for (outcome, reply) in outcomes.iter().zip(replies) {
-                    let decision = self.record(std::slice::from_ref(outcome)).await;
-                    let _ = reply.send(decision.map(|mut d| d.pop().flatten()));
-                }
-            }
-            Err(e) => {
-                if let Some(reply) = replies.into_iter().next() {
-                    let _ = reply.send(Err(e));
-                }
-            }
-        }
-    }
-
-    /// [`Recorder::record`], again and again (with a growing pause) while the database is
-    /// unavailable — a broken connection, an empty pool, a COMMIT whose outcome is unknown —
-    /// for up to a lease: recording is fenced by (lease owner, attempt), so a repeat of a
-    /// batch that did commit changes nothing. Past a lease the reconciler owns the
-    /// deliveries anyway. The sends' slots stay taken meanwhile, so leasing waits too.
-    async fn record_while_available(
-        &self,
-        outcomes: &[AttemptReport],
-    ) -> Result<Vec<Option<Decision>>, Error> {
-        let give_up_at = Instant::now() + self.retry_for;
-        let mut pause = RECORD_RETRY_PAUSE;
-        loop {
-            match self.record(outcomes).await {
-                Err(e) if e.is_unavailable() && Instant::now() + pause < give_up_at => {
-                    tracing::debug!(error = %e, "recording outcomes failed; trying again");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(RECORD_RETRY_PAUSE_MAX);
-                }
-                result => return result,
-            }
-        }
-    }
-
-    /// One transaction: the quota rows locked first in a stable order (the one lock order:
-    /// accounts, then delivery rows), the fenced `sent` reports in one set-based statement,
-    /// every other report through `outcome::record` and its decision table.
-    async fn record(&self, reports: &[AttemptReport]) -> Result<Vec<Option<Decision>>, Error> {
-        let now = self.herald.clock().now();
-        let (worker, retry) = (self.worker.as_str(), &self.retry);
-        let accounts: Vec<(uuid::Uuid, String)> =
-            reports.iter().map(|r| (r.tenant, r.quota_key.clone())).collect();
-        let sent: Vec<(uuid::Uuid, i32)> = reports
-            .iter()
-            .filter(|r| r.report == Report::Sent)
-            .map(|r| (r.delivery, r.n))
-            .collect();
-        let committed = self
-            .herald
-            .transaction(|tx| {
-                let (accounts, sent) = (&accounts, &sent);
-                Box::pin(async move {
-                    quota_lock(tx.conn(), accounts).await?;
-                    let marked: HashSet<(uuid::Uuid, i32)> =
-                        deliveries_sent_fenced(tx.conn(), worker, sent, now)
-                            .await?
-                            .into_iter()
-                            .collect();
-                    let mut decisions = Vec::with_capacity(reports.len());
-                    for r in reports {
-                        if r.report == Report::Sent && marked.contains(&(r.delivery, r.n)) {
-                            decisions.push(Some(Decision::MarkSent { stale: false }));
-                            continue;
-                        }
-                        decisions.push(outcome::record(tx.conn(), r, retry, now).await?);
-                    }
-                    Ok(decisions)
-                })
-            })
-            .await?;
-        Ok(committed.value)
-    }
-}
-
-/// LISTEN on PostgreSQL for cross-process wake-ups; absent on SQLite or after a lost
-/// connection (polling covers both; a new listener is tried again later).
-#[derive(Default)]
-struct Listener {
-    listener: Option<sqlx::postgres::PgListener>,
-    retry_at: Option<Instant>,
-}
-
-impl Listener {
-    async fn ensure(&mut self, herald: &Herald) {
-        if self.listener.is_some() || self.retry_at.is_some_and(|at| Instant::now() < at) {
-            return;
-        }
-        let Some(pool) = herald.store().postgres_pool() else { return };
-        let listener = async {
-            let mut l = sqlx::postgres::PgListener::connect_with(pool).await?;
-            l.listen(WAKE_CHANNEL).await?;
-            Ok::<_, sqlx::Error>(l)
-        };
-        // Bounded: the worker loop awaits this, and a connection that went silent must not
-        // stop it from leasing (polling does not need the listener).
-        let listener = tokio::time::timeout(LISTEN_TIMEOUT, listener)
-            .await
-            .unwrap_or_else(|_| Err(herald_store::tx::timed_out("LISTEN")));
-        match listener {
-            Ok(l) => self.listener = Some(l),
-            Err(e) => {
-                tracing::warn!(error = %e, "LISTEN failed; polling until it works");
-                self.retry_at = Some(Instant::now() + Duration::from_secs(5));
-            }
-        }
-    }
-
-    /// The next notification; never resolves without a listener.
-    async fn next(&mut self) {
-        match &mut self.listener {
-            None => std::future::pending().await,
-            Some(l) => {
-                if let Err(e) = l.recv().await {
-                    tracing::warn!(error = %e, "lost the LISTEN connection; polling");
-                    self.listener = None;
-                    self.retry_at = Some(Instant::now() + Duration::from_secs(1));
-                }
-            }
-        }
-    }
-}

@@ -13,7 +13,7 @@ use super::ssrf::{GuardedResolver, TargetRefused, check};
 use crate::BoxFuture;
 use crate::channel::{Channel, Leased, Outcome};
 use crate::error::Error;
-use crate::runner::Herald;
+use crate::handle::Herald;
 use herald_store::tenants::tenant_get;
 use std::sync::Arc;
 use std::time::Duration;

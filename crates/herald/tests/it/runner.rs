@@ -131,7 +131,7 @@ async fn attempts_run_out_and_nothing_fires() {
         setup(&herald).await;
         let fired = Arc::new(AtomicU32::new(0));
         let store = herald.store().clone();
-        let options = TxOptions { attempts_max: 2, ..conflict_options() };
+        let options = TxOptions { max_attempts: 2, ..conflict_options() };
         let result = herald
             .transaction_with(&options, |tx| {
                 let (fired, store) = (fired.clone(), store.clone());
@@ -231,7 +231,7 @@ async fn the_deadline_stops_retries_while_attempts_remain() {
         setup(&herald).await;
         let store = herald.store().clone();
         let options = TxOptions {
-            attempts_max: 100,
+            max_attempts: 100,
             deadline: Duration::from_millis(300),
             ..conflict_options()
         };
@@ -269,7 +269,7 @@ async fn the_deadline_bounds_a_real_lock_wait() {
         .unwrap();
         let runs = Arc::new(AtomicU32::new(0));
         let options = TxOptions {
-            attempts_max: 10,
+            max_attempts: 10,
             deadline: Duration::from_millis(400),
             ..TxOptions::default()
         };
@@ -546,7 +546,7 @@ async fn a_clean_run_takes_one_attempt_and_bad_options_are_refused() {
         let herald = db.herald().await;
         let committed = herald.transaction(|_tx| Box::pin(async move { Ok(7) })).await.unwrap();
         assert_eq!((committed.value, committed.attempts), (7, 1), "{}", db.name());
-        let options = TxOptions { attempts_max: 0, ..TxOptions::default() };
+        let options = TxOptions { max_attempts: 0, ..TxOptions::default() };
         let result = herald.transaction_with(&options, |_tx| Box::pin(async move { Ok(()) })).await;
         assert!(matches!(result, Err(Error::Invalid(_))), "{}: {result:?}", db.name());
     }

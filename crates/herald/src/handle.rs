@@ -1,0 +1,97 @@
+//! The `Herald` handle: one database's store, the engine's settings, its clock and its
+//! wake-ups. Its methods live with what they do: the runner (`runner.rs`), submit
+//! (`submit.rs`), recording outcomes (`outcome.rs`), tenants (`admin.rs`), keys
+//! (`keys.rs`), grants, reads, replay and cancel (`manage.rs`), operator reads (`ops.rs`).
+
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::wake::Wake;
+use herald_store::{Backend, Store, StoreOptions};
+use std::sync::Arc;
+
+/// Engine settings that apply to every submit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Attempts a delivery gets when the submit does not say (`HERALD_MAX_ATTEMPTS`).
+    pub max_attempts: u32,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions { max_attempts: herald_core::limits::DELIVERY_ATTEMPTS_DEFAULT }
+    }
+}
+
+/// herald's handle on one database: the store, the runner, the engine's settings and its
+/// clock. Cheap to clone; clones share the pool and the wake-ups.
+#[derive(Debug, Clone)]
+pub struct Herald {
+    pub(crate) store: Store,
+    pub(crate) clock: Clock,
+    pub(crate) options: EngineOptions,
+    pub(crate) wake: Arc<Wake>,
+}
+
+impl Herald {
+    /// Opens the database at `url` (a file path, `sqlite://…` or `postgres://…`), creating
+    /// an SQLite file if needed, and migrates it.
+    pub async fn open(url: &str) -> Result<Herald, Error> {
+        Herald::open_with(url, &StoreOptions::default()).await
+    }
+
+    pub async fn open_with(url: &str, options: &StoreOptions) -> Result<Herald, Error> {
+        Ok(Herald::from_store(Store::open(url, options).await?))
+    }
+
+    /// Wraps an already connected (and migrated) store.
+    pub fn from_store(store: Store) -> Herald {
+        Herald {
+            store,
+            clock: Clock::database(),
+            options: EngineOptions::default(),
+            wake: Arc::default(),
+        }
+    }
+
+    /// The same handle with another clock (tests inject a manual one).
+    pub fn with_clock(mut self, clock: Clock) -> Herald {
+        self.clock = clock;
+        self
+    }
+
+    /// The same handle with other engine settings.
+    pub fn with_options(mut self, options: EngineOptions) -> Result<Herald, Error> {
+        if !(1..=herald_core::limits::DELIVERY_ATTEMPTS_MAX).contains(&options.max_attempts) {
+            return Err(Error::Invalid(format!(
+                "max_attempts must be between 1 and {}",
+                herald_core::limits::DELIVERY_ATTEMPTS_MAX
+            )));
+        }
+        self.options = options;
+        Ok(self)
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    pub fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
+    pub(crate) fn wake(&self) -> &Arc<Wake> {
+        &self.wake
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.store.backend()
+    }
+
+    pub async fn close(&self) {
+        self.store.close().await;
+    }
+}
