@@ -110,3 +110,9 @@ pub const OPERATOR_LIST_MAX: usize = 1000;
 pub const RECORD_BATCH_MAX: usize = 1024;
 /// A worker's live leases read at most per look for orphaned ones.
 pub const ORPHANS_BATCH_MAX: usize = 10_000;
+/// Longest worker id (its lease-owner name).
+pub const WORKER_ID_LEN_MAX: usize = 200;
+/// Most send slots one worker may have (`HERALD_WORKERS`).
+pub const WORKER_SLOTS_MAX: usize = 10_000;
+/// Longest tenant name.
+pub const TENANT_NAME_LEN_MAX: usize = 200;

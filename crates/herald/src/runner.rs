@@ -2,7 +2,7 @@
 //! only, roll back and run the *whole* closure again — bounded by attempts and by a
 //! deadline that also bounds every lock and statement wait inside each attempt.
 //!
-//! Rules (ARCHITECTURE.md explains why):
+//! Rules (docs/design.md, "The transaction runner", explains why):
 //! 1. Retry only on concurrency errors, classified by code (PostgreSQL 40001/40P01, SQLite
 //!    BUSY/LOCKED), and on a connection lost before COMMIT (the transaction went with it;
 //!    the next attempt takes a fresh connection); anything else propagates after the first

@@ -9,7 +9,7 @@
 //! short quota, so the caller's transaction stays usable.
 //!
 //! `submit_alone` runs the same claim autocommitted where it is one statement
-//! (PostgreSQL): one round trip instead of three (ARCHITECTURE.md, "Round trips").
+//! (PostgreSQL): one round trip instead of three (ARCHITECTURE.md, "A delivery's transactions and round trips").
 
 use crate::delivery::{Delivery, ts};
 use crate::error::Error;

@@ -16,7 +16,8 @@ use crate::wake::Listener;
 use crate::wake::{HOT_FOR, HOT_POLL_EVERY};
 use herald_core::limits::{
     LEASE_BATCH_MAX, LEASE_DEFAULT, LEASE_SAFETY_MARGIN, ORPHANS_BATCH_MAX, POLL_INTERVAL_DEFAULT,
-    SEND_TIMEOUT_DEFAULT, SHUTDOWN_GRACE_DEFAULT, WORKER_SLOTS_DEFAULT,
+    SEND_TIMEOUT_DEFAULT, SHUTDOWN_GRACE_DEFAULT, WORKER_ID_LEN_MAX, WORKER_SLOTS_DEFAULT,
+    WORKER_SLOTS_MAX,
 };
 use herald_core::{Decision, Report, RetryPolicy};
 use herald_store::deliveries::{
@@ -74,11 +75,16 @@ impl WorkerOptions {
     /// Checks the settings against each other: above all, a send must end (timeout plus
     /// a safety margin) before its lease does, or a slow send could overlap a re-lease.
     pub fn validate(&self) -> Result<(), Error> {
-        if self.id.is_empty() || self.id.len() > 200 {
-            return Err(Error::Invalid("worker id must be 1 to 200 bytes".into()));
+        if self.id.is_empty() || self.id.len() > WORKER_ID_LEN_MAX {
+            return Err(Error::Invalid(format!(
+                "worker id must be 1 to {WORKER_ID_LEN_MAX} bytes"
+            )));
         }
-        if !(1..=10_000).contains(&self.slots) {
-            return Err(Error::Invalid(format!("workers must be 1 to 10000, got {}", self.slots)));
+        if !(1..=WORKER_SLOTS_MAX).contains(&self.slots) {
+            return Err(Error::Invalid(format!(
+                "workers must be 1 to {WORKER_SLOTS_MAX}, got {}",
+                self.slots
+            )));
         }
         if self.send_timeout.is_zero() || self.poll_interval.is_zero() {
             return Err(Error::Invalid("send timeout and poll interval must be positive".into()));
