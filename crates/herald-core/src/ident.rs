@@ -2,7 +2,7 @@
 //! id (which one). Both are checked once at the boundary, so the store never sees an empty
 //! or oversized key.
 
-use crate::limits::{OPERATION_ID_LEN_MAX, SCOPE_LEN_MAX};
+use crate::limits::{OPERATION_ID_LEN_MAX, OPERATION_KEY_LEN_MAX, SCOPE_LEN_MAX};
 use std::fmt;
 
 /// Why an identifier was refused.
@@ -70,6 +70,71 @@ ident!(
     /// The identity of one operation within a scope, stable across retries (an event id,
     /// never a key generated per attempt).
     OperationId, "operation id", OPERATION_ID_LEN_MAX
+);
+
+ident!(
+    /// A delivery's operation key: the caller's stable identity for one effect, unique per
+    /// (tenant, channel) — an event id, never a key generated per attempt.
+    OperationKey, "operation_key", OPERATION_KEY_LEN_MAX
+);
+
+/// A UUID that names one kind of thing, so that a tenant id and a delivery id never
+/// compile in each other's place.
+macro_rules! uuid_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(uuid::Uuid);
+
+        impl $name {
+            /// A new id: a UUIDv7, so ids sort by creation time.
+            pub fn new_v7() -> Self {
+                Self(uuid::Uuid::now_v7())
+            }
+
+            pub const fn from_uuid(uuid: uuid::Uuid) -> Self {
+                Self(uuid)
+            }
+
+            pub const fn as_uuid(self) -> uuid::Uuid {
+                self.0
+            }
+        }
+
+        impl From<uuid::Uuid> for $name {
+            fn from(uuid: uuid::Uuid) -> Self {
+                Self(uuid)
+            }
+        }
+
+        impl From<$name> for uuid::Uuid {
+            fn from(id: $name) -> uuid::Uuid {
+                id.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = uuid::Error;
+            fn from_str(s: &str) -> Result<Self, uuid::Error> {
+                uuid::Uuid::try_parse(s).map(Self)
+            }
+        }
+    };
+}
+
+uuid_id!(
+    /// A tenant's id.
+    TenantId
+);
+uuid_id!(
+    /// A delivery's id (UUIDv7: id order is creation order).
+    DeliveryId
 );
 
 #[cfg(test)]

@@ -15,10 +15,11 @@ use crate::delivery::{Delivery, ts};
 use crate::error::Error;
 use crate::handle::Herald;
 use crate::tx::Tx;
+use herald_core::OperationKey;
 use herald_core::fingerprint::{Resolved, fingerprint};
 use herald_core::limits::{
-    CHANNEL_LEN_MAX, COST_MAX, DELIVERY_ATTEMPTS_MAX, OPERATION_KEY_LEN_MAX, PAYLOAD_BYTES_MAX,
-    QUOTA_KEY_LEN_MAX, RECIPIENT_LEN_MAX,
+    CHANNEL_LEN_MAX, COST_MAX, DELIVERY_ATTEMPTS_MAX, PAYLOAD_BYTES_MAX, QUOTA_KEY_LEN_MAX,
+    RECIPIENT_LEN_MAX,
 };
 use herald_store::AsConn;
 use herald_store::deliveries::{
@@ -80,6 +81,7 @@ pub struct Submitted {
 
 /// The request after defaults and validation.
 struct Checked<'a> {
+    operation_key: OperationKey,
     quota_key: &'a str,
     cost: i64,
     max_attempts: u32,
@@ -119,7 +121,8 @@ fn check_text(what: &str, value: &str, max: usize) -> Result<(), Error> {
 }
 
 fn check<'a>(req: &'a SubmitRequest, max_attempts_default: u32) -> Result<Checked<'a>, Error> {
-    check_text("operation_key", &req.operation_key, OPERATION_KEY_LEN_MAX)?;
+    let operation_key =
+        OperationKey::new(req.operation_key.as_str()).map_err(|e| invalid(e.to_string()))?;
     check_text("channel", &req.channel, CHANNEL_LEN_MAX)?;
     check_text("to", &req.to, RECIPIENT_LEN_MAX)?;
     let quota_key = req.quota_key.as_deref().unwrap_or(&req.channel);
@@ -160,7 +163,7 @@ fn check<'a>(req: &'a SubmitRequest, max_attempts_default: u32) -> Result<Checke
         send_at_ms,
         max_attempts,
     });
-    Ok(Checked { quota_key, cost, max_attempts, send_at_ms, payload, fingerprint })
+    Ok(Checked { operation_key, quota_key, cost, max_attempts, send_at_ms, payload, fingerprint })
 }
 
 impl Herald {
@@ -205,9 +208,9 @@ impl Herald {
             let existing = match claim {
                 Claim::Exists | Claim::QuotaShort => Some(
                     self.autocommit(|conn, _| {
+                        let key = checked.operation_key.as_str();
                         Box::pin(async move {
-                            delivery_by_identity(conn, req.tenant, &req.operation_key, &req.channel)
-                                .await
+                            delivery_by_identity(conn, req.tenant, key, &req.channel).await
                         })
                     })
                     .await?,
@@ -244,7 +247,7 @@ impl Herald {
                     delivery_by_identity(
                         conn.as_conn(),
                         req.tenant,
-                        &req.operation_key,
+                        checked.operation_key.as_str(),
                         &req.channel,
                     )
                     .await?,
@@ -302,7 +305,7 @@ fn new_delivery<'a>(req: &'a SubmitRequest, checked: &'a Checked<'a>, id: Uuid) 
     NewDelivery {
         id,
         tenant_id: req.tenant,
-        operation_key: &req.operation_key,
+        operation_key: checked.operation_key.as_str(),
         channel: &req.channel,
         recipient: &req.to,
         payload: &checked.payload,
