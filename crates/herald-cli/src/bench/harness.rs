@@ -4,8 +4,10 @@
 //! harness.
 
 use anyhow::{Context, Result};
-use herald::{AsConn, Channel, Herald, Leased, Outcome, SubmitRequest, Worker, WorkerOptions};
-use herald_store::bench::{bench_analyze, bench_reset, count_state, floor_drain, floor_submit};
+use herald::bench::Commit;
+use herald::{
+    Channel, DeliveryState, Herald, Leased, Outcome, SubmitRequest, Worker, WorkerOptions,
+};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 use std::collections::HashMap;
@@ -22,15 +24,6 @@ pub(super) struct Bench {
     pub(super) herald: Herald,
     pub(super) tenants: Vec<Uuid>,
     pub(super) clients: usize,
-}
-
-/// How each single-delivery submit commits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Commit {
-    /// `BEGIN`, the submit, `COMMIT`: a submit inside the caller's transaction.
-    InTransaction,
-    /// One autocommitted statement: herald's `submit_alone`, the floor's CTE alone.
-    Alone,
 }
 
 pub(super) fn rate(n: usize, elapsed: Duration) -> f64 {
@@ -149,18 +142,7 @@ impl Bench {
             let (herald, tenant, key) =
                 (herald.clone(), tenants[i % tenants.len()], format!("{prefix}-{i}"));
             async move {
-                let pool = herald.store().postgres_pool().context("the floor needs PostgreSQL")?;
-                let id = Uuid::now_v7();
-                match commit {
-                    Commit::InTransaction => {
-                        let mut tx = pool.begin().await?;
-                        floor_submit(tx.as_conn(), id, tenant, &key).await?;
-                        tx.commit().await?;
-                    }
-                    Commit::Alone => {
-                        floor_submit(pool.acquire().await?.as_conn(), id, tenant, &key).await?;
-                    }
-                }
+                herald::bench::floor_submit(&herald, commit, tenant, &key).await?;
                 Ok(())
             }
         })
@@ -187,24 +169,16 @@ impl Bench {
         for part in 0..parts {
             let (herald, done, bar) = (self.herald.clone(), done.clone(), bar.clone());
             tasks.spawn(async move {
-                let pool =
-                    herald.store().postgres_pool().context("the floor needs PostgreSQL")?.clone();
                 loop {
                     if until.is_some_and(|n| done.load(Ordering::Relaxed) >= n) {
                         return Ok::<_, anyhow::Error>(());
                     }
                     // Each client drains its own share of the tenants (no deadlocks between
                     // batches); a concurrency error is still retried, like pgbench --max-tries.
-                    let mut tx = pool.begin().await?;
-                    let n = match floor_drain(tx.as_conn(), batch, part, parts).await {
-                        Ok(n) => n,
-                        Err(e) if matches!(e.class(), herald_store::ErrorClass::Concurrency(_)) => {
-                            let _ = tx.rollback().await;
-                            continue;
-                        }
-                        Err(e) => return Err(e.into()),
+                    let Some(n) = herald::bench::floor_drain(&herald, batch, part, parts).await?
+                    else {
+                        continue;
                     };
-                    tx.commit().await?;
                     if n == 0 {
                         if until.is_none() {
                             return Ok(());
@@ -230,27 +204,17 @@ impl Bench {
 
     /// Empty delivery tables: each compared phase starts from the same sizes.
     pub(super) async fn reset(&self) -> Result<()> {
-        self.herald
-            .transaction(|tx| Box::pin(async move { Ok(bench_reset(tx.conn()).await?) }))
-            .await?;
-        Ok(())
+        Ok(herald::bench::reset(&self.herald).await?)
     }
 
     /// Fresh planner statistics before a timed drain of pre-submitted rows (see
-    /// `bench_analyze`): the floor and herald each get them, untimed.
+    /// `herald::bench::analyze`): the floor and herald each get them, untimed.
     pub(super) async fn analyze(&self) -> Result<()> {
-        self.herald
-            .transaction(|tx| Box::pin(async move { Ok(bench_analyze(tx.conn()).await?) }))
-            .await?;
-        Ok(())
+        Ok(herald::bench::analyze(&self.herald).await?)
     }
 
-    pub(super) async fn count(&self, state: &'static str) -> Result<i64> {
-        Ok(self
-            .herald
-            .transaction(|tx| Box::pin(async move { Ok(count_state(tx.conn(), state).await?) }))
-            .await?
-            .value)
+    pub(super) async fn count(&self, state: DeliveryState) -> Result<i64> {
+        Ok(herald::bench::count_state(&self.herald, state).await?)
     }
 }
 

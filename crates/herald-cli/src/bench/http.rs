@@ -3,11 +3,12 @@
 //! every delivery to a local receiver while clients submit.
 
 use super::Args;
-use super::harness::{Bench, Commit, DRAIN_TIMEOUT, bar, rate, spawn_clients, start, worker};
+use super::harness::{Bench, DRAIN_TIMEOUT, bar, rate, spawn_clients, start, worker};
 use super::report::{Figure, PeerMetric, figure};
 use anyhow::{Context, Result, anyhow, bail};
+use herald::bench::Commit;
 use herald::channels::{WebhookChannel, WebhookOptions};
-use herald::{Channel, Herald};
+use herald::{Channel, DeliveryState, Herald};
 use indicatif::ProgressBar;
 use serde_json::json;
 use std::sync::Arc;
@@ -196,7 +197,7 @@ async fn end_to_end(
             // later (outcomes are recorded in batches).
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
-                let sent = bench.count("sent").await? as usize;
+                let sent = bench.count(DeliveryState::Sent).await? as usize;
                 if sent >= n {
                     return Ok::<_, anyhow::Error>((sent, started.elapsed()));
                 }
@@ -209,7 +210,7 @@ async fn end_to_end(
         .await;
         running.stop().await?;
         let (sent, elapsed) = outcome?;
-        let sent_after = bench.count("sent").await? as usize;
+        let sent_after = bench.count(DeliveryState::Sent).await? as usize;
         if sent != n || sent_after != n {
             bail!("end-to-end: {sent_after} deliveries sent in the database, expected {n}");
         }

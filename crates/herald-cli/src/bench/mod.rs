@@ -6,7 +6,7 @@
 //!
 //! # What is compared to what
 //!
-//! | figure | herald | floor (`herald_store::bench`) | peers (`--peers DIR`) |
+//! | figure | herald | floor (herald-store's `bench.rs`, run through `herald::bench`) | peers (`--peers DIR`) |
 //! |---|---|---|---|
 //! | submit, library, submit_alone | C clients, one `Herald::submit_alone` each: on PostgreSQL one autocommitted statement | C clients, the floor's CTE (claim + payload + reservation + journal) as one autocommitted statement | `insert`: C callers, one job per call, each its own transaction, unique key |
 //! | submit, library, in a transaction | C clients, one delivery per `Herald::transaction` (`BEGIN`, `submit`, `COMMIT`: a submit inside the caller's transaction) | C clients, the same CTE between `BEGIN` and `COMMIT` | — |
@@ -51,6 +51,9 @@
 //! - [`http`]: the phases that go through HTTP: the API submit and the webhook end-to-end.
 //! - [`peers`]: finding and running the peer wrappers.
 //! - [`report`]: figures, their ratios to the floor and to the peers, and the table.
+//!
+//! No SQL here and no store types: every statement the bench runs, the floor's included,
+//! is in herald-store's `bench.rs`, reached through `herald::bench`.
 
 mod harness;
 mod http;
@@ -59,13 +62,11 @@ mod phases;
 mod report;
 
 use anyhow::{Context, Result, bail};
-use herald::sqlx::{self, Connection};
 use herald::{Herald, WorkerOptions};
 use peers::{peers_dir, run_peers};
 use phases::{phases, sqlite_phases};
 use report::{Figure, attach_peers, print_table};
 use std::path::{Path, PathBuf};
-use uuid::Uuid;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -142,13 +143,9 @@ pub async fn run(args: Args) -> Result<()> {
         .context("--workers")?;
     let peers = peers_dir(&args)?;
     let n = args.n.unwrap_or(if args.quick { 2_000 } else { 20_000 });
-    let mut admin =
-        sqlx::PgConnection::connect(&args.db).await.context("connecting to PostgreSQL")?;
-    let max_connections: i64 = sqlx::query_scalar::<_, String>("SHOW max_connections")
-        .fetch_one(&mut admin)
-        .await?
-        .parse()
-        .context("PostgreSQL's max_connections")?;
+    let mut server =
+        herald::bench::Server::connect(&args.db).await.context("connecting to PostgreSQL")?;
+    let max_connections = server.connections_max().await.context("PostgreSQL's max_connections")?;
     // The end-to-end floor holds 2 × clients connections at once; herald's pool gets room
     // for that plus the worker, within what PostgreSQL allows (a few kept spare).
     let available = (max_connections - 10).max(1) as usize;
@@ -162,16 +159,12 @@ pub async fn run(args: Args) -> Result<()> {
         );
     }
     let connections = (2 * args.clients + 24).min(available);
-    let schema = format!("herald_bench_{}", Uuid::now_v7().simple());
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&mut admin)
-        .await?;
-    let version: String = sqlx::query_scalar("SHOW server_version").fetch_one(&mut admin).await?;
-    let result = measure(&args, n, &schema, connections, &version, peers.as_deref()).await;
-    let dropped = sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-        .execute(&mut admin)
-        .await;
-    let _ = admin.close().await;
+    let schema = server.schema_create().await?;
+    let version = server.version().await?;
+    let url = schema.url(&args.db);
+    let result = measure(&args, n, &url, connections, &version, peers.as_deref()).await;
+    let dropped = server.schema_drop(schema).await;
+    server.close().await;
     let mut figures = result?;
     dropped?;
     let mut peer_runs = Vec::new();
@@ -193,26 +186,21 @@ pub async fn run(args: Args) -> Result<()> {
 async fn measure(
     args: &Args,
     n: usize,
-    schema: &str,
+    url: &str,
     connections: usize,
     version: &str,
     peers: Option<&Path>,
 ) -> Result<Vec<Figure>> {
-    let sep = if args.db.contains('?') { '&' } else { '?' };
-    let url = format!("{}{sep}options=-c%20search_path%3D{schema}", args.db);
     let options = herald::StoreOptions {
         connections_max: connections as u32,
         ..herald::StoreOptions::default()
     };
-    let herald = Herald::open_with(&url, &options).await?;
+    let herald = Herald::open_with(url, &options).await?;
     // Open every connection of the pool before any clock starts: otherwise the first
     // phase (the floor) pays for connecting and herald's phases do not.
-    if let Some(pool) = herald.store().postgres_pool() {
-        let mut held = Vec::with_capacity(connections);
-        for _ in 0..connections {
-            held.push(pool.acquire().await.context("opening the pool's connections")?);
-        }
-    }
+    herald::bench::pool_fill(&herald, connections)
+        .await
+        .context("opening the pool's connections")?;
     let result = phases(args, n, &herald, version, peers).await;
     herald.close().await;
     result

@@ -5,15 +5,14 @@
 
 use super::Args;
 use super::harness::{
-    Bench, Commit, DRAIN_TIMEOUT, bar, noop, peak_rss_kib, percentile, rate, spawn_clients, start,
+    Bench, DRAIN_TIMEOUT, bar, noop, peak_rss_kib, percentile, rate, spawn_clients, start,
     submit_one, worker,
 };
 use super::http::{end_to_end_figure, submit_http, webhook_channel};
 use super::report::{Figure, PeerMetric, figure};
 use anyhow::{Context, Result, anyhow};
-use herald::sqlx;
-use herald::{AsConn, Herald};
-use herald_store::bench::{floor_drain, floor_submit};
+use herald::bench::Commit;
+use herald::{DeliveryState, Herald};
 use indicatif::ProgressBar;
 use std::collections::HashMap;
 use std::path::Path;
@@ -54,7 +53,7 @@ async fn floor_pass(bench: &Bench, n: usize, pass: &str, in_tx: bool) -> Result<
 /// many and the rate, timed until the last outcome is committed.
 async fn drain_herald(bench: &Bench, slots: usize, label: &str) -> Result<(usize, f64)> {
     bench.analyze().await?;
-    let pending = bench.count("pending").await? as usize;
+    let pending = bench.count(DeliveryState::Pending).await? as usize;
     let b = bar(pending, label);
     let channel = noop(pending, b.clone());
     let w = worker(&bench.herald, channel.clone(), slots, Duration::from_millis(50))?;
@@ -65,7 +64,7 @@ async fn drain_herald(bench: &Bench, slots: usize, label: &str) -> Result<(usize
         .context("drain did not finish")?;
     // The channel has seen every send; the phase ends when the last outcome is committed.
     tokio::time::timeout(DRAIN_TIMEOUT, async {
-        while (bench.count("sent").await? as usize) < pending {
+        while (bench.count(DeliveryState::Sent).await? as usize) < pending {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         Ok::<_, anyhow::Error>(())
@@ -94,24 +93,17 @@ pub(super) async fn sqlite_phases(args: &Args, n: usize) -> Result<Vec<Figure>> 
         }
         let bench =
             Bench { herald: herald.clone(), tenants: tenants.clone(), clients: args.clients };
-        let pool = herald.store().sqlite_pool().context("a SQLite store")?.clone();
 
+        // The floor's submit is its own BEGIN IMMEDIATE transaction here (four statements:
+        // SQLite has no writing CTEs).
         let b = bar(n, "SQLite floor: submit");
         let started = Instant::now();
-        let (floor_pool, floor_tenants) = (pool.clone(), tenants.clone());
+        let (floor_herald, floor_tenants) = (herald.clone(), tenants.clone());
         spawn_clients(args.clients, n, &b, move |i| {
-            let (pool, tenant) = (floor_pool.clone(), floor_tenants[i % floor_tenants.len()]);
+            let (herald, tenant) = (floor_herald.clone(), floor_tenants[i % floor_tenants.len()]);
             async move {
-                let mut c = pool.acquire().await?;
-                sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *c).await?;
                 let key = format!("floor-{i}");
-                match floor_submit(c.as_conn(), Uuid::now_v7(), tenant, &key).await {
-                    Ok(_) => sqlx::raw_sql("COMMIT").execute(&mut *c).await?,
-                    Err(e) => {
-                        sqlx::raw_sql("ROLLBACK").execute(&mut *c).await?;
-                        return Err(e.into());
-                    }
-                };
+                herald::bench::floor_submit(&herald, Commit::InTransaction, tenant, &key).await?;
                 Ok(())
             }
         })
@@ -121,20 +113,8 @@ pub(super) async fn sqlite_phases(args: &Args, n: usize) -> Result<Vec<Figure>> 
         bench.analyze().await?;
         let b = bar(n, "SQLite floor: drain");
         let started = Instant::now();
-        let mut c = pool.acquire().await?;
-        let mut drained = 0;
-        loop {
-            sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *c).await?;
-            let k = floor_drain(c.as_conn(), 100, 0, 1).await?;
-            sqlx::raw_sql("COMMIT").execute(&mut *c).await?;
-            if k == 0 {
-                break;
-            }
-            drained += k as usize;
-            b.inc(k);
-        }
-        drop(c);
-        let floor_drain_rate = rate(drained, started.elapsed());
+        let drained = herald::bench::floor_drain_one_client(&herald, 100, &|k| b.inc(k)).await?;
+        let floor_drain_rate = rate(drained as usize, started.elapsed());
         b.finish();
 
         bench.reset().await?;
