@@ -1,12 +1,27 @@
-//! The SQL floor for `herald bench`: the least work any engine must do per delivery on
-//! herald's own tables, hand-written — one statement each on PostgreSQL, the fewest
-//! in-process statements on SQLite (no writing CTEs there). The bench runs it with the
-//! same harness and concurrency as herald and prints herald as a ratio to it.
+//! The SQL of `herald bench`, all of it: the floor — the least work any engine must do per
+//! delivery on herald's own tables, hand-written, one statement each on PostgreSQL, the
+//! fewest in-process statements on SQLite (no writing CTEs there) — with the transactions
+//! around it, and the bench's housekeeping (a scratch schema on the server, emptied tables,
+//! fresh statistics, counts). The bench runs the floor with the same harness and
+//! concurrency as herald and prints herald as a ratio to it; it reaches this module only
+//! through `herald::bench`.
 
 use crate::clock::sqlite_now;
-use crate::conn::Conn;
-use crate::error::StoreError;
+use crate::conn::{AsConn, Conn};
+use crate::error::{ErrorClass, StoreError};
+use crate::store::{Backend, PooledConn, Store};
+use sqlx::Connection;
+use sqlx::postgres::PgConnection;
 use sqlx::types::Uuid;
+
+/// How a single-delivery submit commits — herald's and the floor's alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// `BEGIN`, the submit, `COMMIT`: a submit inside the caller's transaction.
+    InTransaction,
+    /// One autocommitted statement: herald's `submit_alone`, the floor's CTE alone.
+    Alone,
+}
 
 /// Claim + reserve + journal row, one statement: the floor of one submit.
 pub async fn floor_submit(
@@ -233,4 +248,186 @@ async fn floor_drain_sqlite(c: &mut sqlx::SqliteConnection, limit: i64) -> Resul
         .await?;
     }
     Ok(sent.len() as u64)
+}
+
+/// One submit floor on a connection of its own from `store`'s pool, committed as `commit`
+/// says. On SQLite the floor is four statements, so it is always its own `BEGIN IMMEDIATE`
+/// transaction (rolled back if a statement fails), whichever `commit` is asked for.
+pub async fn floor_submit_pooled(
+    store: &Store,
+    commit: Commit,
+    id: Uuid,
+    tenant: Uuid,
+    operation_key: &str,
+) -> Result<bool, StoreError> {
+    match store.acquire().await? {
+        PooledConn::Postgres(mut c) => match commit {
+            Commit::InTransaction => {
+                let mut tx = c.begin().await?;
+                let claimed = floor_submit(tx.as_conn(), id, tenant, operation_key).await?;
+                tx.commit().await?;
+                Ok(claimed)
+            }
+            Commit::Alone => floor_submit(c.as_conn(), id, tenant, operation_key).await,
+        },
+        PooledConn::Sqlite(mut c) => {
+            sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *c).await?;
+            match floor_submit(c.as_conn(), id, tenant, operation_key).await {
+                Ok(claimed) => {
+                    sqlx::raw_sql("COMMIT").execute(&mut *c).await?;
+                    Ok(claimed)
+                }
+                Err(e) => {
+                    sqlx::raw_sql("ROLLBACK").execute(&mut *c).await?;
+                    Err(e)
+                }
+            }
+        }
+    }
+}
+
+/// One batch of the drain floor (see [`floor_drain`]) in a transaction of its own, on a
+/// connection from `store`'s pool: `Some(rows drained)`, or `None` when the batch lost to a
+/// concurrency conflict and was rolled back — the caller runs it again, as `pgbench
+/// --max-tries` would.
+pub async fn floor_drain_pooled(
+    store: &Store,
+    limit: i64,
+    part: i64,
+    parts: i64,
+) -> Result<Option<u64>, StoreError> {
+    let conflict = |e: &StoreError| matches!(e.class(), ErrorClass::Concurrency(_));
+    match store.acquire().await? {
+        PooledConn::Postgres(mut c) => {
+            let mut tx = c.begin().await?;
+            let n = match floor_drain(tx.as_conn(), limit, part, parts).await {
+                Ok(n) => n,
+                Err(e) if conflict(&e) => {
+                    let _ = tx.rollback().await;
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
+            };
+            tx.commit().await?;
+            Ok(Some(n))
+        }
+        PooledConn::Sqlite(mut c) => {
+            sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *c).await?;
+            let n = match floor_drain(c.as_conn(), limit, part, parts).await {
+                Ok(n) => n,
+                Err(e) if conflict(&e) => {
+                    let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *c).await;
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
+            };
+            sqlx::raw_sql("COMMIT").execute(&mut *c).await?;
+            Ok(Some(n))
+        }
+    }
+}
+
+/// The drain floor from one client: one connection held throughout, a transaction per
+/// batch of `limit` (`BEGIN IMMEDIATE` on SQLite, which has one writer at a time anyway),
+/// until a batch comes back empty. `on_batch` hears each batch's size as it commits;
+/// returns how many rows were drained.
+pub async fn floor_drain_serial(
+    store: &Store,
+    limit: i64,
+    on_batch: &(dyn Fn(u64) + Send + Sync),
+) -> Result<u64, StoreError> {
+    let begin = match store.backend() {
+        Backend::Sqlite => "BEGIN IMMEDIATE",
+        Backend::Postgres => "BEGIN",
+    };
+    let mut c = store.acquire().await?;
+    let mut drained = 0;
+    loop {
+        execute(c.as_conn(), begin).await?;
+        let n = floor_drain(c.as_conn(), limit, 0, 1).await?;
+        execute(c.as_conn(), "COMMIT").await?;
+        if n == 0 {
+            return Ok(drained);
+        }
+        drained += n;
+        on_batch(n);
+    }
+}
+
+/// Opens `connections` connections of `store`'s pool at once (and hands them back), so
+/// that no timed phase pays for connecting.
+pub async fn pool_fill(store: &Store, connections: usize) -> Result<(), StoreError> {
+    let mut held = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        held.push(store.acquire().await?);
+    }
+    Ok(())
+}
+
+async fn execute(conn: Conn<'_>, sql: &'static str) -> Result<(), StoreError> {
+    match conn {
+        Conn::Sqlite(c) => sqlx::raw_sql(sql).execute(c).await?.rows_affected(),
+        Conn::Postgres(c) => sqlx::raw_sql(sql).execute(c).await?.rows_affected(),
+    };
+    Ok(())
+}
+
+/// A connection straight to a PostgreSQL server, outside any store: the bench measures in
+/// a scratch schema it creates with this before herald opens a store there, and drops
+/// after.
+#[derive(Debug)]
+pub struct BenchServer {
+    conn: PgConnection,
+}
+
+/// A scratch schema made by [`BenchServer::schema_create`]; only its own name is ever
+/// spliced into SQL.
+#[derive(Debug)]
+pub struct BenchSchema {
+    name: String,
+}
+
+impl BenchSchema {
+    /// `url` (the server's) with this schema as every connection's `search_path`.
+    pub fn url(&self, url: &str) -> String {
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}options=-c%20search_path%3D{}", self.name)
+    }
+}
+
+impl BenchServer {
+    pub async fn connect(url: &str) -> Result<BenchServer, StoreError> {
+        Ok(BenchServer { conn: PgConnection::connect(url).await? })
+    }
+
+    /// The server's `max_connections`.
+    pub async fn connections_max(&mut self) -> Result<i64, StoreError> {
+        let value: String =
+            sqlx::query_scalar("SHOW max_connections").fetch_one(&mut self.conn).await?;
+        value.parse().map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))
+    }
+
+    /// The server's `server_version`, e.g. "15.20 (Debian 15.20-0+deb12u1)".
+    pub async fn version(&mut self) -> Result<String, StoreError> {
+        Ok(sqlx::query_scalar("SHOW server_version").fetch_one(&mut self.conn).await?)
+    }
+
+    /// Creates an empty schema named `herald_bench_<uuid>`.
+    pub async fn schema_create(&mut self) -> Result<BenchSchema, StoreError> {
+        let schema = BenchSchema { name: format!("herald_bench_{}", Uuid::now_v7().simple()) };
+        let sql = format!("CREATE SCHEMA {}", schema.name);
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut self.conn).await?;
+        Ok(schema)
+    }
+
+    /// Drops the schema and everything in it.
+    pub async fn schema_drop(&mut self, schema: BenchSchema) -> Result<(), StoreError> {
+        let sql = format!("DROP SCHEMA {} CASCADE", schema.name);
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut self.conn).await?;
+        Ok(())
+    }
+
+    pub async fn close(self) {
+        let _ = self.conn.close().await;
+    }
 }

@@ -13,6 +13,8 @@
 //! README.md shows both in use; its examples are compiled as doctests.
 
 mod admin;
+#[doc(hidden)]
+pub mod bench;
 mod channel;
 pub mod channels;
 mod clock;

@@ -1,0 +1,288 @@
+//! The phases of `herald bench` that go through HTTP: submits to the real API router
+//! served in-process, and the end-to-end phase, where a worker's webhook channel sends
+//! every delivery to a local receiver while clients submit.
+
+use super::Args;
+use super::harness::{Bench, DRAIN_TIMEOUT, bar, rate, spawn_clients, start, worker};
+use super::report::{Figure, PeerMetric, figure};
+use anyhow::{Context, Result, anyhow, bail};
+use herald::bench::Commit;
+use herald::channels::{WebhookChannel, WebhookOptions};
+use herald::{Channel, DeliveryState, Herald};
+use indicatif::ProgressBar;
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// The webhook channel the HTTP API and the end-to-end phase send through, allowed to reach
+/// the local receiver.
+pub(super) fn webhook_channel(herald: &Herald) -> Result<Arc<dyn Channel>> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Ok(Arc::new(WebhookChannel::new(
+        herald.clone(),
+        WebhookOptions { allow_private_targets: true, ..WebhookOptions::default() },
+    )?))
+}
+
+pub(super) async fn end_to_end_figure(
+    args: &Args,
+    bench: &Bench,
+    herald: &Herald,
+    n: usize,
+) -> Result<Figure> {
+    let (herald_e2e, floor_e2e) =
+        end_to_end(args, bench, herald, webhook_channel(herald)?, n).await?;
+    Ok(figure(
+        "end-to-end: submit + webhook drain",
+        herald_e2e,
+        "/s",
+        Some(floor_e2e),
+        n,
+        Some(PeerMetric::EndToEnd),
+    ))
+}
+
+/// `POST /v1/deliveries` through the real router, served in-process on 127.0.0.1 by
+/// axum, from C concurrent clients over keep-alive connections (one shared pool); each
+/// tenant has its own API key, created through the admin API. Returns submits/s.
+pub(super) async fn submit_http(
+    bench: &Bench,
+    herald: &Herald,
+    webhook: Arc<dyn Channel>,
+    n: usize,
+) -> Result<f64> {
+    let admin_key = format!("bench-admin-{}", Uuid::now_v7().simple());
+    let config = herald_server::serve::ServeConfig {
+        listen: None,
+        admin_key: Some(admin_key.clone()),
+        metrics_token: None,
+        metrics_per_tenant: false,
+        http: herald_server::listen::HttpOptions::default(),
+        worker: None,
+        reconciler: None,
+        retention: None,
+        channels: vec![("webhook".to_string(), webhook)],
+    };
+    let router = herald_server::app(herald_server::serve::state(herald, &config));
+    let (addr, stop, task) = serve_api_local(router, bench.clients).await?;
+    let result = async {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(bench.clients)
+            .no_proxy()
+            .build()
+            .context("building the HTTP client")?;
+        let base = format!("http://{addr}");
+        let mut keys = Vec::with_capacity(bench.tenants.len());
+        for t in &bench.tenants {
+            let response = client
+                .post(format!("{base}/v1/tenants/{t}/keys"))
+                .bearer_auth(&admin_key)
+                .send()
+                .await
+                .context("creating an API key")?;
+            let status = response.status();
+            let body = response.bytes().await?;
+            if !status.is_success() {
+                bail!("creating an API key: {status}: {}", String::from_utf8_lossy(&body));
+            }
+            let created: serde_json::Value = serde_json::from_slice(&body)?;
+            let key = created["api_key"]
+                .as_str()
+                .ok_or_else(|| anyhow!("creating an API key: no api_key in the answer"))?;
+            keys.push(format!("Bearer {key}"));
+        }
+        let (keys, url) = (Arc::new(keys), format!("{base}/v1/deliveries"));
+        let b = bar(n, "submit, HTTP API");
+        let started = Instant::now();
+        spawn_clients(bench.clients, n, &b, move |i| {
+            let (client, keys, url) = (client.clone(), keys.clone(), url.clone());
+            async move {
+                let body = json!({
+                    "operation_key": format!("http-{i}"),
+                    "channel": "webhook",
+                    "to": "https://example.com/hooks",
+                    "payload": {"event": "bench"},
+                });
+                let response = client
+                    .post(url)
+                    .header("authorization", &keys[i % keys.len()])
+                    .header("content-type", "application/json")
+                    .body(body.to_string())
+                    .send()
+                    .await
+                    .context("POST /v1/deliveries")?;
+                let status = response.status();
+                let body = response.bytes().await?;
+                if status != reqwest::StatusCode::CREATED {
+                    bail!("POST /v1/deliveries: {status}: {}", String::from_utf8_lossy(&body));
+                }
+                Ok(())
+            }
+        })
+        .await?;
+        let elapsed = started.elapsed();
+        b.finish();
+        Ok(rate(n, elapsed))
+    }
+    .await;
+    stop_local(stop, task).await;
+    result
+}
+
+/// Submit and drain at once. herald: C clients submit through the library while a worker
+/// with the real webhook channel sends every delivery to an in-process HTTP receiver on
+/// 127.0.0.1 (answering 200); timed from the first submit until the database shows all N
+/// `sent`. The floor: the submit floor's C clients and the drain floor's C parts run
+/// concurrently, until all N are submitted and drained — the floor makes no HTTP call (it
+/// is the database work only). Returns (herald /s, floor /s).
+async fn end_to_end(
+    args: &Args,
+    bench: &Bench,
+    herald: &Herald,
+    webhook: Arc<dyn Channel>,
+    n: usize,
+) -> Result<(f64, f64)> {
+    // The floor.
+    bench.reset().await?;
+    let b = bar(n, "floor: end-to-end (submit ∥ drain)");
+    let started = Instant::now();
+    let hidden = ProgressBar::hidden();
+    let drain = bench.drain_floor(100, Some(n), &hidden);
+    let submit = bench.submit_floor(n, "e2e-floor", Commit::Alone, &b);
+    let (submitted, drained) = tokio::join!(submit, drain);
+    submitted?;
+    let (drained, _) = drained?;
+    let floor = rate(drained, started.elapsed());
+    b.finish();
+    if drained != n {
+        bail!("the end-to-end floor drained {drained} of {n}");
+    }
+
+    // herald.
+    bench.reset().await?;
+    let b = bar(n, "end-to-end: submit + webhook drain");
+    let receiver = Arc::new(Receiver {
+        hits: AtomicUsize::new(0),
+        target: n,
+        done: Default::default(),
+        bar: b.clone(),
+    });
+    let router = axum::Router::new()
+        .route("/hook", axum::routing::post(receive))
+        .with_state(receiver.clone());
+    let (addr, stop, task) = serve_local(router).await?;
+    let result = async {
+        let w = worker(herald, webhook, args.workers, Duration::from_millis(50))?;
+        let running = start(&w);
+        let to = format!("http://{addr}/hook");
+        let started = Instant::now();
+        let outcome = async {
+            bench
+                .submit_herald_to(
+                    n,
+                    "e2e",
+                    &bench.tenants,
+                    false,
+                    &to,
+                    Commit::Alone,
+                    &ProgressBar::hidden(),
+                )
+                .await?;
+            tokio::time::timeout(DRAIN_TIMEOUT, receiver.done.notified())
+                .await
+                .context("the webhook receiver did not get every delivery")?;
+            // Every request arrived; the N-th `sent` is recorded in the database a moment
+            // later (outcomes are recorded in batches).
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let sent = bench.count(DeliveryState::Sent).await? as usize;
+                if sent >= n {
+                    return Ok::<_, anyhow::Error>((sent, started.elapsed()));
+                }
+                if Instant::now() > deadline {
+                    bail!("only {sent} of {n} deliveries are sent after the receiver got them all");
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        .await;
+        running.stop().await?;
+        let (sent, elapsed) = outcome?;
+        let sent_after = bench.count(DeliveryState::Sent).await? as usize;
+        if sent != n || sent_after != n {
+            bail!("end-to-end: {sent_after} deliveries sent in the database, expected {n}");
+        }
+        Ok(rate(n, elapsed))
+    }
+    .await;
+    stop_local(stop, task).await;
+    b.finish();
+    Ok((result?, floor))
+}
+
+/// The in-process HTTP receiver of the end-to-end phase: answers 200 and counts.
+struct Receiver {
+    hits: AtomicUsize,
+    target: usize,
+    done: tokio::sync::Notify,
+    bar: ProgressBar,
+}
+
+async fn receive(axum::extract::State(r): axum::extract::State<Arc<Receiver>>) -> &'static str {
+    r.bar.inc(1);
+    if r.hits.fetch_add(1, Ordering::SeqCst) + 1 >= r.target {
+        r.done.notify_one();
+    }
+    "ok"
+}
+
+/// Serves `router` on 127.0.0.1 on a free port until the returned token is cancelled.
+async fn serve_local(
+    router: axum::Router,
+) -> Result<(std::net::SocketAddr, herald::CancellationToken, tokio::task::JoinHandle<()>)> {
+    let listener =
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.context("binding 127.0.0.1")?;
+    let addr = listener.local_addr()?;
+    let stop = herald::CancellationToken::new();
+    let task = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            if let Err(e) = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+            {
+                eprintln!("bench: a local HTTP server failed: {e}");
+            }
+        }
+    });
+    Ok((addr, stop, task))
+}
+
+/// The HTTP API on 127.0.0.1 through the server loop `herald serve` uses (its limits,
+/// timeouts and JSON head errors), so the HTTP phase measures what ships; room for one
+/// connection per client.
+async fn serve_api_local(
+    router: axum::Router,
+    clients: usize,
+) -> Result<(std::net::SocketAddr, herald::CancellationToken, tokio::task::JoinHandle<()>)> {
+    let listener =
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.context("binding 127.0.0.1")?;
+    let addr = listener.local_addr()?;
+    let stop = herald::CancellationToken::new();
+    let options = herald_server::listen::HttpOptions {
+        connections_max: clients.max(herald_server::listen::CONNECTIONS_MAX_DEFAULT),
+        ..herald_server::listen::HttpOptions::default()
+    };
+    let task = tokio::spawn(herald_server::listen::serve(listener, router, options, stop.clone()));
+    Ok((addr, stop, task))
+}
+
+async fn stop_local(stop: herald::CancellationToken, task: tokio::task::JoinHandle<()>) {
+    stop.cancel();
+    let abort = task.abort_handle();
+    if tokio::time::timeout(Duration::from_secs(5), task).await.is_err() {
+        abort.abort();
+    }
+}

@@ -1,0 +1,329 @@
+//! The phases of `herald bench` on each backend, in the order they run: on PostgreSQL a
+//! floor pass, herald's library submits and its drain, the hot-tenant and repeated-key
+//! submits, a second floor pass, the commit-to-start latency, then the HTTP phases; on
+//! SQLite a library submit and drain against the same work hand-written.
+
+use super::Args;
+use super::harness::{
+    Bench, DRAIN_TIMEOUT, bar, noop, peak_rss_kib, percentile, rate, spawn_clients, start,
+    submit_one, worker,
+};
+use super::http::{end_to_end_figure, submit_http, webhook_channel};
+use super::report::{Figure, PeerMetric, figure};
+use anyhow::{Context, Result, anyhow};
+use herald::bench::Commit;
+use herald::{DeliveryState, Herald};
+use indicatif::ProgressBar;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// The floor's rates of one pass.
+#[derive(Debug, Clone, Copy)]
+struct FloorPass {
+    submit_in_tx: f64,
+    submit_alone: f64,
+    drain: f64,
+}
+
+/// One pass of the floor on emptied tables: N submits from C clients inside transactions
+/// (skipped with `--drain-only`), N more as single statements, then a drain of those in
+/// batches of 100.
+async fn floor_pass(bench: &Bench, n: usize, pass: &str, in_tx: bool) -> Result<FloorPass> {
+    let mut submit_in_tx = 0.0;
+    if in_tx {
+        bench.reset().await?;
+        let b = bar(n, &format!("floor ({pass}): submit in a transaction"));
+        submit_in_tx = rate(n, bench.submit_floor(n, "floor", Commit::InTransaction, &b).await?);
+        b.finish();
+    }
+    bench.reset().await?;
+    let b = bar(n, &format!("floor ({pass}): submit, one statement"));
+    let submit_alone = rate(n, bench.submit_floor(n, "floor", Commit::Alone, &b).await?);
+    b.finish();
+    let b = bar(n, &format!("floor ({pass}): drain (batches of 100)"));
+    let (drained, elapsed) = bench.drain_floor(100, None, &b).await?;
+    b.finish();
+    Ok(FloorPass { submit_in_tx, submit_alone, drain: rate(drained, elapsed) })
+}
+
+/// Drains every pending delivery with a no-op channel and `slots` send slots; returns how
+/// many and the rate, timed until the last outcome is committed.
+async fn drain_herald(bench: &Bench, slots: usize, label: &str) -> Result<(usize, f64)> {
+    bench.analyze().await?;
+    let pending = bench.count(DeliveryState::Pending).await? as usize;
+    let b = bar(pending, label);
+    let channel = noop(pending, b.clone());
+    let w = worker(&bench.herald, channel.clone(), slots, Duration::from_millis(50))?;
+    let started = Instant::now();
+    let running = start(&w);
+    tokio::time::timeout(DRAIN_TIMEOUT, channel.done.notified())
+        .await
+        .context("drain did not finish")?;
+    // The channel has seen every send; the phase ends when the last outcome is committed.
+    tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while (bench.count(DeliveryState::Sent).await? as usize) < pending {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        Ok::<_, anyhow::Error>(())
+    })
+    .await
+    .context("drain: outcomes were not all recorded")??;
+    let drain = rate(pending, started.elapsed());
+    running.stop().await?;
+    b.finish();
+    Ok((pending, drain))
+}
+
+/// The SQLite default, where it applies: submit and drain through the library on a fresh
+/// file, against the same work hand-written (SQLite has one writer at a time, so the floor
+/// drains from one client; submits take `BEGIN IMMEDIATE`, as herald does).
+pub(super) async fn sqlite_phases(args: &Args, n: usize) -> Result<Vec<Figure>> {
+    let dir = std::env::temp_dir().join(format!("herald-bench-{}", Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let result = async {
+        let herald = Herald::open(&format!("sqlite://{}", dir.join("bench.db").display())).await?;
+        let mut tenants = Vec::with_capacity(args.tenants);
+        for i in 0..args.tenants {
+            let t = herald.tenant_create(&format!("bench-{i}")).await?.id;
+            herald.quota_grant(t, "webhook", 1_000_000_000, None).await?;
+            tenants.push(t);
+        }
+        let bench =
+            Bench { herald: herald.clone(), tenants: tenants.clone(), clients: args.clients };
+
+        // The floor's submit is its own BEGIN IMMEDIATE transaction here (four statements:
+        // SQLite has no writing CTEs).
+        let b = bar(n, "SQLite floor: submit");
+        let started = Instant::now();
+        let (floor_herald, floor_tenants) = (herald.clone(), tenants.clone());
+        spawn_clients(args.clients, n, &b, move |i| {
+            let (herald, tenant) = (floor_herald.clone(), floor_tenants[i % floor_tenants.len()]);
+            async move {
+                let key = format!("floor-{i}");
+                herald::bench::floor_submit(&herald, Commit::InTransaction, tenant, &key).await?;
+                Ok(())
+            }
+        })
+        .await?;
+        let floor_submit_rate = rate(n, started.elapsed());
+        b.finish();
+        bench.analyze().await?;
+        let b = bar(n, "SQLite floor: drain");
+        let started = Instant::now();
+        let drained = herald::bench::floor_drain_one_client(&herald, 100, &|k| b.inc(k)).await?;
+        let floor_drain_rate = rate(drained as usize, started.elapsed());
+        b.finish();
+
+        bench.reset().await?;
+        let b = bar(n, "SQLite: submit, library");
+        let submit =
+            rate(n, bench.submit_herald(n, "lib", &tenants, false, Commit::Alone, &b).await?);
+        b.finish();
+        let label = format!("SQLite: drain, no-op channel, {} slots", args.workers);
+        let (pending, drain) = drain_herald(&bench, args.workers, &label).await?;
+        herald.close().await;
+        Ok::<_, anyhow::Error>(vec![
+            figure(
+                "SQLite: submit, library, single-delivery transactions",
+                submit,
+                "/s",
+                Some(floor_submit_rate),
+                n,
+                None,
+            ),
+            figure(label, drain, "/s", Some(floor_drain_rate), pending, None),
+        ])
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+pub(super) async fn phases(
+    args: &Args,
+    n: usize,
+    herald: &Herald,
+    version: &str,
+    peers: Option<&Path>,
+) -> Result<Vec<Figure>> {
+    let mut tenants = Vec::with_capacity(args.tenants);
+    for i in 0..args.tenants {
+        let t = herald.tenant_create(&format!("bench-{i}")).await?.id;
+        herald.quota_grant(t, "webhook", 1_000_000_000, None).await?;
+        tenants.push(t);
+    }
+    let bench = Bench { herald: herald.clone(), tenants: tenants.clone(), clients: args.clients };
+    let mut figures = Vec::new();
+    if args.e2e_only {
+        return Ok(vec![end_to_end_figure(args, &bench, herald, n).await?]);
+    }
+    println!(
+        "herald bench{}: PostgreSQL {version}, {} clients, {} send slots, {} tenants, \
+         {n} deliveries per phase; peers: {}\n",
+        if args.quick { " --quick" } else { "" },
+        args.clients,
+        args.workers,
+        args.tenants,
+        peers.map_or_else(|| "none".to_string(), |p| p.display().to_string()),
+    );
+
+    // The floor runs before herald's submit and drain phases and again after them; each
+    // ratio uses the mean of the two passes, so drift on a shared machine (a checkpoint,
+    // autovacuum) does not land on one side of the comparison only.
+    let in_tx = !args.drain_only;
+    let before = floor_pass(&bench, n, "before", in_tx).await?;
+
+    // herald's submits through the library, then a drain of what they made: the same N,
+    // on the same table size, as the floor's.
+    let mut herald_in_tx = 0.0;
+    if in_tx {
+        bench.reset().await?;
+        let b = bar(n, "submit, library, in a transaction");
+        let elapsed =
+            bench.submit_herald(n, "lib-tx", &tenants, false, Commit::InTransaction, &b).await?;
+        herald_in_tx = rate(n, elapsed);
+        b.finish();
+    }
+    bench.reset().await?;
+    let b = bar(n, "submit, library, submit_alone");
+    let herald_alone =
+        rate(n, bench.submit_herald(n, "lib", &tenants, false, Commit::Alone, &b).await?);
+    b.finish();
+    let drain_label = format!("drain, no-op channel, {} slots", args.workers);
+    let (pending, drain) = drain_herald(&bench, args.workers, &drain_label).await?;
+    let hot_and_dup = if args.drain_only {
+        None
+    } else {
+        let b = bar(n / 2, "submit, one tenant");
+        let elapsed =
+            bench.submit_herald(n / 2, "hot", &tenants[..1], false, Commit::Alone, &b).await?;
+        let hot = rate(n / 2, elapsed);
+        b.finish();
+        let b = bar(n, "submit, half the keys repeat");
+        let dup = rate(n, bench.submit_herald(n, "dup", &tenants, true, Commit::Alone, &b).await?);
+        b.finish();
+        Some((hot, dup))
+    };
+
+    let after = floor_pass(&bench, n, "after", in_tx).await?;
+    let mean = |pick: fn(&FloorPass) -> f64| (pick(&before) + pick(&after)) / 2.0;
+    let (floor_in_tx, floor_alone, floor_drain) =
+        (mean(|p| p.submit_in_tx), mean(|p| p.submit_alone), mean(|p| p.drain));
+    let in_tx_passes = [before.submit_in_tx, after.submit_in_tx];
+    let alone_passes = [before.submit_alone, after.submit_alone];
+    let drain_figure =
+        figure(drain_label, drain, "/s", Some(floor_drain), pending, Some(PeerMetric::Drain))
+            .floor_passes(&[before.drain, after.drain]);
+    let vs_alone = |name: &str, value: f64, n: usize, compare: Option<PeerMetric>| {
+        figure(name, value, "/s", Some(floor_alone), n, compare).floor_passes(&alone_passes)
+    };
+    let submit_figure = vs_alone(
+        "submit, library, submit_alone (one statement)",
+        herald_alone,
+        n,
+        Some(PeerMetric::Insert),
+    );
+    let Some((hot, dup)) = hot_and_dup else {
+        return Ok(vec![submit_figure, drain_figure]);
+    };
+    figures.push(submit_figure);
+    figures.push(
+        figure(
+            "submit, library, in a transaction (BEGIN, submit, COMMIT)",
+            herald_in_tx,
+            "/s",
+            Some(floor_in_tx),
+            n,
+            None,
+        )
+        .floor_passes(&in_tx_passes),
+    );
+    figures.push(drain_figure);
+    figures.push(vs_alone("submit, one tenant (hot quota row)", hot, n / 2, None));
+    figures.push(vs_alone("submit, half the keys repeat", dup, n, None));
+
+    bench.reset().await?; // the hot and duplicate submits' deliveries are never sent
+    let (p50, p99, count) = latency(args, &bench, herald).await?;
+    figures.push(figure(
+        "commit-to-start p50 at 200/s",
+        p50,
+        "ms",
+        None,
+        count,
+        Some(PeerMetric::LatencyP50),
+    ));
+    figures.push(figure(
+        "commit-to-start p99 at 200/s",
+        p99,
+        "ms",
+        None,
+        count,
+        Some(PeerMetric::LatencyP99),
+    ));
+
+    bench.reset().await?;
+    let http = submit_http(&bench, herald, webhook_channel(herald)?, n).await?;
+    figures.push(vs_alone("submit, HTTP API", http, n, None));
+    figures.push(end_to_end_figure(args, &bench, herald, n).await?);
+
+    if let Some(kib) = peak_rss_kib() {
+        figures.push(figure("peak RSS of this process", kib as f64 / 1024.0, "MiB", None, 0, None));
+    }
+    Ok(figures)
+}
+
+/// Commit-to-start latency at a moderate fixed rate, the worker idle between submits.
+/// Returns (p50 ms, p99 ms, deliveries).
+async fn latency(args: &Args, bench: &Bench, herald: &Herald) -> Result<(f64, f64, usize)> {
+    let per_second = 200usize;
+    let count = if args.quick { 600 } else { 3_000 };
+    let count = args.n.map_or(count, |n| count.min(n));
+    let b = bar(count, "commit-to-start latency at 200/s");
+    let channel = noop(count, ProgressBar::hidden());
+    let w = worker(herald, channel.clone(), args.workers, Duration::from_secs(1))?;
+    let running = start(&w);
+    let committed: Arc<Mutex<HashMap<Uuid, Instant>>> = Arc::default();
+    let mut ticker = tokio::time::interval(Duration::from_secs(1) / per_second as u32);
+    let mut submits = tokio::task::JoinSet::new();
+    let tenants = &bench.tenants;
+    for i in 0..count {
+        ticker.tick().await;
+        let (h, committed, req, b) = (
+            herald.clone(),
+            committed.clone(),
+            bench.request(tenants[i % tenants.len()], format!("lat-{i}"), "https://example.com/h"),
+            b.clone(),
+        );
+        submits.spawn(async move {
+            let id = submit_one(&h, &req, Commit::Alone).await?;
+            if let Ok(mut c) = committed.lock() {
+                c.insert(id, Instant::now());
+            }
+            b.inc(1);
+            Ok::<_, anyhow::Error>(())
+        });
+    }
+    while let Some(j) = submits.join_next().await {
+        j??;
+    }
+    tokio::time::timeout(Duration::from_secs(60), channel.done.notified())
+        .await
+        .context("latency phase did not finish")?;
+    running.stop().await?;
+    b.finish();
+    let mut latencies: Vec<f64> = {
+        let committed = committed.lock().map_err(|_| anyhow!("poisoned"))?;
+        let started = channel.started.lock().map_err(|_| anyhow!("poisoned"))?;
+        committed
+            .iter()
+            .filter_map(|(id, at)| {
+                started.get(id).map(|s| s.saturating_duration_since(*at).as_secs_f64() * 1000.0)
+            })
+            .collect()
+    };
+    latencies.sort_by(f64::total_cmp);
+    Ok((percentile(&latencies, 0.5), percentile(&latencies, 0.99), count))
+}

@@ -1,0 +1,217 @@
+//! The figures of `herald bench`: each with its ratio to the floor measured in the same
+//! run and to each peer's figure for the same phase, printed as one table (and written as
+//! JSON by the caller).
+
+use super::peers::PeerRun;
+use std::collections::BTreeMap;
+/// How a figure compares to a peer's: which peer phase, and which of its numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PeerMetric {
+    Insert,
+    Drain,
+    EndToEnd,
+    LatencyP50,
+    LatencyP99,
+}
+
+/// A peer's value for one figure.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub(super) struct PeerCell {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<f64>,
+    unit: &'static str,
+    /// herald's value divided by the peer's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    herald_per_peer: Option<f64>,
+    phase: &'static str,
+    n: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rate_per_sec: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    config: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seconds: Option<f64>,
+    /// The phase's achieved rate (for latency: the insert rate actually reached).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    per_sec: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed: Option<String>,
+}
+
+/// One measured figure.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(super) struct Figure {
+    name: String,
+    value: f64,
+    unit: &'static str,
+    floor: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratio_to_floor: Option<f64>,
+    /// Deliveries (or operations) the figure was measured over.
+    n: usize,
+    /// The floor's passes when it ran more than once (`floor` is their mean).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    floor_passes: Vec<f64>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    peers: BTreeMap<String, PeerCell>,
+    #[serde(skip)]
+    compare: Option<PeerMetric>,
+}
+
+impl Figure {
+    pub(super) fn floor_passes(mut self, passes: &[f64]) -> Self {
+        self.floor_passes = passes.to_vec();
+        self
+    }
+}
+
+pub(super) fn figure(
+    name: impl Into<String>,
+    value: f64,
+    unit: &'static str,
+    floor: Option<f64>,
+    n: usize,
+    compare: Option<PeerMetric>,
+) -> Figure {
+    Figure {
+        name: name.into(),
+        value,
+        unit,
+        floor,
+        ratio_to_floor: floor.map(|f| value / f),
+        n,
+        floor_passes: Vec::new(),
+        peers: BTreeMap::new(),
+        compare,
+    }
+}
+
+pub(super) fn attach_peers(figures: &mut [Figure], peers: &[PeerRun]) {
+    for f in figures.iter_mut() {
+        let Some(metric) = f.compare else { continue };
+        for p in peers {
+            let (phase, result, n, rate) = match metric {
+                PeerMetric::Insert => ("insert", &p.insert, p.sizes.insert, None),
+                PeerMetric::Drain => ("drain", &p.drain, p.sizes.drain, None),
+                PeerMetric::EndToEnd => ("e2e", &p.e2e, p.sizes.e2e, None),
+                PeerMetric::LatencyP50 | PeerMetric::LatencyP99 => {
+                    ("latency", &p.latency, p.sizes.latency, Some(p.sizes.rate))
+                }
+            };
+            let mut cell =
+                PeerCell { unit: f.unit, phase, n, rate_per_sec: rate, ..PeerCell::default() };
+            match result {
+                Ok(line) => {
+                    let value = match metric {
+                        PeerMetric::Insert | PeerMetric::Drain | PeerMetric::EndToEnd => {
+                            Some(line.per_sec)
+                        }
+                        PeerMetric::LatencyP50 => line.p50_ms,
+                        PeerMetric::LatencyP99 => line.p99_ms,
+                    };
+                    cell.value = value;
+                    cell.herald_per_peer = value.filter(|v| *v > 0.0).map(|v| f.value / v);
+                    cell.version = Some(line.version.clone());
+                    cell.config = Some(line.config.clone());
+                    cell.seconds = Some(line.seconds);
+                    cell.per_sec = Some(line.per_sec);
+                    cell.n = line.count as usize;
+                }
+                Err(e) => cell.failed = Some(e.clone()),
+            }
+            f.peers.insert(p.name.clone(), cell);
+        }
+    }
+}
+
+fn number(value: f64, unit: &str) -> String {
+    if !value.is_finite() {
+        return "–".to_string();
+    }
+    match unit {
+        "/s" => format!("{value:.0}/s"),
+        u => format!("{value:.1} {u}"),
+    }
+}
+
+fn peer_text(cell: &PeerCell) -> String {
+    if let Some(e) = &cell.failed {
+        let mut text = format!("failed: {e}");
+        if text.chars().count() > 48 {
+            text = text.chars().take(47).collect::<String>() + "…";
+        }
+        return text;
+    }
+    let Some(value) = cell.value else { return "–".to_string() };
+    let mut text = number(value, cell.unit);
+    if cell.unit == "ms"
+        && let Some(rate) = cell.rate_per_sec.filter(|r| *r != 200)
+    {
+        text.push_str(&format!(" @{rate}/s"));
+    }
+    if let Some(r) = cell.herald_per_peer {
+        text.push_str(&format!(" [{r:.2}]"));
+    }
+    text
+}
+
+pub(super) fn print_table(figures: &[Figure], peers: &[PeerRun]) {
+    let mut header: Vec<String> =
+        ["figure", "herald", "floor", "ratio to floor"].iter().map(|s| s.to_string()).collect();
+    header.extend(peers.iter().map(|p| p.name.clone()));
+    let mut rows = vec![header];
+    for f in figures {
+        let mut row = vec![
+            f.name.clone(),
+            number(f.value, f.unit),
+            f.floor.map(|v| number(v, f.unit)).unwrap_or_default(),
+            f.ratio_to_floor.map(|r| format!("{r:.2}")).unwrap_or_default(),
+        ];
+        for p in peers {
+            row.push(f.peers.get(&p.name).map(peer_text).unwrap_or_default());
+        }
+        rows.push(row);
+    }
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
+        .collect();
+    let line = |row: &[String]| {
+        row.iter()
+            .enumerate()
+            .map(|(c, cell)| {
+                let w = widths.get(c).copied().unwrap_or(0);
+                if c == 0 { format!("{cell:<w$}") } else { format!("{cell:>w$}") }
+            })
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
+    for (i, row) in rows.iter().enumerate() {
+        println!("{}", line(row));
+        if i == 0 {
+            println!("{}", widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("-|-"));
+        }
+    }
+    println!(
+        "\nfloor: submit = the claim's CTE as one statement (\"in a transaction\": between BEGIN and \
+         COMMIT); drain = one CTE per 100 rows (PostgreSQL: the mean of a pass before herald's \
+         submit and drain phases and one after); end-to-end = both at once, no HTTP call."
+    );
+    if !peers.is_empty() {
+        println!(
+            "peers: [herald ÷ peer] — above 1 herald is faster (rates), below 1 herald is \
+             quicker (latencies). submit vs the peer's insert, drain vs the peer's drain \
+             (jobs inserted before its clock starts), end-to-end vs the peer's e2e (insert \
+             from C clients while its worker drains, no-op handler), latency vs the peer's \
+             latency phase."
+        );
+        for p in peers {
+            println!(
+                "  {}: insert {}, drain {}, e2e {}, latency {} at {}/s",
+                p.name, p.sizes.insert, p.sizes.drain, p.sizes.e2e, p.sizes.latency, p.sizes.rate
+            );
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! What `herald bench` needs below the library's API: the SQL floor it measures herald
+//! against, the housekeeping between its phases (emptied tables, fresh statistics, counts)
+//! and a scratch schema to measure in — so the bench itself holds no SQL and no store
+//! types. The SQL is in `herald_store::bench`; this is its face on a [`Herald`]. Hidden
+//! from the documentation: for the bench only, not a stable API, and never pointed at a
+//! database whose deliveries matter ([`reset`] empties the delivery tables).
+
+use crate::error::Error;
+use crate::handle::Herald;
+use herald_core::DeliveryState;
+use herald_store::bench::{
+    BenchSchema, BenchServer, bench_analyze, bench_reset, floor_drain_pooled, floor_drain_serial,
+    floor_submit_pooled,
+};
+use uuid::Uuid;
+
+pub use herald_store::bench::Commit;
+
+/// Empties the delivery tables (accounts are kept), so each compared phase starts from the
+/// same table sizes.
+pub async fn reset(herald: &Herald) -> Result<(), Error> {
+    herald.transaction(|tx| Box::pin(async move { Ok(bench_reset(tx.conn()).await?) })).await?;
+    Ok(())
+}
+
+/// Fresh planner statistics of the delivery tables, as autovacuum would have given a
+/// steady-state database: the bench takes them, untimed, before every timed drain of
+/// pre-submitted rows.
+pub async fn analyze(herald: &Herald) -> Result<(), Error> {
+    herald.transaction(|tx| Box::pin(async move { Ok(bench_analyze(tx.conn()).await?) })).await?;
+    Ok(())
+}
+
+/// Deliveries in `state`.
+pub async fn count_state(herald: &Herald, state: DeliveryState) -> Result<i64, Error> {
+    let state = state.as_str();
+    let counted = herald
+        .transaction(|tx| {
+            Box::pin(async move { Ok(herald_store::bench::count_state(tx.conn(), state).await?) })
+        })
+        .await?;
+    Ok(counted.value)
+}
+
+/// One floor submit (claim, payload, reservation, journal row; one statement on
+/// PostgreSQL) of a fresh delivery id on a pooled connection, committed as `commit` says
+/// (on SQLite always its own `BEGIN IMMEDIATE` transaction). Whether the key was new.
+pub async fn floor_submit(
+    herald: &Herald,
+    commit: Commit,
+    tenant: Uuid,
+    operation_key: &str,
+) -> Result<bool, Error> {
+    Ok(floor_submit_pooled(herald.store(), commit, Uuid::now_v7(), tenant, operation_key).await?)
+}
+
+/// One batch of up to `limit` rows of the drain floor (lease, sent, ledger, journal) in a
+/// transaction of its own, taking client `part` of `parts`'s share of the tenants:
+/// `Some(rows drained)`, or `None` when it lost to a concurrency conflict and was rolled
+/// back, to be run again.
+pub async fn floor_drain(
+    herald: &Herald,
+    limit: i64,
+    part: i64,
+    parts: i64,
+) -> Result<Option<u64>, Error> {
+    Ok(floor_drain_pooled(herald.store(), limit, part, parts).await?)
+}
+
+/// The drain floor from one client, on one connection, a transaction per batch of
+/// `limit`, until a batch comes back empty (SQLite's: one writer at a time). `on_batch`
+/// hears each batch's size; returns the rows drained.
+pub async fn floor_drain_one_client(
+    herald: &Herald,
+    limit: i64,
+    on_batch: &(dyn Fn(u64) + Send + Sync),
+) -> Result<u64, Error> {
+    Ok(floor_drain_serial(herald.store(), limit, on_batch).await?)
+}
+
+/// Opens `connections` of the pool's connections, so that no timed phase pays for
+/// connecting (the first phase would otherwise, and the later ones not).
+pub async fn pool_fill(herald: &Herald, connections: usize) -> Result<(), Error> {
+    Ok(herald_store::bench::pool_fill(herald.store(), connections).await?)
+}
+
+/// A connection straight to a PostgreSQL server (no store, no migrations), to make the
+/// scratch schema the bench measures in.
+#[derive(Debug)]
+pub struct Server {
+    inner: BenchServer,
+}
+
+/// A scratch schema made by [`Server::schema_create`], dropped by [`Server::schema_drop`].
+#[derive(Debug)]
+pub struct Schema {
+    inner: BenchSchema,
+}
+
+impl Schema {
+    /// The server's `url` with this schema as every connection's `search_path`: what to
+    /// open a [`Herald`] on.
+    pub fn url(&self, url: &str) -> String {
+        self.inner.url(url)
+    }
+}
+
+impl Server {
+    /// Connects to the PostgreSQL server at `url`.
+    pub async fn connect(url: &str) -> Result<Server, Error> {
+        Ok(Server { inner: BenchServer::connect(url).await? })
+    }
+
+    /// The server's `max_connections`.
+    pub async fn connections_max(&mut self) -> Result<i64, Error> {
+        Ok(self.inner.connections_max().await?)
+    }
+
+    /// The server's version, as `SHOW server_version` prints it.
+    pub async fn version(&mut self) -> Result<String, Error> {
+        Ok(self.inner.version().await?)
+    }
+
+    /// A fresh, empty schema with a name of its own.
+    pub async fn schema_create(&mut self) -> Result<Schema, Error> {
+        Ok(Schema { inner: self.inner.schema_create().await? })
+    }
+
+    /// Drops the schema and everything in it.
+    pub async fn schema_drop(&mut self, schema: Schema) -> Result<(), Error> {
+        Ok(self.inner.schema_drop(schema.inner).await?)
+    }
+
+    pub async fn close(self) {
+        self.inner.close().await;
+    }
+}
