@@ -2,7 +2,7 @@
 //! default, `--json` for scripts.
 
 use anyhow::{Context, Result, anyhow, bail};
-use herald::{Delivery, DeliveryFilter, DeliveryState, Herald};
+use herald::{Delivery, DeliveryFilter, DeliveryId, DeliveryState, Herald, TenantId};
 use herald_core::limits::OPERATOR_LIST_MAX;
 use herald_server::keys;
 use herald_store::keys::{api_key_insert, api_key_revoke};
@@ -81,8 +81,9 @@ pub enum DeliveriesCmd {
     Cancel { id: String },
 }
 
-fn uuid(what: &str, raw: &str) -> Result<Uuid> {
-    Uuid::try_parse(raw).map_err(|_| anyhow!("{what} {raw:?} is not a UUID"))
+/// A tenant's, a delivery's or a key's id from the command line.
+fn uuid<T: From<Uuid>>(what: &str, raw: &str) -> Result<T> {
+    Uuid::try_parse(raw).map(T::from).map_err(|_| anyhow!("{what} {raw:?} is not a UUID"))
 }
 
 async fn open(db: &Db) -> Result<Herald> {
@@ -94,11 +95,11 @@ pub async fn tenant(db: Db, cmd: TenantCmd) -> Result<()> {
     match cmd {
         TenantCmd::Create { name } => {
             let tenant = herald.tenant_create(&name).await?;
-            let key = new_key(&herald, tenant.id).await?;
+            let key = new_key(&herald, tenant.id.as_uuid()).await?;
             if db.json {
                 println!(
                     "{}",
-                    serde_json::json!({"id": tenant.id, "name": tenant.name, "api_key": key.plaintext, "webhook_secret": tenant.webhook_secret})
+                    serde_json::json!({"id": tenant.id.to_string(), "name": tenant.name, "api_key": key.plaintext, "webhook_secret": tenant.webhook_secret})
                 );
             } else {
                 println!("tenant         {}  {}", tenant.id, tenant.name);
@@ -222,7 +223,7 @@ pub async fn quota(db: Db, cmd: QuotaCmd) -> Result<()> {
 
 fn delivery_json(d: &Delivery) -> serde_json::Value {
     serde_json::json!({
-        "id": d.id, "tenant": d.tenant, "operation_key": d.operation_key, "channel": d.channel,
+        "id": d.id.to_string(), "tenant": d.tenant.to_string(), "operation_key": d.operation_key, "channel": d.channel,
         "to": d.to, "state": d.state.as_str(), "attempts": d.attempts, "max_attempts": d.max_attempts,
         "quota_key": d.quota_key, "cost": d.cost, "next_attempt_at": d.next_attempt_at.to_string(),
         "last_error": d.last_error, "created_at": d.created_at.to_string(),
@@ -244,7 +245,7 @@ fn delivery_line(d: &Delivery) -> String {
 }
 
 /// The tenant of a delivery (operators act on any tenant's deliveries).
-async fn tenant_of(herald: &Herald, id: Uuid) -> Result<Uuid> {
+async fn tenant_of(herald: &Herald, id: DeliveryId) -> Result<TenantId> {
     match herald.delivery_tenant(id).await {
         Err(herald::Error::NotFound) => Err(anyhow!("no delivery {id}")),
         other => Ok(other?),

@@ -9,7 +9,6 @@ use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
-use uuid::Uuid;
 
 /// A JSON body (`Content-Type: application/json`, within the body limit).
 #[derive(Debug)]
@@ -101,7 +100,7 @@ fn bearer(parts: &Parts) -> Option<&str> {
 
 /// The tenant a valid, unrevoked API key belongs to.
 #[derive(Debug, Clone, Copy)]
-pub struct TenantAuth(pub Uuid);
+pub struct TenantAuth(pub herald::TenantId);
 
 impl FromRequestParts<AppState> for TenantAuth {
     type Rejection = ApiError;
@@ -112,7 +111,7 @@ impl FromRequestParts<AppState> for TenantAuth {
         let row = state.herald.api_key(key_id).await.map_err(ApiError::from)?;
         match row {
             Some(row) if !row.revoked && keys::same(&row.secret_sha256, &hash) => {
-                Ok(TenantAuth(row.tenant_id))
+                Ok(TenantAuth(herald::TenantId::from_uuid(row.tenant_id)))
             }
             _ => Err(ApiError::unauthorized()),
         }

@@ -12,7 +12,6 @@ use herald::Herald;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use uuid::Uuid;
 
 /// Database-backed gauges are recomputed at most this often per process.
 pub const GAUGE_REFRESH_EVERY: Duration = Duration::from_secs(10);
@@ -24,7 +23,7 @@ static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 static LAST_REFRESH: Mutex<Option<Instant>> = Mutex::new(None);
 /// Reserved units by tenant as of the last refresh, largest first, at most
 /// `TENANT_SERIES_MAX`.
-static RESERVED_BY_TENANT: Mutex<Vec<(Uuid, i64)>> = Mutex::new(Vec::new());
+static RESERVED_BY_TENANT: Mutex<Vec<(herald::TenantId, i64)>> = Mutex::new(Vec::new());
 
 /// The process-wide exporter (installed on first use).
 pub fn handle() -> Option<PrometheusHandle> {

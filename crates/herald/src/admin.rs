@@ -3,13 +3,13 @@
 use crate::error::Error;
 use crate::handle::Herald;
 use base64::Engine as _;
+use herald_core::TenantId;
 use herald_store::tenants::tenant_insert;
-use uuid::Uuid;
 
 /// A tenant as created (the webhook secret is shown once).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Tenant {
-    pub id: Uuid,
+    pub id: TenantId,
     pub name: String,
     /// The Standard Webhooks signing secret, `whsec_` + base64 of 32 random bytes.
     pub webhook_secret: String,
@@ -46,7 +46,7 @@ impl Herald {
             return Err(Error::Invalid("tenant name must be 1 to 200 printable bytes".into()));
         }
         let tenant = Tenant {
-            id: Uuid::now_v7(),
+            id: TenantId::new_v7(),
             name: name.to_string(),
             webhook_secret: new_webhook_secret()?,
         };
@@ -55,7 +55,7 @@ impl Herald {
             .transaction(|tx| {
                 let t = t.clone();
                 Box::pin(async move {
-                    Ok(tenant_insert(tx.conn(), t.id, &t.name, &t.webhook_secret).await?)
+                    Ok(tenant_insert(tx.conn(), t.id.as_uuid(), &t.name, &t.webhook_secret).await?)
                 })
             })
             .await?
@@ -75,7 +75,11 @@ mod tests {
     fn debug_hides_the_webhook_secret() {
         let secret = new_webhook_secret().unwrap_or_default();
         assert!(secret.starts_with("whsec_"));
-        let tenant = Tenant { id: Uuid::nil(), name: "acme".into(), webhook_secret: secret };
+        let tenant = Tenant {
+            id: TenantId::from_uuid(uuid::Uuid::nil()),
+            name: "acme".into(),
+            webhook_secret: secret,
+        };
         let shown = format!("{tenant:?}");
         assert!(shown.contains("acme") && !shown.contains("whsec_"), "{shown}");
     }

@@ -3,15 +3,15 @@
 //! reservation) or terminal (stop, release it); herald does the rest.
 
 use crate::BoxFuture;
+use herald_core::{DeliveryId, TenantId};
 use std::time::Duration;
-use uuid::Uuid;
 
 /// A leased delivery, as a channel sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Leased {
     /// Stable across attempts: the provider idempotency key (webhook-id, Message-ID).
-    pub id: Uuid,
-    pub tenant: Uuid,
+    pub id: DeliveryId,
+    pub tenant: TenantId,
     pub operation_key: String,
     pub channel: String,
     pub to: String,

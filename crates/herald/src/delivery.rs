@@ -2,16 +2,15 @@
 //! rows (milliseconds) into typed values (jiff timestamps).
 
 use crate::error::Error;
-use herald_core::DeliveryState;
+use herald_core::{DeliveryId, DeliveryState, TenantId};
 use herald_store::deliveries::{AttemptRow, DeliveryRow};
 use jiff::Timestamp;
-use uuid::Uuid;
 
 /// A delivery as callers see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
-    pub id: Uuid,
-    pub tenant: Uuid,
+    pub id: DeliveryId,
+    pub tenant: TenantId,
     pub operation_key: String,
     pub channel: String,
     pub to: String,
@@ -62,8 +61,8 @@ impl TryFrom<DeliveryRow> for Delivery {
         let id = r.id;
         let at = |ms: i64, column: &'static str| ts(ms, || format!("{column} of delivery {id}"));
         Ok(Delivery {
-            id: r.id,
-            tenant: r.tenant_id,
+            id: DeliveryId::from_uuid(r.id),
+            tenant: TenantId::from_uuid(r.tenant_id),
             operation_key: r.operation_key,
             channel: r.channel,
             to: r.recipient,

@@ -7,6 +7,7 @@ use crate::delivery::{Attempt, Delivery};
 use crate::error::Error;
 use crate::handle::Herald;
 use herald_core::limits::{GRANT_MAX, QUOTA_GRANTED_MAX, QUOTA_KEY_LEN_MAX};
+use herald_core::{DeliveryId, TenantId};
 use herald_core::{DeliveryState, Grant, decide_grant};
 use herald_store::Conn;
 use herald_store::deliveries::{
@@ -28,7 +29,7 @@ impl Herald {
     /// changes anything.
     pub async fn quota_grant(
         &self,
-        tenant: Uuid,
+        tenant: TenantId,
         quota_key: &str,
         amount: i64,
         idempotency_key: Option<&str>,
@@ -44,7 +45,7 @@ impl Herald {
                 "quota_key must be 1 to {QUOTA_KEY_LEN_MAX} bytes without control characters"
             )));
         }
-        let now = self.clock().now();
+        let (now, tenant) = (self.clock().now(), tenant.as_uuid());
         self.transaction(|tx| {
             Box::pin(async move {
                 if !tenant_exists(tx.conn(), tenant).await? {
@@ -85,12 +86,14 @@ impl Herald {
     }
 
     /// A tenant's quota accounts.
-    pub async fn quotas(&self, tenant: Uuid) -> Result<Vec<QuotaAccount>, Error> {
+    pub async fn quotas(&self, tenant: TenantId) -> Result<Vec<QuotaAccount>, Error> {
+        let tenant = tenant.as_uuid();
         self.read(|conn, _| Box::pin(async move { quota_accounts(conn, tenant).await })).await
     }
 
     /// One of a tenant's deliveries; another tenant's is `NotFound`.
-    pub async fn delivery(&self, tenant: Uuid, id: Uuid) -> Result<Delivery, Error> {
+    pub async fn delivery(&self, tenant: TenantId, id: DeliveryId) -> Result<Delivery, Error> {
+        let (tenant, id) = (tenant.as_uuid(), id.as_uuid());
         self.read(|conn, _| {
             Box::pin(async move { delivery_get(conn, Some(tenant), id, false).await })
         })
@@ -100,7 +103,8 @@ impl Herald {
     }
 
     /// A delivery's attempts, oldest first.
-    pub async fn attempts(&self, tenant: Uuid, id: Uuid) -> Result<Vec<Attempt>, Error> {
+    pub async fn attempts(&self, tenant: TenantId, id: DeliveryId) -> Result<Vec<Attempt>, Error> {
+        let (tenant, id) = (tenant.as_uuid(), id.as_uuid());
         let attempts = self
             .read(|mut conn, _| {
                 Box::pin(async move {
@@ -117,8 +121,8 @@ impl Herald {
 
     /// Replays a failed or cancelled delivery: same row, reservation seq + 1, a fresh
     /// attempt budget.
-    pub async fn replay(&self, tenant: Uuid, id: Uuid) -> Result<Delivery, Error> {
-        let now = self.clock().now();
+    pub async fn replay(&self, tenant: TenantId, id: DeliveryId) -> Result<Delivery, Error> {
+        let (now, tenant, id) = (self.clock().now(), tenant.as_uuid(), id.as_uuid());
         let delivery = self
             .transaction(|tx| {
                 Box::pin(async move {
@@ -144,8 +148,8 @@ impl Herald {
     }
 
     /// Cancels a pending delivery and releases its reservation.
-    pub async fn cancel(&self, tenant: Uuid, id: Uuid) -> Result<Delivery, Error> {
-        let now = self.clock().now();
+    pub async fn cancel(&self, tenant: TenantId, id: DeliveryId) -> Result<Delivery, Error> {
+        let (now, tenant, id) = (self.clock().now(), tenant.as_uuid(), id.as_uuid());
         self.transaction(|tx| {
             Box::pin(async move {
                 let row = locked(tx.conn(), tenant, id).await?;

@@ -6,22 +6,22 @@ use crate::delivery::Delivery;
 use crate::error::Error;
 use crate::handle::Herald;
 use herald_core::DeliveryState;
+use herald_core::{DeliveryId, TenantId};
 use herald_store::deliveries::{
     ListFilter, deliveries_count_by_state, deliveries_list, delivery_get, oldest_due_age_ms,
 };
 use herald_store::quota::quota_reserved_by_tenant;
 use herald_store::{DbUrl, Store, StoreOptions};
 use std::time::Duration;
-use uuid::Uuid;
 
 /// Which of a tenant's deliveries to list, newest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryFilter {
-    pub tenant: Uuid,
+    pub tenant: TenantId,
     pub state: Option<DeliveryState>,
     pub channel: Option<String>,
     /// Keyset position: only deliveries created before this one (exclusive).
-    pub before: Option<Uuid>,
+    pub before: Option<DeliveryId>,
     pub limit: usize,
 }
 
@@ -33,7 +33,7 @@ pub struct QueueStats {
     /// How long the oldest due, pending delivery has waited.
     pub oldest_due_age: Option<Duration>,
     /// Units reserved per tenant, over all its accounts.
-    pub reserved_by_tenant: Vec<(Uuid, i64)>,
+    pub reserved_by_tenant: Vec<(TenantId, i64)>,
 }
 
 /// What `Herald::migrate` did.
@@ -50,10 +50,10 @@ impl Herald {
     /// A page of a tenant's deliveries.
     pub async fn deliveries(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>, Error> {
         let filter = ListFilter {
-            tenant: filter.tenant,
+            tenant: filter.tenant.as_uuid(),
             state: filter.state,
             channel: filter.channel.as_deref(),
-            before: filter.before,
+            before: filter.before.map(DeliveryId::as_uuid),
             limit: filter.limit,
         };
         let rows = self
@@ -63,11 +63,13 @@ impl Herald {
     }
 
     /// The tenant a delivery belongs to, for an operator who holds only its id.
-    pub async fn delivery_tenant(&self, id: Uuid) -> Result<Uuid, Error> {
-        self.read(|conn, _| Box::pin(async move { delivery_get(conn, None, id, false).await }))
-            .await?
-            .map(|row| row.tenant_id)
-            .ok_or(Error::NotFound)
+    pub async fn delivery_tenant(&self, id: DeliveryId) -> Result<TenantId, Error> {
+        self.read(|conn, _| {
+            Box::pin(async move { delivery_get(conn, None, id.as_uuid(), false).await })
+        })
+        .await?
+        .map(|row| TenantId::from_uuid(row.tenant_id))
+        .ok_or(Error::NotFound)
     }
 
     /// Counts for the metrics gauges, in one transaction (one consistent view).
@@ -78,7 +80,11 @@ impl Herald {
                 Box::pin(async move {
                     let by_state = deliveries_count_by_state(tx.conn()).await?;
                     let age = oldest_due_age_ms(tx.conn(), now).await?;
-                    let reserved_by_tenant = quota_reserved_by_tenant(tx.conn()).await?;
+                    let reserved_by_tenant = quota_reserved_by_tenant(tx.conn())
+                        .await?
+                        .into_iter()
+                        .map(|(tenant, units)| (TenantId::from_uuid(tenant), units))
+                        .collect();
                     Ok(QueueStats {
                         by_state,
                         oldest_due_age: age.map(|ms| Duration::from_millis(ms.max(0) as u64)),

@@ -11,6 +11,7 @@
 //! and the store's `Transition`.
 
 use herald_core::{Current, Decision, DeliveryState, Report, RetryPolicy, decide};
+use herald_core::{DeliveryId, TenantId};
 use herald_store::deliveries::{
     AttemptEnd, DeliveryRow, Settlement, StateChange, Transition, delivery_apply, delivery_get,
     lease_expired,
@@ -18,18 +19,17 @@ use herald_store::deliveries::{
 use herald_store::quota::Settle;
 use herald_store::{Conn, Now, StoreError};
 use std::time::Duration;
-use uuid::Uuid;
 
 /// What happened to attempt `n` of a delivery, as its worker (or the reconciler, with
 /// `Report::Lost`) reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttemptReport {
-    pub delivery: Uuid,
+    pub delivery: DeliveryId,
     pub n: i32,
     /// The attempt's worker; for `Lost`, the lease owner the reconciler saw.
     pub worker: String,
     /// The account the delivery reserves on (locked first, in the one lock order).
-    pub tenant: Uuid,
+    pub tenant: TenantId,
     pub quota_key: String,
     pub report: Report,
     /// The provider's Retry-After, for a transient outcome.
@@ -54,7 +54,7 @@ impl crate::Herald {
         let committed = self
             .transaction(|tx| {
                 Box::pin(async move {
-                    let account = [(report.tenant, report.quota_key.clone())];
+                    let account = [(report.tenant.as_uuid(), report.quota_key.clone())];
                     herald_store::quota::quota_lock(tx.conn(), &account).await?;
                     Ok(record(tx.conn(), report, retry, now).await?)
                 })
@@ -72,7 +72,7 @@ pub(crate) async fn record(
     retry: &RetryPolicy,
     now: Now,
 ) -> Result<Option<Decision>, StoreError> {
-    let Some(row) = delivery_get(conn.reborrow(), None, r.delivery, true).await? else {
+    let Some(row) = delivery_get(conn.reborrow(), None, r.delivery.as_uuid(), true).await? else {
         return Ok(None);
     };
     // Only the reconciler's `Lost` depends on expiry; a worker's own outcome does not, so

@@ -67,10 +67,10 @@ impl Reconciler {
         let mut report = ReconcileReport::default();
         for lease in expired {
             let lost = AttemptReport {
-                delivery: lease.id,
+                delivery: lease.id.into(),
                 n: lease.attempts,
                 worker: lease.lease_owner,
-                tenant: lease.tenant_id,
+                tenant: lease.tenant_id.into(),
                 quota_key: lease.quota_key,
                 report: Report::Lost,
                 retry_after: None,

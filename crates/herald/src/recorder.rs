@@ -118,11 +118,11 @@ impl Recorder {
         let now = self.herald.clock().now();
         let (worker, retry) = (self.worker.as_str(), &self.retry);
         let accounts: Vec<(uuid::Uuid, String)> =
-            reports.iter().map(|r| (r.tenant, r.quota_key.clone())).collect();
+            reports.iter().map(|r| (r.tenant.as_uuid(), r.quota_key.clone())).collect();
         let sent: Vec<(uuid::Uuid, i32)> = reports
             .iter()
             .filter(|r| r.report == Report::Sent)
-            .map(|r| (r.delivery, r.n))
+            .map(|r| (r.delivery.as_uuid(), r.n))
             .collect();
         let committed = self
             .herald
@@ -137,7 +137,8 @@ impl Recorder {
                             .collect();
                     let mut decisions = Vec::with_capacity(reports.len());
                     for r in reports {
-                        if r.report == Report::Sent && marked.contains(&(r.delivery, r.n)) {
+                        if r.report == Report::Sent && marked.contains(&(r.delivery.as_uuid(), r.n))
+                        {
                             decisions.push(Some(Decision::MarkSent { stale: false }));
                             continue;
                         }

@@ -21,17 +21,17 @@ use herald_core::limits::{
     CHANNEL_LEN_MAX, COST_MAX, DELIVERY_ATTEMPTS_MAX, PAYLOAD_BYTES_MAX, QUOTA_KEY_LEN_MAX,
     RECIPIENT_LEN_MAX,
 };
+use herald_core::{DeliveryId, TenantId};
 use herald_store::AsConn;
 use herald_store::deliveries::{
     Claim, DeliveryRow, NewDelivery, delivery_by_identity, delivery_claim,
 };
 use jiff::Timestamp;
-use uuid::Uuid;
 
 /// A request to deliver something once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubmitRequest {
-    pub tenant: Uuid,
+    pub tenant: TenantId,
     /// The caller's stable identity for this effect (an event id, never a per-attempt key).
     pub operation_key: String,
     pub channel: String,
@@ -51,7 +51,7 @@ impl SubmitRequest {
     /// A request with every optional field left to its default (quota key = channel,
     /// cost 1, now, the engine's max attempts); set fields afterwards to change them.
     pub fn new(
-        tenant: Uuid,
+        tenant: TenantId,
         operation_key: impl Into<String>,
         channel: impl Into<String>,
         to: impl Into<String>,
@@ -195,7 +195,7 @@ impl Herald {
                 .map(|committed| committed.value);
         }
         let checked = check(req, self.options().max_attempts)?;
-        let id = Uuid::now_v7();
+        let id = DeliveryId::new_v7();
         let new = new_delivery(req, &checked, id);
         for _ in 0..CLAIM_ROUNDS_MAX {
             let (now, notify) = (self.clock().now(), self.wake().take_pg_notify());
@@ -210,7 +210,8 @@ impl Herald {
                     self.autocommit(|conn, _| {
                         let key = checked.operation_key.as_str();
                         Box::pin(async move {
-                            delivery_by_identity(conn, req.tenant, key, &req.channel).await
+                            delivery_by_identity(conn, req.tenant.as_uuid(), key, &req.channel)
+                                .await
                         })
                     })
                     .await?,
@@ -237,7 +238,7 @@ impl Herald {
         if !conn.as_conn().in_transaction() {
             return Err(Error::NotInTransaction);
         }
-        let id = Uuid::now_v7();
+        let id = DeliveryId::new_v7();
         let new = new_delivery(req, &checked, id);
         for _ in 0..CLAIM_ROUNDS_MAX {
             let (now, notify) = (self.clock().now(), self.wake().take_pg_notify());
@@ -246,7 +247,7 @@ impl Herald {
                 Claim::Exists | Claim::QuotaShort => Some(
                     delivery_by_identity(
                         conn.as_conn(),
-                        req.tenant,
+                        req.tenant.as_uuid(),
                         checked.operation_key.as_str(),
                         &req.channel,
                     )
@@ -269,7 +270,7 @@ impl Herald {
         &self,
         req: &SubmitRequest,
         checked: &Checked<'_>,
-        id: Uuid,
+        id: DeliveryId,
         claim: Claim,
         existing: Option<Option<DeliveryRow>>,
         notified: bool,
@@ -301,10 +302,14 @@ fn vanished() -> Error {
     Error::app("the delivery with this identity was deleted each time it was about to be read")
 }
 
-fn new_delivery<'a>(req: &'a SubmitRequest, checked: &'a Checked<'a>, id: Uuid) -> NewDelivery<'a> {
+fn new_delivery<'a>(
+    req: &'a SubmitRequest,
+    checked: &'a Checked<'a>,
+    id: DeliveryId,
+) -> NewDelivery<'a> {
     NewDelivery {
-        id,
-        tenant_id: req.tenant,
+        id: id.as_uuid(),
+        tenant_id: req.tenant.as_uuid(),
         operation_key: checked.operation_key.as_str(),
         channel: &req.channel,
         recipient: &req.to,
@@ -330,7 +335,7 @@ fn repeated(existing: DeliveryRow, checked: &Checked<'_>) -> Result<Submitted, E
 fn created(
     req: &SubmitRequest,
     checked: &Checked<'_>,
-    id: Uuid,
+    id: DeliveryId,
     created_at: i64,
     next_attempt_at: i64,
 ) -> Result<Submitted, Error> {

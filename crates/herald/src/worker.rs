@@ -413,8 +413,8 @@ impl Inner {
                     }
                 };
                 let leased = Leased {
-                    id: d.id,
-                    tenant: d.tenant_id,
+                    id: d.id.into(),
+                    tenant: d.tenant_id.into(),
                     operation_key: d.operation_key.clone(),
                     channel: d.channel.clone(),
                     to: d.recipient.clone(),
@@ -447,10 +447,10 @@ impl Inner {
             }
         };
         let report = AttemptReport {
-            delivery: d.id,
+            delivery: d.id.into(),
             n: d.attempts,
             worker: self.options.id.clone(),
-            tenant: d.tenant_id,
+            tenant: d.tenant_id.into(),
             quota_key: d.quota_key,
             report,
             retry_after,

@@ -14,7 +14,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use uuid::Uuid;
 
 /// Longest any of herald's waits for a drain may take.
 pub(super) const DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
@@ -22,7 +21,7 @@ pub(super) const DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
 /// What every phase of one backend shares: the library, its tenants, the clients.
 pub(super) struct Bench {
     pub(super) herald: Herald,
-    pub(super) tenants: Vec<Uuid>,
+    pub(super) tenants: Vec<herald::TenantId>,
     pub(super) clients: usize,
 }
 
@@ -63,7 +62,7 @@ pub(super) fn spinner(what: &str) -> ProgressBar {
 }
 
 impl Bench {
-    pub(super) fn request(&self, tenant: Uuid, key: String, to: &str) -> SubmitRequest {
+    pub(super) fn request(&self, tenant: herald::TenantId, key: String, to: &str) -> SubmitRequest {
         SubmitRequest::new(tenant, key, "webhook", to, json!({"event": "bench"}))
     }
 
@@ -87,7 +86,7 @@ impl Bench {
         &self,
         n: usize,
         prefix: &str,
-        tenants: &[Uuid],
+        tenants: &[herald::TenantId],
         repeat_half: bool,
         commit: Commit,
         bar: &ProgressBar,
@@ -103,7 +102,7 @@ impl Bench {
         &self,
         n: usize,
         prefix: &str,
-        tenants: &[Uuid],
+        tenants: &[herald::TenantId],
         repeat_half: bool,
         to: &str,
         commit: Commit,
@@ -142,7 +141,7 @@ impl Bench {
             let (herald, tenant, key) =
                 (herald.clone(), tenants[i % tenants.len()], format!("{prefix}-{i}"));
             async move {
-                herald::bench::floor_submit(&herald, commit, tenant, &key).await?;
+                herald::bench::floor_submit(&herald, commit, tenant.as_uuid(), &key).await?;
                 Ok(())
             }
         })
@@ -223,7 +222,7 @@ pub(super) async fn submit_one(
     herald: &Herald,
     req: &SubmitRequest,
     commit: Commit,
-) -> Result<Uuid> {
+) -> Result<herald::DeliveryId> {
     let submitted = match commit {
         Commit::Alone => herald.submit_alone(req).await?,
         Commit::InTransaction => {
@@ -274,7 +273,7 @@ pub(super) struct Noop {
     pub(super) sent: AtomicUsize,
     pub(super) target: usize,
     pub(super) done: tokio::sync::Notify,
-    pub(super) started: Mutex<HashMap<Uuid, Instant>>,
+    pub(super) started: Mutex<HashMap<herald::DeliveryId, Instant>>,
     pub(super) bar: ProgressBar,
 }
 

@@ -103,7 +103,8 @@ pub(super) async fn sqlite_phases(args: &Args, n: usize) -> Result<Vec<Figure>> 
             let (herald, tenant) = (floor_herald.clone(), floor_tenants[i % floor_tenants.len()]);
             async move {
                 let key = format!("floor-{i}");
-                herald::bench::floor_submit(&herald, Commit::InTransaction, tenant, &key).await?;
+                herald::bench::floor_submit(&herald, Commit::InTransaction, tenant.as_uuid(), &key)
+                    .await?;
                 Ok(())
             }
         })
@@ -285,7 +286,7 @@ async fn latency(args: &Args, bench: &Bench, herald: &Herald) -> Result<(f64, f6
     let channel = noop(count, ProgressBar::hidden());
     let w = worker(herald, channel.clone(), args.workers, Duration::from_secs(1))?;
     let running = start(&w);
-    let committed: Arc<Mutex<HashMap<Uuid, Instant>>> = Arc::default();
+    let committed: Arc<Mutex<HashMap<herald::DeliveryId, Instant>>> = Arc::default();
     let mut ticker = tokio::time::interval(Duration::from_secs(1) / per_second as u32);
     let mut submits = tokio::task::JoinSet::new();
     let tenants = &bench.tenants;

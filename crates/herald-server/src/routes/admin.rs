@@ -54,7 +54,7 @@ pub async fn create_tenant(
 ) -> ApiResult<(StatusCode, Json<TenantCreated>)> {
     // A taken name is `TenantExists`, a 409 (error.rs).
     let tenant = state.herald.tenant_create(&body.name).await?;
-    let key = create_key(&state.herald, tenant.id).await?;
+    let key = create_key(&state.herald, tenant.id.as_uuid()).await?;
     Ok((
         StatusCode::CREATED,
         Json(TenantCreated {

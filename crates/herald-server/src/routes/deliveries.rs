@@ -193,19 +193,19 @@ pub async fn list(
         tenant,
         state: filter_state,
         channel: q.channel.clone(),
-        before,
+        before: before.map(herald::DeliveryId::from_uuid),
         limit: limit + 1,
     };
-    let rows = state.herald.deliveries(&filter).await?;
+    let mut rows = state.herald.deliveries(&filter).await?;
     let more = rows.len() > limit;
-    let page: Vec<DeliveryView> = rows.into_iter().take(limit).map(Into::into).collect();
-    let next_cursor = match (more, page.last()) {
+    rows.truncate(limit);
+    let next_cursor = match (more, rows.last()) {
         (true, Some(last)) => {
-            let last = uuid::Uuid::try_parse(&last.id).map_err(|_| ApiError::internal())?;
-            Some(cursor::encode(last, q.state.as_deref(), q.channel.as_deref()))
+            Some(cursor::encode(last.id.as_uuid(), q.state.as_deref(), q.channel.as_deref()))
         }
         _ => None,
     };
+    let page: Vec<DeliveryView> = rows.into_iter().map(Into::into).collect();
     Ok(Json(DeliveryList { deliveries: page, next_cursor }))
 }
 

@@ -8,6 +8,6 @@ use crate::error::ApiError;
 use uuid::Uuid;
 
 /// A delivery or tenant id from the path; malformed is "not found" (no hint either way).
-pub(crate) fn path_id(raw: &str, what: &str) -> Result<Uuid, ApiError> {
-    Uuid::try_parse(raw).map_err(|_| ApiError::not_found(what))
+pub(crate) fn path_id<T: From<Uuid>>(raw: &str, what: &str) -> Result<T, ApiError> {
+    Uuid::try_parse(raw).map(T::from).map_err(|_| ApiError::not_found(what))
 }

@@ -136,7 +136,7 @@ async fn a_transaction_whose_client_went_silent_gives_its_locks_back() {
         Box::pin(async move {
             let herald::Conn::Postgres(c) = tx.conn() else { unreachable!() };
             sqlx::query("SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE")
-                .bind(tenant)
+                .bind(tenant.as_uuid())
                 .execute(&mut *c)
                 .await?;
             signal.notify_one();
@@ -153,7 +153,7 @@ async fn a_transaction_whose_client_went_silent_gives_its_locks_back() {
     sqlx::query("SET lock_timeout = '10s'").execute(&mut direct).await.unwrap();
     let started = std::time::Instant::now();
     let freed = sqlx::query("SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE")
-        .bind(tenant)
+        .bind(tenant.as_uuid())
         .execute(&mut direct)
         .await;
     let waited = started.elapsed();

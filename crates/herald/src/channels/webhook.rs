@@ -81,7 +81,9 @@ impl WebhookChannel {
         let tenant = d.tenant;
         let secrets = self
             .herald
-            .transaction(|tx| Box::pin(async move { Ok(tenant_get(tx.conn(), tenant).await?) }))
+            .transaction(|tx| {
+                Box::pin(async move { Ok(tenant_get(tx.conn(), tenant.as_uuid()).await?) })
+            })
             .await;
         let secrets = match secrets {
             Ok(c) => match c.value {

@@ -136,7 +136,7 @@ pub struct Env {
     pub name: &'static str,
     pub herald: Herald,
     pub clock: herald::Clock,
-    pub tenant: uuid::Uuid,
+    pub tenant: herald::TenantId,
     /// The `whsec_` secret `tenant_create` returned.
     pub secret: String,
 }

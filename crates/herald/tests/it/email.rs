@@ -14,7 +14,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use uuid::Uuid;
 
 const FROM: &str = "herald@example.com";
 
@@ -182,12 +181,12 @@ impl Env {
         Worker::new(self.herald.clone(), options, [("email".to_string(), channel)]).unwrap()
     }
 
-    async fn get(&self, id: Uuid) -> Delivery {
+    async fn get(&self, id: herald::DeliveryId) -> Delivery {
         self.herald.delivery(self.tenant, id).await.unwrap()
     }
 
     /// (outcome, error code) of each attempt, oldest first.
-    async fn outcomes(&self, id: Uuid) -> Vec<(String, Option<String>)> {
+    async fn outcomes(&self, id: herald::DeliveryId) -> Vec<(String, Option<String>)> {
         let attempts = self.herald.attempts(self.tenant, id).await.unwrap();
         attempts
             .into_iter()
@@ -203,7 +202,7 @@ impl Env {
     }
 
     /// Moves the manual clock to the delivery's next attempt.
-    async fn advance_to_due(&self, id: Uuid) {
+    async fn advance_to_due(&self, id: herald::DeliveryId) {
         let d = self.get(id).await;
         let wait = d.next_attempt_at.as_millisecond() - self.clock.now_ms().unwrap();
         if wait > 0 {

@@ -15,7 +15,6 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
-use uuid::Uuid;
 
 use crate::common::START_S;
 
@@ -26,9 +25,9 @@ use crate::common::START_S;
 #[derive(Default)]
 struct Script {
     outcomes: Mutex<VecDeque<Outcome>>,
-    calls: Mutex<Vec<(Uuid, u32)>>,
+    calls: Mutex<Vec<(herald::DeliveryId, u32)>>,
     hold: Mutex<Option<Arc<Notify>>>,
-    entered: Mutex<Option<mpsc::UnboundedSender<Uuid>>>,
+    entered: Mutex<Option<mpsc::UnboundedSender<herald::DeliveryId>>>,
     panic_next: Mutex<bool>,
 }
 
@@ -39,7 +38,7 @@ impl Script {
             ..Script::default()
         })
     }
-    fn calls(&self) -> Vec<(Uuid, u32)> {
+    fn calls(&self) -> Vec<(herald::DeliveryId, u32)> {
         self.calls.lock().unwrap().clone()
     }
     /// From now on, sends wait until the returned Notify releases them (one per permit).
@@ -49,7 +48,7 @@ impl Script {
         release
     }
     /// From now on, every send that starts is reported on the receiver.
-    fn watch(&self) -> mpsc::UnboundedReceiver<Uuid> {
+    fn watch(&self) -> mpsc::UnboundedReceiver<herald::DeliveryId> {
         let (tx, rx) = mpsc::unbounded_channel();
         *self.entered.lock().unwrap() = Some(tx);
         rx
@@ -94,7 +93,7 @@ async fn envs() -> Vec<Env> {
     common::envs("email").await.into_iter().map(Env).collect()
 }
 
-fn request(tenant: Uuid, key: &str) -> SubmitRequest {
+fn request(tenant: herald::TenantId, key: &str) -> SubmitRequest {
     let payload = serde_json::json!({"subject": "ready", "text": "your repair is ready"});
     SubmitRequest {
         cost: Some(2),
@@ -116,7 +115,7 @@ impl Env {
         Worker::new(self.herald.clone(), options, [("email".to_string(), channel)]).unwrap()
     }
 
-    async fn get(&self, id: Uuid) -> herald::Delivery {
+    async fn get(&self, id: herald::DeliveryId) -> herald::Delivery {
         self.herald.delivery(self.tenant, id).await.unwrap()
     }
 
@@ -126,7 +125,7 @@ impl Env {
         (a.granted, a.available, a.reserved, a.spent)
     }
 
-    async fn outcomes(&self, id: Uuid) -> Vec<String> {
+    async fn outcomes(&self, id: herald::DeliveryId) -> Vec<String> {
         let attempts = self.herald.attempts(self.tenant, id).await.unwrap();
         attempts.into_iter().map(|a| a.outcome.unwrap_or_else(|| "running".into())).collect()
     }
@@ -461,7 +460,13 @@ async fn ghost_lease(env: &Env, worker: &str) -> usize {
 }
 
 /// Records `report` for attempt `n` of `worker`, as that worker would.
-async fn finish(env: &Env, id: Uuid, worker: &str, n: i32, report: Report) -> Option<Decision> {
+async fn finish(
+    env: &Env,
+    id: herald::DeliveryId,
+    worker: &str,
+    n: i32,
+    report: Report,
+) -> Option<Decision> {
     let report = AttemptReport {
         delivery: id,
         n,
@@ -565,7 +570,7 @@ async fn a_batch_with_two_attempts_of_one_delivery_marks_neither_by_the_wrong_on
         assert_eq!(ghost_lease(&env, "w1").await, 1, "{}: attempt 2, same worker", env.name);
 
         let now = env.clock.now();
-        let batch = [(d.id, 1), (d.id, 2)];
+        let batch = [(d.id.as_uuid(), 1), (d.id.as_uuid(), 2)];
         let marked = env
             .herald
             .transaction(|tx| {
@@ -669,7 +674,7 @@ async fn cancel_releases_a_pending_delivery_and_nothing_else_cancels() {
         let other = env.herald.tenant_create("other").await.unwrap().id;
         assert!(matches!(env.herald.cancel(other, d.id).await, Err(Error::NotFound)));
         assert!(matches!(
-            env.herald.cancel(env.tenant, Uuid::now_v7()).await,
+            env.herald.cancel(env.tenant, herald::DeliveryId::new_v7()).await,
             Err(Error::NotFound)
         ));
     }
@@ -686,7 +691,9 @@ async fn a_hand_back_does_not_spend_an_attempt() {
             d.id,
             env.herald
                 .transaction(|tx| {
-                    Box::pin(async move { Ok(delivery_hand_back(tx.conn(), d.id, "w1", 1).await?) })
+                    Box::pin(async move {
+                        Ok(delivery_hand_back(tx.conn(), d.id.as_uuid(), "w1", 1).await?)
+                    })
                 })
                 .await
                 .unwrap()
@@ -751,8 +758,8 @@ async fn shutdown_lets_a_started_send_finish_and_never_releases_one_early() {
 /// Counts sends per delivery id and reports each on a channel; sent, or — with
 /// `terminal_every: Some(k)` — terminal for every k-th delivery by its key's number.
 struct Counter {
-    seen: Mutex<HashMap<Uuid, u32>>,
-    done: mpsc::UnboundedSender<Uuid>,
+    seen: Mutex<HashMap<herald::DeliveryId, u32>>,
+    done: mpsc::UnboundedSender<herald::DeliveryId>,
     terminal_every: Option<usize>,
 }
 
@@ -805,7 +812,7 @@ async fn work_until_started(
     channel: Arc<dyn Channel>,
     slots: usize,
     n: usize,
-    started: &mut mpsc::UnboundedReceiver<Uuid>,
+    started: &mut mpsc::UnboundedReceiver<herald::DeliveryId>,
 ) -> bool {
     let stop = herald::CancellationToken::new();
     let mut runs = Vec::new();
@@ -899,10 +906,10 @@ async fn the_database_itself_refuses_a_second_final_movement_and_an_unbalanced_a
                 Box::pin(async move {
                     quota_settle(
                         tx.conn(),
-                        tenant,
+                        tenant.as_uuid(),
                         "email",
                         2,
-                        d.id,
+                        d.id.as_uuid(),
                         1,
                         Settle::Release,
                         Now::Database,
@@ -958,8 +965,13 @@ async fn a_long_send_extends_its_lease_so_the_reconciler_leaves_it_alone() {
                 herald
                     .transaction(|tx| {
                         Box::pin(async move {
-                            Ok(herald_store::deliveries::delivery_get(tx.conn(), None, id, false)
-                                .await?)
+                            Ok(herald_store::deliveries::delivery_get(
+                                tx.conn(),
+                                None,
+                                id.as_uuid(),
+                                false,
+                            )
+                            .await?)
                         })
                     })
                     .await

@@ -22,7 +22,7 @@ const READS_MAX: usize = 100_000;
 
 /// Counts sends per delivery.
 #[derive(Default)]
-struct Counting(Mutex<BTreeMap<uuid::Uuid, u32>>);
+struct Counting(Mutex<BTreeMap<herald::DeliveryId, u32>>);
 
 impl Channel for Counting {
     fn send<'a>(&'a self, d: &'a Leased) -> BoxFuture<'a, Outcome> {

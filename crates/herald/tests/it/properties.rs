@@ -361,7 +361,7 @@ impl Model {
 
 fn request(tenant: Uuid, key: u8, to: u8, cost: i64, max_attempts: u32) -> SubmitRequest {
     SubmitRequest {
-        tenant,
+        tenant: tenant.into(),
         operation_key: format!("op-{key}"),
         channel: CHANNEL.into(),
         to: format!("user{to}@example.com"),
@@ -423,7 +423,8 @@ impl World {
                 // None: applied; Some(first): a repeat of a grant of `first` under this key,
                 // which is `GrantKeyReused` unless `first == amount`.
                 let first = idempotency_key.and_then(|k| self.model.grant_keys[t].get(&k).copied());
-                let r = self.herald.quota_grant(tid, QUOTA_KEY, amount, key.as_deref()).await;
+                let r =
+                    self.herald.quota_grant(tid.into(), QUOTA_KEY, amount, key.as_deref()).await;
                 let line = format!(
                     "grant t{t} {amount} key={key:?} -> {}",
                     brief(&r, |applied| format!("applied={applied}"))
@@ -619,7 +620,7 @@ impl World {
                 } else {
                     format!("pending seq={}", row.seq + 1)
                 };
-                let r = self.herald.replay(self.model.tenants[caller], c.id).await;
+                let r = self.herald.replay(self.model.tenants[caller].into(), c.id.into()).await;
                 let got = brief(&r, |d| format!("{} seq={}", d.state, d.reservation_seq));
                 let line = format!(
                     "replay t{t} op-{key} ({} {state}, cost {}) as t{caller} -> {got}",
@@ -645,7 +646,7 @@ impl World {
                 } else {
                     "cancelled".to_string()
                 };
-                let r = self.herald.cancel(self.model.tenants[caller], c.id).await;
+                let r = self.herald.cancel(self.model.tenants[caller].into(), c.id.into()).await;
                 let got = brief(&r, |d| d.state.to_string());
                 let line =
                     format!("cancel t{t} op-{key} ({} {state}) as t{caller} -> {got}", short(c.id));
@@ -671,7 +672,8 @@ impl World {
         line: String,
         r: Result<herald::Submitted, Error>,
     ) -> Result<String, String> {
-        let got = brief(&r, |s| format!("{} duplicate={}", short(s.delivery.id), s.duplicate));
+        let got =
+            brief(&r, |s| format!("{} duplicate={}", short(s.delivery.id.as_uuid()), s.duplicate));
         let line = format!("{line} -> {got}");
         let existing = self.model.claims[t].get(&key).copied();
         let expect = match existing {
@@ -688,10 +690,10 @@ impl World {
                     return Err(format!("{line}; expected a new pending delivery"));
                 }
                 self.model.claims[t]
-                    .insert(key, Claimed { to, cost, max_attempts, id: s.delivery.id });
+                    .insert(key, Claimed { to, cost, max_attempts, id: s.delivery.id.as_uuid() });
                 self.model.deliveries.push((t, key));
             }
-            (Ok(s), Some(c)) if got == expect && s.delivery.id == c.id => {}
+            (Ok(s), Some(c)) if got == expect && s.delivery.id.as_uuid() == c.id => {}
             (Err(_), _) if got == expect => {}
             _ => return Err(format!("{line}; expected {expect}")),
         }
@@ -902,7 +904,7 @@ async fn run_ops(herald: &Herald, clock: Clock, case: &Case) -> Result<(), Strin
     let mut model = Model::default();
     for t in 0..case.tenants {
         let tenant = herald.tenant_create(&format!("t{t}")).await.map_err(|e| e.to_string())?;
-        model.tenants.push(tenant.id);
+        model.tenants.push(tenant.id.as_uuid());
         model.granted.push(0);
         model.grant_keys.push(BTreeMap::new());
         model.claims.push(BTreeMap::new());

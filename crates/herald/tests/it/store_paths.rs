@@ -15,9 +15,8 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Barrier;
-use uuid::Uuid;
 
-fn request(tenant: Uuid, operation_key: &str) -> SubmitRequest {
+fn request(tenant: herald::TenantId, operation_key: &str) -> SubmitRequest {
     SubmitRequest::new(tenant, operation_key, "email", "ada@example.com", json!({"n": 1}))
 }
 
@@ -149,7 +148,10 @@ async fn lease_all(env: &Env, worker: &str) -> usize {
 }
 
 /// What a delivery looks like from outside, without its identity.
-async fn seen(env: &Env, id: Uuid) -> (DeliveryState, Option<jiff::Timestamp>, String) {
+async fn seen(
+    env: &Env,
+    id: herald::DeliveryId,
+) -> (DeliveryState, Option<jiff::Timestamp>, String) {
     let d = env.herald.delivery(env.tenant, id).await.unwrap();
     let attempts = env.herald.attempts(env.tenant, id).await.unwrap();
     let attempts: Vec<String> = attempts
@@ -178,7 +180,7 @@ async fn the_set_based_fenced_sent_writes_what_decide_and_a_transition_write() {
             assert_eq!(lease_all(&env, "w1").await, 2, "{name}");
             env.clock.advance(Duration::from_secs(2));
             let now = env.clock.now();
-            let fast = [(twins[0], 1)];
+            let fast = [(twins[0].as_uuid(), 1)];
             let marked = env
                 .herald
                 .transaction(|tx| {
@@ -223,20 +225,20 @@ async fn the_set_based_fenced_sent_writes_what_decide_and_a_transition_write() {
 }
 
 /// Each delivery's journal kinds, sorted.
-async fn journal_kinds(herald: &Herald, ids: &[Uuid]) -> Vec<Vec<String>> {
+async fn journal_kinds(herald: &Herald, ids: &[herald::DeliveryId]) -> Vec<Vec<String>> {
     let mut all = Vec::new();
     for id in ids {
         let store = herald.store();
         let mut kinds: Vec<String> = if let Some(pool) = store.postgres_pool() {
             sqlx::query_scalar("SELECT kind FROM quota_journal WHERE delivery_id = $1")
-                .bind(id)
+                .bind(id.as_uuid())
                 .fetch_all(pool)
                 .await
                 .unwrap()
         } else {
             let pool = store.sqlite_pool().unwrap();
             sqlx::query_scalar("SELECT kind FROM quota_journal WHERE delivery_id = ?1")
-                .bind(id)
+                .bind(id.as_uuid())
                 .fetch_all(pool)
                 .await
                 .unwrap()

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 // ---- helpers -------------------------------------------------------------------------
 
-fn request(tenant: Uuid, operation_key: &str) -> SubmitRequest {
+fn request(tenant: herald::TenantId, operation_key: &str) -> SubmitRequest {
     SubmitRequest::new(
         tenant,
         operation_key,
@@ -154,7 +154,7 @@ struct Totals {
     accounts: Vec<QuotaAccount>,
 }
 
-async fn totals(herald: &Herald, tenants: &[Uuid]) -> Totals {
+async fn totals(herald: &Herald, tenants: &[herald::TenantId]) -> Totals {
     let mut accounts = Vec::new();
     for &tenant in tenants {
         accounts.extend(herald.quotas(tenant).await.unwrap());
@@ -174,23 +174,25 @@ async fn totals(herald: &Herald, tenants: &[Uuid]) -> Totals {
 }
 
 /// A delivery's stored fingerprint and payload.
-async fn stored(herald: &Herald, id: Uuid) -> (Vec<u8>, Value) {
+async fn stored(herald: &Herald, id: herald::DeliveryId) -> (Vec<u8>, Value) {
     let fingerprint: Vec<u8> =
-        read(herald, "SELECT fingerprint FROM deliveries WHERE id = $1", &[Id(id)]).await.unwrap();
+        read(herald, "SELECT fingerprint FROM deliveries WHERE id = $1", &[Id(id.into())])
+            .await
+            .unwrap();
     let payload: String = read(
         herald,
         "SELECT CAST(payload AS TEXT) FROM delivery_payloads WHERE delivery_id = $1",
-        &[Id(id)],
+        &[Id(id.into())],
     )
     .await
     .unwrap();
     (fingerprint, serde_json::from_str(&payload).unwrap())
 }
 
-fn account(tenant: Uuid, quota_key: &str, balances: [i64; 4]) -> QuotaAccount {
+fn account(tenant: herald::TenantId, quota_key: &str, balances: [i64; 4]) -> QuotaAccount {
     let [granted, available, reserved, spent] = balances;
     QuotaAccount {
-        tenant_id: tenant,
+        tenant_id: tenant.as_uuid(),
         quota_key: quota_key.into(),
         granted,
         available,
@@ -289,23 +291,26 @@ async fn sixty_four_concurrent_submits_from_four_pools_claim_and_reserve_once() 
         let id = results[0].delivery.id;
         assert!(results.iter().all(|s| s.delivery.id == id), "{name}: one delivery id for all");
 
-        let rows =
-            count(&herald, "SELECT count(*) FROM deliveries WHERE tenant_id = $1", &[Id(tenant)])
-                .await;
+        let rows = count(
+            &herald,
+            "SELECT count(*) FROM deliveries WHERE tenant_id = $1",
+            &[Id(tenant.into())],
+        )
+        .await;
         assert_eq!(rows, 1, "{name}: one delivery row");
         let payloads = count(&herald, "SELECT count(*) FROM delivery_payloads", &[]).await;
         assert_eq!(payloads, 1, "{name}: one payload row");
         let reserves = count(
             &herald,
             "SELECT count(*) FROM quota_journal WHERE tenant_id = $1 AND kind = 'reserve'",
-            &[Id(tenant)],
+            &[Id(tenant.into())],
         )
         .await;
         assert_eq!(reserves, 1, "{name}: one reserve journal row");
         let of_the_delivery = count(
             &herald,
             "SELECT count(*) FROM quota_journal WHERE delivery_id = $1 AND reservation_seq = 1",
-            &[Id(id)],
+            &[Id(id.into())],
         )
         .await;
         assert_eq!(of_the_delivery, 1, "{name}: the reserve belongs to the delivery");
@@ -529,7 +534,7 @@ async fn short_quota_leaves_no_claim_and_the_callers_own_work_commits() {
         let journal = count(
             &herald,
             "SELECT count(*) FROM quota_journal WHERE delivery_id = $1",
-            &[Id(free.delivery.id)],
+            &[Id(free.delivery.id.into())],
         )
         .await;
         assert_eq!(journal, 0, "{name}: cost 0 has no journal row");
@@ -634,7 +639,7 @@ async fn a_submit_alone_commits_by_itself_with_the_same_answers_and_writes_nothi
             ("no account for the quota key", "quota exhausted", no_sms),
             ("a tenant without accounts", "quota exhausted", request(bare, "evt-4")),
             ("a changed repeat", "reused", SubmitRequest { cost: Some(2), ..req.clone() }),
-            ("an unknown tenant", "unknown tenant", request(Uuid::now_v7(), "evt-5")),
+            ("an unknown tenant", "unknown tenant", request(herald::TenantId::new_v7(), "evt-5")),
             ("bad input", "invalid", SubmitRequest { operation_key: String::new(), ..req.clone() }),
         ];
         for (what, expected, case) in &cases {
@@ -685,7 +690,7 @@ async fn a_submit_alone_past_its_deadline_is_unknown_and_resubmitting_settles_it
         // Another transaction holds the tenant's account row past the submit's deadline.
         let mut holder = pool.begin().await.unwrap();
         sqlx::query("SELECT 1 FROM quota_accounts WHERE tenant_id = $1 FOR UPDATE")
-            .bind(tenant)
+            .bind(tenant.as_uuid())
             .execute(&mut *holder)
             .await
             .unwrap();
@@ -884,7 +889,7 @@ async fn bad_input_is_refused_writes_nothing_and_leaves_the_transaction_usable()
             (
                 "unknown tenant",
                 "unknown tenant",
-                SubmitRequest { tenant: Uuid::now_v7(), ..base.clone() },
+                SubmitRequest { tenant: herald::TenantId::new_v7(), ..base.clone() },
             ),
         ];
         let before = totals(&herald, &[tenant]).await;
@@ -990,7 +995,7 @@ impl Channel for Fixed {
 }
 
 /// Every account's balance identity, and the journal adding up to every balance.
-async fn check_ledger(herald: &Herald, tenants: &[Uuid], at: &str) {
+async fn check_ledger(herald: &Herald, tenants: &[herald::TenantId], at: &str) {
     for &tenant in tenants {
         for a in herald.quotas(tenant).await.unwrap() {
             let at = format!("{at}: {}/{}", a.tenant_id, a.quota_key);
@@ -1000,7 +1005,9 @@ async fn check_ledger(herald: &Herald, tenants: &[Uuid], at: &str) {
             for kind in ["grant", "reserve", "commit", "release"] {
                 let sql = "SELECT CAST(coalesce(sum(amount), 0) AS BIGINT) FROM quota_journal
                            WHERE tenant_id = $1 AND quota_key = $2 AND kind = $3";
-                sums.push(count(herald, sql, &[Id(tenant), Text(&a.quota_key), Text(kind)]).await);
+                sums.push(
+                    count(herald, sql, &[Id(tenant.into()), Text(&a.quota_key), Text(kind)]).await,
+                );
             }
             let [grants, reserves, commits, releases] = sums[..] else { unreachable!() };
             assert_eq!(grants, a.granted, "{at}: grants = granted");
@@ -1020,17 +1027,19 @@ async fn check_ledger(herald: &Herald, tenants: &[Uuid], at: &str) {
     assert_eq!(unmatched, 0, "{at}: every final movement ends a reservation");
 }
 
-async fn journal_of(herald: &Herald, id: Uuid) -> Vec<String> {
+async fn journal_of(herald: &Herald, id: herald::DeliveryId) -> Vec<String> {
     let sql = "SELECT kind || ':' || CAST(reservation_seq AS TEXT) || ':' || CAST(amount AS TEXT)
                FROM quota_journal WHERE delivery_id = $1 ORDER BY id";
     let store = herald.store();
     match (store.sqlite_pool(), store.postgres_pool()) {
         (Some(pool), _) => sqlx::query_scalar(AssertSqlSafe(sql.replace('$', "?")))
-            .bind(id)
+            .bind(id.as_uuid())
             .fetch_all(pool)
             .await
             .unwrap(),
-        (_, Some(pool)) => sqlx::query_scalar(sql).bind(id).fetch_all(pool).await.unwrap(),
+        (_, Some(pool)) => {
+            sqlx::query_scalar(sql).bind(id.as_uuid()).fetch_all(pool).await.unwrap()
+        }
         _ => unreachable!(),
     }
 }

@@ -225,16 +225,16 @@ impl Env {
         self.worker_with(webhook, WorkerOptions { id: "w1".into(), ..WorkerOptions::default() })
     }
 
-    async fn get(&self, id: Uuid) -> Delivery {
+    async fn get(&self, id: herald::DeliveryId) -> Delivery {
         self.herald.delivery(self.tenant, id).await.unwrap()
     }
 
-    async fn attempts(&self, id: Uuid) -> Vec<Attempt> {
+    async fn attempts(&self, id: herald::DeliveryId) -> Vec<Attempt> {
         self.herald.attempts(self.tenant, id).await.unwrap()
     }
 
     /// (outcome, error code) of each attempt, oldest first.
-    async fn outcomes(&self, id: Uuid) -> Vec<(String, Option<String>)> {
+    async fn outcomes(&self, id: herald::DeliveryId) -> Vec<(String, Option<String>)> {
         self.attempts(id)
             .await
             .into_iter()
@@ -254,7 +254,7 @@ impl Env {
     }
 
     /// Moves the manual clock to the delivery's next attempt.
-    async fn advance_to_due(&self, id: Uuid) {
+    async fn advance_to_due(&self, id: herald::DeliveryId) {
         let d = self.get(id).await;
         assert_eq!(
             d.state,
@@ -370,8 +370,12 @@ async fn a_rotated_secret_signs_the_next_attempt() {
             .transaction(|tx| {
                 let secret = secret.clone();
                 Box::pin(async move {
-                    Ok(herald_store::tenants::tenant_rotate_secret(tx.conn(), tenant, &secret)
-                        .await?)
+                    Ok(herald_store::tenants::tenant_rotate_secret(
+                        tx.conn(),
+                        tenant.as_uuid(),
+                        &secret,
+                    )
+                    .await?)
                 })
             })
             .await
@@ -668,7 +672,7 @@ async fn private_targets_are_refused() {
 
 /// Reads what the tenant reads of a refused delivery: its `last_error` and the message of
 /// its one attempt, after checking both say `target_refused`.
-async fn refusal_messages(env: &Env, id: Uuid, to: &str) -> [String; 2] {
+async fn refusal_messages(env: &Env, id: herald::DeliveryId, to: &str) -> [String; 2] {
     let d = env.get(id).await;
     assert_eq!(d.state, DeliveryState::Failed, "{}: {to} must be refused", env.name);
     assert_eq!(
