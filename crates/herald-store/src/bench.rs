@@ -250,16 +250,23 @@ async fn floor_drain_sqlite(c: &mut sqlx::SqliteConnection, limit: i64) -> Resul
     Ok(sent.len() as u64)
 }
 
-/// One submit floor on a connection of its own from `store`'s pool, committed as `commit`
-/// says. On SQLite the floor is four statements, so it is always its own `BEGIN IMMEDIATE`
-/// transaction (rolled back if a statement fails), whichever `commit` is asked for.
+/// One submit floor of a fresh delivery (a UUIDv7) on a connection of its own from
+/// `store`'s pool, committed as `commit` says; whether its key was new. On SQLite the floor
+/// is four statements, so it is always its own `BEGIN IMMEDIATE` transaction (rolled back
+/// if a statement fails), whichever `commit` is asked for.
+///
+/// Where the id is taken matters on SQLite: under the write lock, as herald's own submit
+/// takes it there, so ids reach the table's B-tree in the order they were made. Taken
+/// before the lock instead (eight clients' ids then arrive out of order), this floor
+/// measured about half as fast in quick runs on this machine.
 pub async fn floor_submit_pooled(
     store: &Store,
     commit: Commit,
-    id: Uuid,
     tenant: Uuid,
     operation_key: &str,
 ) -> Result<bool, StoreError> {
+    // PostgreSQL's id: taken before the connection, where the bench always took it.
+    let id = Uuid::now_v7();
     match store.acquire().await? {
         PooledConn::Postgres(mut c) => match commit {
             Commit::InTransaction => {
@@ -272,6 +279,8 @@ pub async fn floor_submit_pooled(
         },
         PooledConn::Sqlite(mut c) => {
             sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *c).await?;
+            // SQLite's: under the write lock, so the ids reach the B-tree in order.
+            let id = Uuid::now_v7();
             match floor_submit(c.as_conn(), id, tenant, operation_key).await {
                 Ok(claimed) => {
                     sqlx::raw_sql("COMMIT").execute(&mut *c).await?;

@@ -51,7 +51,7 @@ pub async fn floor_submit(
     tenant: Uuid,
     operation_key: &str,
 ) -> Result<bool, Error> {
-    Ok(floor_submit_pooled(herald.store(), commit, Uuid::now_v7(), tenant, operation_key).await?)
+    Ok(floor_submit_pooled(herald.store(), commit, tenant, operation_key).await?)
 }
 
 /// One batch of up to `limit` rows of the drain floor (lease, sent, ledger, journal) in a
