@@ -4,8 +4,8 @@
 
 use super::Db;
 use herald_store::deliveries::{
-    Claim, DeliveryRow, Lease, LeasedRow, NewDelivery, deliveries_lease, delivery_claim,
-    delivery_get,
+    Claim, DeliveryRow, Lease, LeasedRow, NewDelivery, Transition, deliveries_lease,
+    delivery_apply, delivery_claim, delivery_get,
 };
 use herald_store::quota::{QuotaAccount, quota_accounts, quota_grant_apply, quota_grant_lock};
 use herald_store::sqlx::types::Uuid;
@@ -26,6 +26,9 @@ pub const PAYLOAD: &str = r#"{"to": "a@example.com"}"#;
 pub const GRANTED: i64 = 100;
 pub const WORKER: &str = "worker-1";
 pub const LEASE_MS: i64 = 60 * SECOND_MS;
+
+/// A boxed future borrowing for `'a`, for steps a helper runs on a connection it owns.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 'a>>;
 
 /// `T0 + offset_ms`, as the store takes it.
 pub fn at(offset_ms: i64) -> Now {
@@ -90,6 +93,20 @@ pub async fn claimed(db: &Db, tenant: Uuid, operation_key: &str, now: Now) -> Uu
     new.id
 }
 
+/// Claims `n` deliveries of [`new_delivery`] due one millisecond apart from `T0`; ids in
+/// due order.
+pub async fn due(db: &Db, tenant: Uuid, n: usize) -> Vec<Uuid> {
+    let mut claimed = Vec::new();
+    for i in 0..n {
+        let key = format!("order-{i}");
+        let mut new = new_delivery(tenant, &key);
+        new.send_at = Some(T0 + i as i64);
+        assert!(matches!(claim(db, &new, at(0)).await, Claim::Inserted { .. }), "{key}");
+        claimed.push(new.id);
+    }
+    claimed
+}
+
 /// Leases up to `limit` of [`CHANNEL`] for `worker` at `now` for [`LEASE_MS`], committed.
 pub async fn lease(db: &Db, worker: &str, limit: usize, now: Now) -> Vec<LeasedRow> {
     let mut tx = db.tx().await;
@@ -114,6 +131,13 @@ pub async fn lease_on(
         now,
     };
     deliveries_lease(conn, &lease).await
+}
+
+/// Applies a transition in a transaction of its own, committed when it succeeded.
+pub async fn apply(db: &Db, t: &Transition<'_>) -> Result<(), StoreError> {
+    let mut tx = db.tx().await;
+    delivery_apply(tx.as_conn(), t).await?;
+    tx.commit().await
 }
 
 /// Ids of leased rows, in the order the lease returned them.
@@ -167,6 +191,30 @@ macro_rules! raw_query_as {
     };
 }
 pub(crate) use raw_query_as;
+
+/// Executes one of the tests' own statements on either backend; rows affected.
+macro_rules! raw_execute {
+    ($conn:expr, $sql:expr, [$($bind:expr),*]) => {
+        match $conn {
+            herald_store::Conn::Sqlite(c) => {
+                let sql = $crate::conformance::sqlite_placeholders($sql);
+                herald_store::sqlx::query(herald_store::sqlx::AssertSqlSafe(sql))
+                    $(.bind($bind))*
+                    .execute(&mut *c)
+                    .await
+                    .map(|r| r.rows_affected())
+            }
+            herald_store::Conn::Postgres(c) => {
+                herald_store::sqlx::query(herald_store::sqlx::AssertSqlSafe($sql.to_string()))
+                    $(.bind($bind))*
+                    .execute(&mut *c)
+                    .await
+                    .map(|r| r.rows_affected())
+            }
+        }
+    };
+}
+pub(crate) use raw_execute;
 
 /// The journal of `tenant`, oldest first, read on `conn`.
 pub async fn journal_on(conn: Conn<'_>, tenant: Uuid) -> Vec<Journal> {

@@ -8,7 +8,6 @@ use herald_store::deliveries::{
     ExpiredLease, Lease, deliveries_expired, deliveries_lease, deliveries_leased_by,
     delivery_attempts, delivery_hand_back, delivery_lease_extend,
 };
-use herald_store::sqlx::types::Uuid;
 use herald_store::{AsConn, Backend, Concurrency, ErrorClass};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -26,19 +25,6 @@ conformance!(
     expired_leases_are_listed_oldest_expiry_first,
     leased_by_lists_one_workers_live_leases,
 );
-
-/// Claims `n` deliveries due one millisecond apart from `T0`; ids in due order.
-async fn due(db: &Db, tenant: Uuid, n: usize) -> Vec<Uuid> {
-    let mut claimed = Vec::new();
-    for i in 0..n {
-        let key = format!("order-{i}");
-        let mut new = new_delivery(tenant, &key);
-        new.send_at = Some(T0 + i as i64);
-        claim(db, &new, at(0)).await;
-        claimed.push(new.id);
-    }
-    claimed
-}
 
 async fn a_lease_takes_due_rows_oldest_first(db: &Db) {
     let t = funded(db).await;

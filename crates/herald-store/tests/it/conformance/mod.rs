@@ -18,8 +18,10 @@ use std::time::Duration;
 
 mod fixture;
 
+mod apply;
 mod claim;
 mod lease;
+mod quota;
 
 pub use fixture::*;
 
