@@ -21,7 +21,9 @@ mod fixture;
 mod apply;
 mod claim;
 mod lease;
+mod manage;
 mod quota;
+mod retention;
 
 pub use fixture::*;
 
