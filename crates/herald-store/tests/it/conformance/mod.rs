@@ -23,6 +23,7 @@ mod claim;
 mod lease;
 mod manage;
 mod quota;
+mod read;
 mod retention;
 
 pub use fixture::*;
