@@ -20,11 +20,14 @@ mod fixture;
 
 mod apply;
 mod claim;
+mod keys;
 mod lease;
 mod manage;
 mod quota;
 mod read;
+mod receipts;
 mod retention;
+mod tenants;
 
 pub use fixture::*;
 
