@@ -23,6 +23,7 @@ mod claim;
 mod keys;
 mod lease;
 mod manage;
+mod migrate;
 mod quota;
 mod read;
 mod receipts;
@@ -90,6 +91,8 @@ pub(crate) use conformance_test;
 #[derive(Debug)]
 pub struct Db {
     pub store: Store,
+    /// The URL the store was opened with (a second `Store::open` reaches the same data).
+    pub url: String,
     _dir: Option<tempfile::TempDir>,
     /// (base URL, schema) to drop when the test ends.
     pg_schema: Option<(String, String)>,
@@ -116,7 +119,7 @@ impl Db {
         let store = Store::open(&url, &StoreOptions::default())
             .await
             .unwrap_or_else(|e| panic!("{}: open failed: {e:?}", backend.name()));
-        Some(Db { store, _dir: dir, pg_schema })
+        Some(Db { store, url, _dir: dir, pg_schema })
     }
 
     pub fn backend(&self) -> Backend {
