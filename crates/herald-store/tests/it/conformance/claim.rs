@@ -4,9 +4,13 @@
 use super::*;
 use herald_core::DeliveryState;
 use herald_store::deliveries::{Claim, delivery_by_identity, delivery_claim};
+use herald_store::notify::{WAKE_CHANNEL, wake_notify};
+use herald_store::sqlx::postgres::{PgListener, PgNotification};
 use herald_store::sqlx::types::Uuid;
-use herald_store::{AsConn, Now};
+use herald_store::{AsConn, Backend, Conn, Now};
+use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 conformance!(
     a_claim_inserts_the_row_its_payload_and_reservation_1,
@@ -19,6 +23,7 @@ conformance!(
     send_at_in_the_future_sets_next_attempt_at,
     a_claim_rolled_back_with_its_transaction_leaves_nothing,
     racing_claims_of_one_identity_insert_once,
+    a_wake_up_is_sent_only_for_a_claim_that_commits,
 );
 
 async fn a_claim_inserts_the_row_its_payload_and_reservation_1(db: &Db) {
@@ -215,4 +220,76 @@ async fn racing_claims_of_one_identity_insert_once(db: &Db) {
     assert_eq!(inserted.len(), 1, "inserted by {inserted:?}");
     assert_eq!(db.balance(t).await, (GRANTED - 1, 1, 0));
     assert_eq!(db.movements(t).await, vec![moved("reserve", 1, inserted[0], 1)]);
+}
+
+/// PostgreSQL: `notify` queues a `NOTIFY` that is delivered only if a claim was inserted
+/// and its transaction commits (so is `wake_notify`'s). SQLite wakes its workers in
+/// process: there `notify` changes nothing about the claim.
+async fn a_wake_up_is_sent_only_for_a_claim_that_commits(db: &Db) {
+    let t = tenant(db, "acme").await;
+    grant(db, t, KEY, 2).await;
+    claimed(db, t, "existing", at(0)).await;
+    let Some(pool) = db.store.postgres_pool() else {
+        let new = new_delivery(t, "order-1");
+        let mut tx = db.tx().await;
+        let got = delivery_claim(tx.as_conn(), &new, at(0), true).await.unwrap();
+        assert!(matches!(got, Claim::Inserted { .. }), "{got:?}");
+        tx.commit().await.unwrap();
+        assert_eq!(db.row(new.id).await.id, new.id);
+        return;
+    };
+    assert_eq!(db.backend(), Backend::Postgres);
+    let mut listener = PgListener::connect_with(pool).await.unwrap();
+    listener.listen(WAKE_CHANNEL).await.unwrap();
+    // Other tests' processes may notify on the same channel: only our sessions count.
+    let mut ours = HashSet::new();
+
+    let rolled_back = new_delivery(t, "rolled-back");
+    let mut tx = db.tx().await;
+    ours.insert(backend_pid(tx.as_conn()).await);
+    let got = delivery_claim(tx.as_conn(), &rolled_back, at(0), true).await.unwrap();
+    assert!(matches!(got, Claim::Inserted { .. }), "{got:?}");
+    wake_notify(tx.as_conn()).await.unwrap();
+    tx.rollback().await.unwrap();
+
+    let mut duplicate = new_delivery(t, "existing");
+    duplicate.id = uuid::Uuid::now_v7();
+    let mut short = new_delivery(t, "short");
+    short.cost = 5;
+    let mut tx = db.tx().await;
+    ours.insert(backend_pid(tx.as_conn()).await);
+    assert_eq!(delivery_claim(tx.as_conn(), &duplicate, at(0), true).await.unwrap(), Claim::Exists);
+    assert_eq!(delivery_claim(tx.as_conn(), &short, at(0), true).await.unwrap(), Claim::QuotaShort);
+    // A marker after what must not notify: notifications arrive in commit order.
+    raw_execute!(tx.as_conn(), "SELECT pg_notify($1, 'marker')", [WAKE_CHANNEL]).unwrap();
+    tx.commit().await.unwrap();
+
+    let inserted = new_delivery(t, "inserted");
+    let mut tx = db.tx().await;
+    let claimer = backend_pid(tx.as_conn()).await;
+    ours.insert(claimer);
+    let got = delivery_claim(tx.as_conn(), &inserted, at(0), true).await.unwrap();
+    assert!(matches!(got, Claim::Inserted { .. }), "{got:?}");
+    tx.commit().await.unwrap();
+
+    let first = next_of(&mut listener, &ours).await;
+    assert_eq!(first.payload(), "marker", "a wake-up for a claim that did not commit");
+    let second = next_of(&mut listener, &ours).await;
+    assert_eq!((second.process_id(), second.payload()), (claimer as u32, ""));
+}
+
+async fn backend_pid(conn: Conn<'_>) -> i32 {
+    let (pid,): (i32,) = raw_query_as!(conn, "SELECT pg_backend_pid()", [], fetch_one).unwrap();
+    pid
+}
+
+/// The next notification from one of `ours`, within a bound.
+async fn next_of(listener: &mut PgListener, ours: &HashSet<i32>) -> PgNotification {
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(10), listener.recv()).await;
+        let notification = next.expect("no wake-up within 10 s").unwrap();
+        if ours.contains(&(notification.process_id() as i32)) {
+            return notification;
+        }
+    }
 }
