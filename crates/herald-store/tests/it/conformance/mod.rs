@@ -29,6 +29,7 @@ mod read;
 mod receipts;
 mod retention;
 mod tenants;
+mod tx;
 
 pub use fixture::*;
 
