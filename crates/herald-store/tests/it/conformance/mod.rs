@@ -95,8 +95,8 @@ pub struct Db {
     /// The URL the store was opened with (a second `Store::open` reaches the same data).
     pub url: String,
     _dir: Option<tempfile::TempDir>,
-    /// (base URL, schema) to drop when the test ends.
-    pg_schema: Option<(String, String)>,
+    /// Dropped after the store (fields drop in order): the test's PostgreSQL schema.
+    _pg_schema: Option<PgSchema>,
 }
 
 impl Db {
@@ -110,17 +110,16 @@ impl Db {
                 (url, Some(dir), None)
             }
             Backend::Postgres => {
-                let base = postgres_base()?;
-                let schema = postgres_schema(&base).await;
-                let sep = if base.contains('?') { '&' } else { '?' };
-                let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-                (url, None, Some((base, schema)))
+                let schema = PgSchema::create(postgres_base()?).await;
+                let sep = if schema.base.contains('?') { '&' } else { '?' };
+                let url = format!("{}{sep}options=-c%20search_path%3D{}", schema.base, schema.name);
+                (url, None, Some(schema))
             }
         };
         let store = Store::open(&url, &StoreOptions::default())
             .await
             .unwrap_or_else(|e| panic!("{}: open failed: {e:?}", backend.name()));
-        Some(Db { store, url, _dir: dir, pg_schema })
+        Some(Db { store, url, _dir: dir, _pg_schema: pg_schema })
     }
 
     pub fn backend(&self) -> Backend {
@@ -147,9 +146,31 @@ impl Db {
     }
 }
 
-impl Drop for Db {
+/// A schema `t_<uuid>` of one test, dropped with it (`.ci/run` sweeps up after killed runs).
+#[derive(Debug)]
+struct PgSchema {
+    base: String,
+    name: String,
+}
+
+impl PgSchema {
+    async fn create(base: String) -> PgSchema {
+        let name = format!("t_{}", uuid::Uuid::now_v7().simple());
+        let mut conn = sqlx::PgConnection::connect(&base)
+            .await
+            .unwrap_or_else(|e| panic!("PostgreSQL at {} is unreachable: {e}", redact_url(&base)));
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
+            .execute(&mut conn)
+            .await
+            .expect("create schema");
+        conn.close().await.ok();
+        PgSchema { base, name }
+    }
+}
+
+impl Drop for PgSchema {
     fn drop(&mut self) {
-        let Some((base, schema)) = self.pg_schema.take() else { return };
+        let (base, name) = (self.base.clone(), self.name.clone());
         // Drop runs outside any runtime it could borrow (and perhaps while unwinding): a
         // small runtime of its own, on a thread of its own.
         let _ = std::thread::spawn(move || {
@@ -158,7 +179,7 @@ impl Drop for Db {
             };
             rt.block_on(async move {
                 if let Ok(mut conn) = sqlx::PgConnection::connect(&base).await {
-                    let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
+                    let sql = format!("DROP SCHEMA IF EXISTS {name} CASCADE");
                     let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
                     let _ = conn.close().await;
                 }
@@ -182,18 +203,4 @@ fn postgres_base() -> Option<String> {
             None
         }
     }
-}
-
-/// A new schema `t_<uuid>` for one test (the name `.ci/run` sweeps up after killed runs).
-async fn postgres_schema(base: &str) -> String {
-    let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
-    let mut conn = sqlx::PgConnection::connect(base)
-        .await
-        .unwrap_or_else(|e| panic!("PostgreSQL at {} is unreachable: {e}", redact_url(base)));
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&mut conn)
-        .await
-        .expect("create schema");
-    conn.close().await.ok();
-    schema
 }
