@@ -24,6 +24,7 @@ conformance!(
     a_claim_rolled_back_with_its_transaction_leaves_nothing,
     racing_claims_of_one_identity_insert_once,
     a_wake_up_is_sent_only_for_a_claim_that_commits,
+    a_claim_runs_alone_where_it_is_one_statement,
 );
 
 async fn a_claim_inserts_the_row_its_payload_and_reservation_1(db: &Db) {
@@ -292,4 +293,33 @@ async fn next_of(listener: &mut PgListener, ours: &HashSet<i32>) -> PgNotificati
             return notification;
         }
     }
+}
+
+/// Where a claim is one statement (PostgreSQL) it may run autocommitted, with no
+/// transaction around it, and still writes all of itself or nothing. SQLite's claim is
+/// several statements and says so.
+async fn a_claim_runs_alone_where_it_is_one_statement(db: &Db) {
+    if !db.backend().claims_in_one_statement() {
+        assert_eq!(db.backend(), Backend::Sqlite);
+        return;
+    }
+    let t = tenant(db, "acme").await;
+    grant(db, t, KEY, 1).await;
+    let mut conn = db.conn().await;
+    assert!(!conn.as_conn().in_transaction());
+    let alone = new_delivery(t, "order-1");
+    let got = delivery_claim(conn.as_conn(), &alone, at(0), false).await.unwrap();
+    assert!(matches!(got, Claim::Inserted { .. }), "{got:?}");
+    let short = new_delivery(t, "order-2");
+    assert_eq!(
+        delivery_claim(conn.as_conn(), &short, at(0), false).await.unwrap(),
+        Claim::QuotaShort
+    );
+    drop(conn);
+
+    // Committed on its own: another connection sees the row and its reservation.
+    assert_eq!(db.row(alone.id).await.state, DeliveryState::Pending);
+    assert!(db.find(short.id).await.is_none());
+    assert_eq!(db.balance(t).await, (0, 1, 0));
+    assert_eq!(db.movements(t).await, vec![moved("reserve", 1, alone.id, 1)]);
 }

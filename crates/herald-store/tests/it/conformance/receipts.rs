@@ -70,14 +70,19 @@ async fn a_racing_insert_waits_for_the_first_and_sees_how_it_ended(db: &Db) {
         let mut first = db.tx().await;
         assert!(receipt_insert(first.as_conn(), &invoices, &op(id)).await.unwrap());
         let (store, scope) = (db.store.clone(), invoices.clone());
+        let (began, pid) = tokio::sync::oneshot::channel();
         let second = tokio::spawn(async move {
             let mut tx = store.begin(&Default::default()).await.unwrap();
+            let _ = began.send(backend_pid(tx.as_conn()).await);
             let inserted = receipt_insert(tx.as_conn(), &scope, &op(id)).await.unwrap();
             tx.commit().await.unwrap();
             inserted
         });
+        // PostgreSQL: the second transaction begins at once and waits on the unique index.
+        // SQLite: it waits at BEGIN for the writer's lock, where it cannot be watched.
         if db.backend() == Backend::Postgres {
-            wait_for_a_lock_wait(&db.store, "INSERT INTO receipts").await;
+            let pid = pid.await.expect("the second transaction began");
+            wait_for_a_lock_wait(&db.store, pid).await;
         }
         assert!(!second.is_finished(), "{id}: the second insert did not wait for the first");
         if first_commits {
@@ -91,26 +96,33 @@ async fn a_racing_insert_waits_for_the_first_and_sees_how_it_ended(db: &Db) {
     assert_eq!(count(db, &invoices).await, 2);
 }
 
-/// Waits (up to a bound) until a PostgreSQL session runs a statement starting with
-/// `statement` and waits on a lock: the signal that a racing transaction is blocked.
-async fn wait_for_a_lock_wait(store: &Store, statement: &str) {
+/// PostgreSQL's id of the session on `conn` (SQLite has none: 0).
+async fn backend_pid(conn: herald_store::Conn<'_>) -> i32 {
+    if conn.backend() != Backend::Postgres {
+        return 0;
+    }
+    let (pid,): (i32,) = raw_query_as!(conn, "SELECT pg_backend_pid()", [], fetch_one).unwrap();
+    pid
+}
+
+/// Waits (up to a bound) until PostgreSQL session `pid` waits on a lock: the signal that
+/// a racing transaction is blocked.
+async fn wait_for_a_lock_wait(store: &Store, pid: i32) {
     const BOUND: Duration = Duration::from_secs(10);
-    let pattern = format!("{statement}%");
     let start = Instant::now();
     loop {
         let mut conn = store.acquire().await.unwrap();
         let (waiting,): (i64,) = raw_query_as!(
             conn.as_conn(),
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1",
-            [&pattern],
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
+            [pid],
             fetch_one
         )
         .unwrap();
         if waiting > 0 {
             return;
         }
-        assert!(start.elapsed() < BOUND, "no session waited on a lock within {BOUND:?}");
+        assert!(start.elapsed() < BOUND, "session {pid} did not wait on a lock within {BOUND:?}");
         tokio::task::yield_now().await;
     }
 }
