@@ -115,20 +115,23 @@ pub(crate) async fn quota_settle(
     settle: Settle,
     now: Now,
 ) -> Result<(), StoreError> {
-    const COMMIT: &str = "WITH a AS (
-             UPDATE quota_accounts SET reserved = reserved - $3, spent = spent + $3,
-                 updated_at = herald_now($6)
-             WHERE tenant_id = $1 AND quota_key = $2 RETURNING tenant_id)
-         INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
-             reservation_seq, at)
-         SELECT $1, $2, 'commit', $3, $4, $5, herald_now($6) FROM a";
-    const RELEASE: &str = "WITH a AS (
-             UPDATE quota_accounts SET reserved = reserved - $3, available = available + $3,
-                 updated_at = herald_now($6)
-             WHERE tenant_id = $1 AND quota_key = $2 RETURNING tenant_id)
-         INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
-             reservation_seq, at)
-         SELECT $1, $2, 'release', $3, $4, $5, herald_now($6) FROM a";
+    // The journal row is inserted first and the account updated from it, so a second
+    // final movement of one reservation is refused by the journal's unique index (23505),
+    // before the balance CHECK could see it.
+    const COMMIT: &str = "WITH j AS (
+             INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+                 reservation_seq, at)
+             VALUES ($1, $2, 'commit', $3, $4, $5, herald_now($6)) RETURNING amount)
+         UPDATE quota_accounts a SET reserved = a.reserved - j.amount,
+             spent = a.spent + j.amount, updated_at = herald_now($6)
+         FROM j WHERE a.tenant_id = $1 AND a.quota_key = $2";
+    const RELEASE: &str = "WITH j AS (
+             INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+                 reservation_seq, at)
+             VALUES ($1, $2, 'release', $3, $4, $5, herald_now($6)) RETURNING amount)
+         UPDATE quota_accounts a SET reserved = a.reserved - j.amount,
+             available = a.available + j.amount, updated_at = herald_now($6)
+         FROM j WHERE a.tenant_id = $1 AND a.quota_key = $2";
     let statement = match settle {
         Settle::Commit => COMMIT,
         Settle::Release => RELEASE,

@@ -88,6 +88,21 @@ pub(crate) async fn quota_reserve(
     now: Now,
 ) -> Result<bool, StoreError> {
     let now = now.sqlite_ms();
+    savepoint(c).await?;
+    let reserved = reserve_steps(c, tenant, quota_key, cost, delivery, seq, now).await;
+    end_savepoint(c, reserved).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn reserve_steps(
+    c: &mut SqliteConnection,
+    tenant: Uuid,
+    quota_key: &str,
+    cost: i64,
+    delivery: Uuid,
+    seq: i32,
+    now: i64,
+) -> Result<bool, StoreError> {
     let reserved = sqlx::query(
         "UPDATE quota_accounts SET available = available - ?3, reserved = reserved + ?3,
              updated_at = ?4
@@ -130,14 +145,48 @@ pub(crate) async fn quota_settle(
     now: Now,
 ) -> Result<(), StoreError> {
     let now = now.sqlite_ms();
-    // Journal first: a second final movement fails here, before the balance moves.
-    journal_insert(c, tenant, quota_key, settle.kind(), cost, delivery, seq, now).await?;
-    let update = match settle {
-        Settle::Commit => ACCOUNT_COMMIT,
-        Settle::Release => ACCOUNT_RELEASE,
-    };
-    sqlx::query(update).bind(tenant).bind(quota_key).bind(cost).bind(now).execute(&mut *c).await?;
+    savepoint(c).await?;
+    let settled = async {
+        // Journal first: a second final movement fails here, before the balance moves.
+        journal_insert(c, tenant, quota_key, settle.kind(), cost, delivery, seq, now).await?;
+        let update = match settle {
+            Settle::Commit => ACCOUNT_COMMIT,
+            Settle::Release => ACCOUNT_RELEASE,
+        };
+        sqlx::query(update)
+            .bind(tenant)
+            .bind(quota_key)
+            .bind(cost)
+            .bind(now)
+            .execute(&mut *c)
+            .await?;
+        Ok(())
+    }
+    .await;
+    end_savepoint(c, settled).await
+}
+
+/// A movement's statements run as one, inside this savepoint: SQLite undoes only the
+/// statement that failed, so without it a balance moved without its journal row (or the
+/// other way round) would stay in the caller's transaction when the second statement is
+/// refused. In process, the savepoint costs no round trip.
+async fn savepoint(c: &mut SqliteConnection) -> Result<(), StoreError> {
+    sqlx::raw_sql("SAVEPOINT herald_movement").execute(c).await?;
     Ok(())
+}
+
+/// Keeps the movement when it worked, undoes all of it when it did not.
+async fn end_savepoint<T>(
+    c: &mut SqliteConnection,
+    result: Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let end = if result.is_ok() {
+        "RELEASE herald_movement"
+    } else {
+        "ROLLBACK TO herald_movement; RELEASE herald_movement"
+    };
+    sqlx::raw_sql(end).execute(c).await?;
+    result
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -1,0 +1,77 @@
+//! Migrations: `Store::open` applies every migration this build has, once; a database
+//! that records a version newer than this build knows is refused before anything is
+//! written; herald's bookkeeping is `herald_migrations`, never sqlx's default table.
+
+use super::*;
+use herald_store::migrate::{MigrateReport, schema_version_known};
+use herald_store::tenants::tenant_exists;
+use herald_store::{AsConn, Backend, Store, StoreError, StoreOptions};
+
+conformance!(
+    open_applies_every_migration_this_build_knows,
+    opening_again_is_idempotent_and_keeps_the_data,
+    a_newer_schema_is_refused_before_anything_is_written,
+    herald_keeps_its_own_bookkeeping_table,
+);
+
+async fn open_applies_every_migration_this_build_knows(db: &Db) {
+    let known = schema_version_known(db.backend());
+    let expected = match db.backend() {
+        Backend::Sqlite => 3,
+        Backend::Postgres => 4,
+    };
+    assert_eq!(known, expected, "a new migration: update this test and ARCHITECTURE.md");
+    let versions = db.store.schema_versions().await.unwrap();
+    assert_eq!(versions, (1..=known).collect::<Vec<_>>());
+    let report = db.store.migrate().await.unwrap();
+    assert_eq!(report, MigrateReport { applied: vec![], version: known });
+}
+
+async fn opening_again_is_idempotent_and_keeps_the_data(db: &Db) {
+    let t = tenant(db, "acme").await;
+    let versions = db.store.schema_versions().await.unwrap();
+    for _ in 0..2 {
+        let again = Store::open(&db.url, &StoreOptions::default()).await.unwrap();
+        assert_eq!(again.schema_versions().await.unwrap(), versions);
+        assert!(tenant_exists(again.acquire().await.unwrap().as_conn(), t).await.unwrap());
+        again.close().await;
+    }
+}
+
+/// The database records version `known + 1`, and lacks `known` (as if it were pending):
+/// opening must neither apply `known` nor touch anything else.
+async fn a_newer_schema_is_refused_before_anything_is_written(db: &Db) {
+    let known = schema_version_known(db.backend());
+    let mut conn = db.conn().await;
+    let newer =
+        "INSERT INTO herald_migrations (version, description, success, checksum, execution_time)
+         VALUES ($1, 'from a newer herald', TRUE, $2, 0)";
+    assert_eq!(raw_execute!(conn.as_conn(), newer, [known + 1, vec![0u8; 48]]).unwrap(), 1);
+    let pending = "DELETE FROM herald_migrations WHERE version = $1";
+    assert_eq!(raw_execute!(conn.as_conn(), pending, [known]).unwrap(), 1);
+    drop(conn);
+    let before = db.store.schema_versions().await.unwrap();
+
+    let refused = Store::open(&db.url, &StoreOptions::default()).await.expect_err("opened");
+    assert!(
+        matches!(refused, StoreError::SchemaNewer { found, known: k } if found == known + 1 && k == known),
+        "{refused:?}"
+    );
+    assert!(refused.to_string().contains("nothing was changed"), "{refused}");
+    assert_eq!(db.store.migrate().await.expect_err("migrated").to_string(), refused.to_string());
+    assert_eq!(db.store.schema_versions().await.unwrap(), before, "the refusal wrote");
+}
+
+async fn herald_keeps_its_own_bookkeeping_table(db: &Db) {
+    let catalog = match db.backend() {
+        Backend::Sqlite => "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = $1",
+        Backend::Postgres => {
+            "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = $1"
+        }
+    };
+    let mut conn = db.conn().await;
+    for (table, expected) in [("herald_migrations", 1), ("_sqlx_migrations", 0)] {
+        let (n,): (i64,) = raw_query_as!(conn.as_conn(), catalog, [table], fetch_one).unwrap();
+        assert_eq!(n, expected, "{table}");
+    }
+}

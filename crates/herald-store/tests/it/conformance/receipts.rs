@@ -1,0 +1,128 @@
+//! Receipts: one row per (scope, operation id), inserted once; a duplicate is an answer,
+//! not an error, so the caller's transaction (on PostgreSQL especially) stays usable; a
+//! racing insert waits for the first transaction and sees how it ended.
+
+use super::*;
+use herald_core::{OperationId, Scope};
+use herald_store::receipts::{receipt_insert, receipts_count};
+use herald_store::tenants::tenant_exists;
+use herald_store::{AsConn, Backend, Store};
+use std::time::{Duration, Instant};
+
+conformance!(
+    a_receipt_is_inserted_once_per_scope_and_operation,
+    a_duplicate_leaves_the_transaction_usable,
+    a_racing_insert_waits_for_the_first_and_sees_how_it_ended,
+);
+
+fn scope(s: &str) -> Scope {
+    Scope::new(s).unwrap()
+}
+
+fn op(s: &str) -> OperationId {
+    OperationId::new(s).unwrap()
+}
+
+async fn insert(db: &Db, scope: &Scope, op: &OperationId) -> bool {
+    let mut tx = db.tx().await;
+    let inserted = receipt_insert(tx.as_conn(), scope, op).await.unwrap();
+    tx.commit().await.unwrap();
+    inserted
+}
+
+async fn count(db: &Db, scope: &Scope) -> i64 {
+    receipts_count(db.conn().await.as_conn(), scope).await.unwrap()
+}
+
+async fn a_receipt_is_inserted_once_per_scope_and_operation(db: &Db) {
+    let (invoices, refunds) = (scope("invoices"), scope("refunds"));
+    assert!(insert(db, &invoices, &op("evt-1")).await);
+    assert!(!insert(db, &invoices, &op("evt-1")).await, "inserted twice");
+    assert!(insert(db, &invoices, &op("evt-2")).await);
+    assert!(insert(db, &refunds, &op("evt-1")).await, "another scope is another receipt");
+    assert_eq!(count(db, &invoices).await, 2);
+    assert_eq!(count(db, &refunds).await, 1);
+    assert_eq!(count(db, &scope("payouts")).await, 0);
+}
+
+async fn a_duplicate_leaves_the_transaction_usable(db: &Db) {
+    let invoices = scope("invoices");
+    assert!(insert(db, &invoices, &op("evt-1")).await);
+    let t = uuid::Uuid::now_v7();
+
+    let mut tx = db.tx().await;
+    assert!(!receipt_insert(tx.as_conn(), &invoices, &op("evt-1")).await.unwrap());
+    assert!(receipt_insert(tx.as_conn(), &invoices, &op("evt-2")).await.unwrap());
+    assert!(!receipt_insert(tx.as_conn(), &invoices, &op("evt-2")).await.unwrap());
+    // Statements after the duplicates still run, and commit.
+    assert_eq!(receipts_count(tx.as_conn(), &invoices).await.unwrap(), 2);
+    let named = herald_store::tenants::tenant_insert(tx.as_conn(), t, "acme", "whsec_x").await;
+    assert!(named.unwrap());
+    tx.commit().await.unwrap();
+
+    assert_eq!(count(db, &invoices).await, 2);
+    assert!(tenant_exists(db.conn().await.as_conn(), t).await.unwrap(), "the commit was lost");
+}
+
+async fn a_racing_insert_waits_for_the_first_and_sees_how_it_ended(db: &Db) {
+    let invoices = scope("invoices");
+    for (id, first_commits) in [("evt-1", true), ("evt-2", false)] {
+        let mut first = db.tx().await;
+        assert!(receipt_insert(first.as_conn(), &invoices, &op(id)).await.unwrap());
+        let (store, scope) = (db.store.clone(), invoices.clone());
+        let (began, pid) = tokio::sync::oneshot::channel();
+        let second = tokio::spawn(async move {
+            let mut tx = store.begin(&Default::default()).await.unwrap();
+            let _ = began.send(backend_pid(tx.as_conn()).await);
+            let inserted = receipt_insert(tx.as_conn(), &scope, &op(id)).await.unwrap();
+            tx.commit().await.unwrap();
+            inserted
+        });
+        // PostgreSQL: the second transaction begins at once and waits on the unique index.
+        // SQLite: it waits at BEGIN for the writer's lock, where it cannot be watched.
+        if db.backend() == Backend::Postgres {
+            let pid = pid.await.expect("the second transaction began");
+            wait_for_a_lock_wait(&db.store, pid).await;
+        }
+        assert!(!second.is_finished(), "{id}: the second insert did not wait for the first");
+        if first_commits {
+            first.commit().await.unwrap();
+        } else {
+            first.rollback().await.unwrap();
+        }
+        let inserted = second.await.unwrap();
+        assert_eq!(inserted, !first_commits, "{id}: the second insert's answer");
+    }
+    assert_eq!(count(db, &invoices).await, 2);
+}
+
+/// PostgreSQL's id of the session on `conn` (SQLite has none: 0).
+async fn backend_pid(conn: herald_store::Conn<'_>) -> i32 {
+    if conn.backend() != Backend::Postgres {
+        return 0;
+    }
+    let (pid,): (i32,) = raw_query_as!(conn, "SELECT pg_backend_pid()", [], fetch_one).unwrap();
+    pid
+}
+
+/// Waits (up to a bound) until PostgreSQL session `pid` waits on a lock: the signal that
+/// a racing transaction is blocked.
+async fn wait_for_a_lock_wait(store: &Store, pid: i32) {
+    const BOUND: Duration = Duration::from_secs(10);
+    let start = Instant::now();
+    loop {
+        let mut conn = store.acquire().await.unwrap();
+        let (waiting,): (i64,) = raw_query_as!(
+            conn.as_conn(),
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
+            [pid],
+            fetch_one
+        )
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        assert!(start.elapsed() < BOUND, "session {pid} did not wait on a lock within {BOUND:?}");
+        tokio::task::yield_now().await;
+    }
+}

@@ -1,0 +1,101 @@
+//! Transactions and savepoints as the store opens them: each transaction carries its wait
+//! bound (and on PostgreSQL its isolation level); a savepoint rolled back undoes only its
+//! own work, even after a failed statement, and the transaction goes on; an abandoned
+//! transaction keeps nothing.
+
+use super::*;
+use herald_store::conn::{savepoint_begin, savepoint_release, savepoint_rollback};
+use herald_store::deliveries::{Claim, NewDelivery, delivery_claim};
+use herald_store::keys::{api_key_insert, api_key_lookup};
+use herald_store::{AsConn, Backend, BeginOptions, Isolation, StoreTx};
+use std::time::Duration;
+
+conformance!(
+    a_transaction_carries_its_wait_bound_and_isolation,
+    a_savepoint_rolled_back_undoes_only_its_work_and_the_transaction_goes_on,
+    an_abandoned_transaction_keeps_nothing,
+);
+
+async fn a_transaction_carries_its_wait_bound_and_isolation(db: &Db) {
+    let options = BeginOptions {
+        wait_max: Duration::from_millis(1_234),
+        isolation: Isolation::Serializable,
+        ..BeginOptions::default()
+    };
+    let mut tx = db.store.begin(&options).await.unwrap();
+    assert!(tx.as_conn().in_transaction());
+    match db.backend() {
+        Backend::Sqlite => {
+            let (busy,): (i64,) =
+                raw_query_as!(tx.as_conn(), "PRAGMA busy_timeout", [], fetch_one).unwrap();
+            assert_eq!(busy, 1_234);
+        }
+        Backend::Postgres => {
+            let settings = [
+                ("transaction_isolation", "serializable"),
+                ("statement_timeout", "1234ms"),
+                ("idle_in_transaction_session_timeout", "4234ms"),
+            ];
+            for (setting, expected) in settings {
+                let sql = format!("SELECT current_setting('{setting}')");
+                let (value,): (String,) = raw_query_as!(tx.as_conn(), &sql, [], fetch_one).unwrap();
+                assert_eq!(value, expected, "{setting}");
+            }
+            tx.commit().await.unwrap();
+            let mut plain = db.tx().await;
+            let sql = "SELECT current_setting('transaction_isolation')";
+            let (value,): (String,) = raw_query_as!(plain.as_conn(), sql, [], fetch_one).unwrap();
+            assert_eq!(value, "read committed", "the default isolation");
+            plain.commit().await.unwrap();
+            return;
+        }
+    }
+    tx.commit().await.unwrap();
+    assert!(!db.conn().await.as_conn().in_transaction(), "a pooled connection in a transaction");
+}
+
+async fn a_savepoint_rolled_back_undoes_only_its_work_and_the_transaction_goes_on(db: &Db) {
+    let t = funded(db).await;
+    let mut tx = db.tx().await;
+    let kept = new_delivery(t, "kept");
+    delivery_claim_on(&mut tx, &kept).await;
+
+    savepoint_begin(tx.as_conn(), 1).await.unwrap();
+    let undone = new_delivery(t, "undone");
+    delivery_claim_on(&mut tx, &undone).await;
+    api_key_insert(tx.as_conn(), "key-1", t, &[1; 32], None).await.unwrap();
+    // A failed statement: on PostgreSQL only a savepoint makes the transaction usable again.
+    let failed = api_key_insert(tx.as_conn(), "key-1", t, &[2; 32], None).await;
+    assert!(failed.expect_err("a second key-1").is_unique_violation());
+    savepoint_rollback(tx.as_conn(), 1).await.unwrap();
+
+    savepoint_begin(tx.as_conn(), 1).await.unwrap();
+    api_key_insert(tx.as_conn(), "key-2", t, &[3; 32], None).await.unwrap();
+    savepoint_release(tx.as_conn(), 1).await.unwrap();
+    tx.commit().await.unwrap();
+
+    assert!(db.find(kept.id).await.is_some());
+    assert!(db.find(undone.id).await.is_none(), "the savepoint's claim survived");
+    let mut conn = db.conn().await;
+    assert!(api_key_lookup(conn.as_conn(), "key-1").await.unwrap().is_none());
+    assert!(api_key_lookup(conn.as_conn(), "key-2").await.unwrap().is_some());
+    assert_eq!(db.balance(t).await, (GRANTED - 1, 1, 0), "the undone claim's reservation");
+    assert_eq!(db.movements(t).await, vec![moved("reserve", 1, kept.id, 1)]);
+}
+
+async fn an_abandoned_transaction_keeps_nothing(db: &Db) {
+    let t = funded(db).await;
+    let new = new_delivery(t, "order-1");
+    let mut tx = db.tx().await;
+    delivery_claim_on(&mut tx, &new).await;
+    tx.abandon();
+    assert!(db.find(new.id).await.is_none());
+    assert_eq!(db.balance(t).await, (GRANTED, 0, 0));
+    // The pool goes on: the same claim again, committed.
+    claimed(db, t, "order-1", at(0)).await;
+}
+
+async fn delivery_claim_on(tx: &mut StoreTx, new: &NewDelivery<'_>) {
+    let got = delivery_claim(tx.as_conn(), new, at(0), false).await.unwrap();
+    assert!(matches!(got, Claim::Inserted { .. }), "{got:?}");
+}
