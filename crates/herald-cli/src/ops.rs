@@ -246,11 +246,8 @@ fn delivery_line(d: &Delivery) -> String {
 /// The tenant of a delivery (operators act on any tenant's deliveries).
 async fn tenant_of(herald: &Herald, id: Uuid) -> Result<Uuid> {
     let row = herald
-        .transaction(|tx| {
-            Box::pin(async move { Ok(delivery_get(tx.conn(), None, id, false).await?) })
-        })
-        .await?
-        .value;
+        .read(|conn, _| Box::pin(async move { delivery_get(conn, None, id, false).await }))
+        .await?;
     row.map(|r| r.tenant_id).ok_or_else(|| anyhow!("no delivery {id}"))
 }
 
@@ -268,13 +265,12 @@ pub async fn deliveries(db: Db, cmd: DeliveriesCmd) -> Result<()> {
             };
             let channel = channel.as_deref();
             let rows = herald
-                .transaction(|tx| {
+                .read(|conn, _| {
                     Box::pin(async move {
-                        Ok(deliveries_list(tx.conn(), tenant, state, channel, None, limit).await?)
+                        deliveries_list(conn, tenant, state, channel, None, limit).await
                     })
                 })
-                .await?
-                .value;
+                .await?;
             let list: Vec<Delivery> = rows.into_iter().map(Delivery::from).collect();
             if db.json {
                 let rows: Vec<_> = list.iter().map(delivery_json).collect();

@@ -57,18 +57,17 @@ pub async fn refresh_gauges(herald: &Herald, force: bool) {
     }
     let now = herald.clock().now_ms();
     let result = herald
-        .transaction(|tx| {
+        .read(|mut conn, _| {
             Box::pin(async move {
-                let states = deliveries_count_by_state(tx.conn()).await?;
-                let age = oldest_due_age_ms(tx.conn(), now).await?;
-                let reserved = herald_store::quota::quota_reserved_by_tenant(tx.conn()).await?;
+                let states = deliveries_count_by_state(conn.reborrow()).await?;
+                let age = oldest_due_age_ms(conn.reborrow(), now).await?;
+                let reserved = herald_store::quota::quota_reserved_by_tenant(conn).await?;
                 Ok((states, age, reserved))
             })
         })
         .await;
     match result {
-        Ok(c) => {
-            let (states, age, reserved) = c.value;
+        Ok((states, age, reserved)) => {
             for state in herald::DeliveryState::ALL {
                 let n = states.iter().find(|(s, _)| s == state.as_str()).map_or(0, |(_, n)| *n);
                 metrics::gauge!("herald_deliveries", "state" => state.as_str()).set(n as f64);

@@ -1,5 +1,6 @@
 //! Operations on deliveries and quotas that are not the hot path: tenants, grants,
-//! reading, replay, cancel. Each runs in its own runner transaction.
+//! reading, replay, cancel. Each write runs in its own runner transaction; reads run
+//! outside one (`Herald::read`), so on SQLite they never take the write lock.
 
 use crate::delivery::{Attempt, Delivery};
 use crate::error::Error;
@@ -126,34 +127,31 @@ impl Herald {
 
     /// A tenant's quota accounts.
     pub async fn quotas(&self, tenant: Uuid) -> Result<Vec<QuotaAccount>, Error> {
-        self.transaction(|tx| Box::pin(async move { Ok(quota_accounts(tx.conn(), tenant).await?) }))
-            .await
-            .map(|c| c.value)
+        self.read(|conn, _| Box::pin(async move { quota_accounts(conn, tenant).await })).await
     }
 
     /// One of a tenant's deliveries; another tenant's is `NotFound`.
     pub async fn delivery(&self, tenant: Uuid, id: Uuid) -> Result<Delivery, Error> {
-        self.transaction(|tx| {
-            Box::pin(async move { Ok(delivery_get(tx.conn(), Some(tenant), id, false).await?) })
-        })
-        .await?
-        .value
-        .map(Delivery::from)
-        .ok_or(Error::NotFound)
+        self.read(|conn, _| Box::pin(async move { delivery_get(conn, Some(tenant), id, false).await }))
+            .await?
+            .map(Delivery::from)
+            .ok_or(Error::NotFound)
     }
 
     /// A delivery's attempts, oldest first.
     pub async fn attempts(&self, tenant: Uuid, id: Uuid) -> Result<Vec<Attempt>, Error> {
-        self.transaction(|tx| {
-            Box::pin(async move {
-                if delivery_get(tx.conn(), Some(tenant), id, false).await?.is_none() {
-                    return Err(Error::NotFound);
-                }
-                Ok(delivery_attempts(tx.conn(), id).await?)
+        let attempts = self
+            .read(|mut conn, _| {
+                Box::pin(async move {
+                    if delivery_get(conn.reborrow(), Some(tenant), id, false).await?.is_none() {
+                        return Ok(None);
+                    }
+                    Ok(Some(delivery_attempts(conn, id).await?))
+                })
             })
-        })
-        .await
-        .map(|c| c.value.into_iter().map(Attempt::from).collect())
+            .await?
+            .ok_or(Error::NotFound)?;
+        Ok(attempts.into_iter().map(Attempt::from).collect())
     }
 
     /// Replays a failed or cancelled delivery: same row, reservation seq + 1, a fresh

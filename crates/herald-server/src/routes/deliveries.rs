@@ -193,16 +193,14 @@ pub async fn list(
     let channel = q.channel.clone();
     let rows = state
         .herald
-        .transaction(|tx| {
+        .read(|conn, _| {
             let channel = channel.as_deref();
             Box::pin(async move {
-                Ok(deliveries_list(tx.conn(), tenant, filter_state, channel, before, limit + 1)
-                    .await?)
+                deliveries_list(conn, tenant, filter_state, channel, before, limit + 1).await
             })
         })
         .await
-        .map_err(ApiError::from)?
-        .value;
+        .map_err(ApiError::from)?;
     let more = rows.len() > limit;
     let page: Vec<DeliveryView> =
         rows.into_iter().take(limit).map(|r| herald::Delivery::from(r).into()).collect();
