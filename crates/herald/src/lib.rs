@@ -38,6 +38,7 @@ pub use herald_core::{Backoff, OperationId, Scope};
 pub use herald_core::{DeliveryState, RetryPolicy};
 pub use herald_store::quota::QuotaAccount;
 pub use herald_store::{AsConn, Backend, Concurrency, Conn, Isolation, StoreOptions};
+pub use keys::{NewApiKey, api_key_parse};
 pub use once::{Once, once};
 pub use reconciler::{ReconcileReport, Reconciler, ReconcilerOptions};
 pub use runner::{Committed, EngineOptions, Herald, TxOptions};
