@@ -4,9 +4,6 @@
 use anyhow::{Context, Result, anyhow, bail};
 use herald::{Delivery, DeliveryFilter, DeliveryId, DeliveryState, Herald, TenantId};
 use herald_core::limits::OPERATOR_LIST_MAX;
-use herald_server::keys;
-use herald_store::keys::{api_key_insert, api_key_revoke};
-use herald_store::tenants::tenant_exists;
 use uuid::Uuid;
 
 #[derive(clap::Args)]
@@ -94,8 +91,9 @@ pub async fn tenant(db: Db, cmd: TenantCmd) -> Result<()> {
     let herald = open(&db).await?;
     match cmd {
         TenantCmd::Create { name } => {
+            // The tenant and its first key are one transaction: a failure leaves neither.
             let tenant = herald.tenant_create(&name).await?;
-            let key = new_key(&herald, tenant.id.as_uuid()).await?;
+            let key = &tenant.api_key;
             if db.json {
                 println!(
                     "{}",
@@ -113,25 +111,11 @@ pub async fn tenant(db: Db, cmd: TenantCmd) -> Result<()> {
     Ok(())
 }
 
-async fn new_key(herald: &Herald, tenant: Uuid) -> Result<keys::NewKey> {
-    let key = keys::generate().map_err(|e| anyhow!("no randomness: {e}"))?;
-    let k = &key;
-    let created = herald
-        .transaction(|tx| {
-            Box::pin(async move {
-                if !tenant_exists(tx.conn(), tenant).await? {
-                    return Ok(false);
-                }
-                api_key_insert(tx.conn(), &k.key_id, tenant, &k.secret_sha256, None).await?;
-                Ok(true)
-            })
-        })
-        .await?
-        .value;
-    if !created {
-        bail!("no tenant {tenant}");
-    }
-    Ok(key)
+async fn new_key(herald: &Herald, tenant: Uuid) -> Result<herald::NewApiKey> {
+    herald.api_key_create(tenant).await.map_err(|e| match e {
+        herald::Error::UnknownTenant => anyhow!("no tenant {tenant}"),
+        e => e.into(),
+    })
 }
 
 pub async fn key(db: Db, cmd: KeyCmd) -> Result<()> {
@@ -147,14 +131,7 @@ pub async fn key(db: Db, cmd: KeyCmd) -> Result<()> {
         }
         KeyCmd::Revoke { tenant, key_id } => {
             let tenant = uuid("tenant", &tenant)?;
-            let k = key_id.as_str();
-            let revoked = herald
-                .transaction(|tx| {
-                    Box::pin(async move { Ok(api_key_revoke(tx.conn(), tenant, k, None).await?) })
-                })
-                .await?
-                .value;
-            if !revoked {
+            if !herald.api_key_revoke(tenant, &key_id).await? {
                 bail!("no key {key_id:?} for tenant {tenant}");
             }
             if db.json {

@@ -6,6 +6,10 @@ use std::time::Duration;
 /// Longest receipt scope, in bytes. Scopes are code-chosen names ("invoice-adjustments").
 pub const SCOPE_LEN_MAX: usize = 200;
 
+/// Longest API key looked up, in bytes (a presented `Authorization` value past it is
+/// refused unread). herald's own keys are 63 bytes.
+pub const API_KEY_LEN_MAX: usize = 200;
+
 /// Longest operation id, in bytes: room for a UUID, a provider event id or a composite
 /// key, short enough that the unique index stays compact.
 pub const OPERATION_ID_LEN_MAX: usize = 255;

@@ -12,6 +12,7 @@ use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
 use std::borrow::Cow;
 
 const TABLE: &str = "herald_migrations";
+const VERSIONS: &str = "SELECT version FROM herald_migrations WHERE success ORDER BY version";
 
 /// (version, description, SQL) per backend, in order.
 const SQLITE: &[(i64, &str, &str)] = &[
@@ -54,6 +55,8 @@ fn migrator(backend: Backend) -> Migrator {
     Migrator {
         migrations: Cow::Owned(migrations),
         table_name: Cow::Borrowed(TABLE),
+        // `Store::migrate` holds a lock of its own across the whole check and apply.
+        locking: false,
         ..Migrator::DEFAULT
     }
 }
@@ -69,37 +72,130 @@ pub struct MigrateReport {
 
 impl Store {
     /// Applies every migration this build has and the database lacks.
+    ///
+    /// Safe when several processes start on one database at once: the check and the apply
+    /// run under one lock across processes, so the first applies and the others, waiting
+    /// for it, find nothing left to do (and report nothing applied). On SQLite the lock is
+    /// the write lock, taken by `BEGIN IMMEDIATE` (waiting up to the busy timeout), and
+    /// every pending migration commits in that one transaction; on PostgreSQL it is a
+    /// session advisory lock held by the migrating connection.
     pub async fn migrate(&self) -> Result<MigrateReport, StoreError> {
         let backend = self.backend();
-        let known = schema_version_known(backend);
-        let before = self.schema_versions().await.unwrap_or_default();
+        let migrator = migrator(backend);
         let result = match (self.sqlite_pool(), self.postgres_pool()) {
-            (Some(p), _) => migrator(backend).run(p).await,
-            (_, Some(p)) => migrator(backend).run(p).await,
-            (None, None) => Ok(()),
+            (Some(p), _) => migrate_sqlite(p, &migrator).await,
+            (_, Some(p)) => migrate_postgres(p, &migrator).await,
+            (None, None) => Ok((Vec::new(), Vec::new())),
         };
-        match result {
-            Ok(()) => {}
-            Err(MigrateError::VersionMissing(found)) => {
-                return Err(StoreError::SchemaNewer { found, known });
+        let (before, after) = match result {
+            Ok(versions) => versions,
+            Err(Failed::Database(e)) => return Err(StoreError::Database(e)),
+            Err(Failed::Migrate(MigrateError::VersionMissing(found))) => {
+                return Err(StoreError::SchemaNewer {
+                    found,
+                    known: schema_version_known(backend),
+                });
             }
-            Err(source) => {
+            Err(Failed::Migrate(source)) => {
                 return Err(StoreError::Migrate { target: self.target().to_string(), source });
             }
-        }
-        let after = self.schema_versions().await?;
+        };
         let applied = after.iter().copied().filter(|v| !before.contains(v)).collect();
         Ok(MigrateReport { applied, version: after.iter().copied().max().unwrap_or(0) })
     }
 
     /// Versions recorded as applied (an error if the bookkeeping table does not exist).
     pub async fn schema_versions(&self) -> Result<Vec<i64>, StoreError> {
-        const SQL: &str = "SELECT version FROM herald_migrations WHERE success ORDER BY version";
         let versions = match (self.sqlite_pool(), self.postgres_pool()) {
-            (Some(p), _) => sqlx::query_scalar::<_, i64>(SQL).fetch_all(p).await?,
-            (_, Some(p)) => sqlx::query_scalar::<_, i64>(SQL).fetch_all(p).await?,
+            (Some(p), _) => sqlx::query_scalar::<_, i64>(VERSIONS).fetch_all(p).await?,
+            (_, Some(p)) => sqlx::query_scalar::<_, i64>(VERSIONS).fetch_all(p).await?,
             (None, None) => Vec::new(),
         };
         Ok(versions)
     }
+}
+
+/// Why a migration under the lock failed: the database (taking the lock, reading the
+/// bookkeeping) or the migrator (a newer schema, a migration that failed).
+enum Failed {
+    Database(sqlx::Error),
+    Migrate(MigrateError),
+}
+
+impl From<sqlx::Error> for Failed {
+    fn from(e: sqlx::Error) -> Self {
+        Failed::Database(e)
+    }
+}
+
+/// The versions recorded before and after migrating, all in one `BEGIN IMMEDIATE`
+/// transaction: a second process's BEGIN waits (its busy timeout) until the first has
+/// committed, then reads the versions that one wrote. sqlx's migrator takes no lock on
+/// SQLite, and runs each migration in a transaction of its own — inside this one, a
+/// savepoint — so nothing commits until every pending migration has been applied.
+async fn migrate_sqlite(
+    pool: &sqlx::SqlitePool,
+    migrator: &Migrator,
+) -> Result<(Vec<i64>, Vec<i64>), Failed> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let exists: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+    )
+    .bind(TABLE)
+    .fetch_one(&mut *tx)
+    .await?;
+    let before = if exists { versions_sqlite(&mut tx).await? } else { Vec::new() };
+    // A failure drops `tx`, which rolls everything back.
+    migrator.run_direct(None, &mut *tx, false).await.map_err(Failed::Migrate)?;
+    let after = versions_sqlite(&mut tx).await?;
+    tx.commit().await?;
+    Ok((before, after))
+}
+
+/// The advisory lock key: "herald" in ASCII, a number no other application's lock is
+/// likely to use. One key for the whole database: migrations of several herald schemas in
+/// one database wait for each other, which costs nothing.
+const POSTGRES_MIGRATE_LOCK: i64 = i64::from_be_bytes(*b"\0\0herald");
+
+/// The versions recorded before and after migrating, under a session advisory lock on one
+/// connection: a second process waits for the first to finish, then reads what it wrote.
+/// (sqlx's migrator would take an advisory lock of its own, but only around its own work,
+/// not around the versions read before it.) A connection whose migration failed is closed
+/// rather than pooled, so the lock never outlives the failure.
+async fn migrate_postgres(
+    pool: &sqlx::PgPool,
+    migrator: &Migrator,
+) -> Result<(Vec<i64>, Vec<i64>), Failed> {
+    let mut conn = pool.acquire().await?;
+    let result = async {
+        sqlx::query("SELECT pg_advisory_lock($1)")
+            .bind(POSTGRES_MIGRATE_LOCK)
+            .execute(&mut *conn)
+            .await?;
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+            .bind(TABLE)
+            .fetch_one(&mut *conn)
+            .await?;
+        let before = if exists { versions_postgres(&mut conn).await? } else { Vec::new() };
+        migrator.run_direct(None, &mut *conn, false).await.map_err(Failed::Migrate)?;
+        let after = versions_postgres(&mut conn).await?;
+        sqlx::query("SELECT pg_advisory_unlock($1)")
+            .bind(POSTGRES_MIGRATE_LOCK)
+            .execute(&mut *conn)
+            .await?;
+        Ok((before, after))
+    }
+    .await;
+    if result.is_err() {
+        crate::tx::discard(conn);
+    }
+    result
+}
+
+async fn versions_sqlite(conn: &mut sqlx::SqliteConnection) -> Result<Vec<i64>, sqlx::Error> {
+    sqlx::query_scalar(VERSIONS).fetch_all(conn).await
+}
+
+async fn versions_postgres(conn: &mut sqlx::PgConnection) -> Result<Vec<i64>, sqlx::Error> {
+    sqlx::query_scalar(VERSIONS).fetch_all(conn).await
 }

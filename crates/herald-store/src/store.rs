@@ -4,10 +4,10 @@ use crate::conn::{AsConn, Conn};
 use crate::error::StoreError;
 use crate::url::DbUrl;
 use herald_core::limits::{CONNECT_TIMEOUT, SQLITE_BUSY_TIMEOUT_DEFAULT};
-use sqlx::Connection;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{AssertSqlSafe, Connection};
 use sqlx::{Postgres, Sqlite};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -166,9 +166,25 @@ impl Store {
                     .synchronous(SqliteSynchronous::Full)
                     .foreign_keys(true)
                     .busy_timeout(options.sqlite_busy_timeout);
+                // The busy timeout belongs to the connection, not to a transaction: one
+                // that a transaction set to its wait bound (`Store::begin`), or an
+                // application to its own, would stay on the pooled connection for every
+                // later use. So each connection gets the store's again when it comes back
+                // to the pool (in sqlx's release task, off the caller's path).
+                let restore = format!(
+                    "PRAGMA busy_timeout = {}",
+                    options.sqlite_busy_timeout.as_millis().min(i32::MAX as u128)
+                );
                 let pool = SqlitePoolOptions::new()
                     .max_connections(options.connections_max.max(2))
                     .acquire_timeout(options.connect_timeout)
+                    .after_release(move |conn, _meta| {
+                        let restore = AssertSqlSafe(restore.clone());
+                        Box::pin(async move {
+                            sqlx::raw_sql(restore).execute(conn).await?;
+                            Ok(true)
+                        })
+                    })
                     .connect_with(o)
                     .await
                     .map_err(connect_error)?;

@@ -12,7 +12,9 @@
 //!   BEGIN, so writer contention is a *wait* at BEGIN (bounded by the busy timeout), before
 //!   any of the caller's statements run, instead of an SQLITE_BUSY in the middle of the
 //!   transaction (a deferred transaction that read first cannot wait its way into the
-//!   write lock: SQLite answers BUSY_SNAPSHOT at once).
+//!   write lock: SQLite answers BUSY_SNAPSHOT at once). The busy timeout is the
+//!   connection's, not the transaction's: the pool restores the store's own when the
+//!   connection comes back (`Store::connect`), so the bound does not leak into later uses.
 //!
 //! A PostgreSQL transaction owns its pooled connection and drives BEGIN, COMMIT and
 //! ROLLBACK through sqlx's transaction manager, not a sqlx `Transaction`, so that a connection whose

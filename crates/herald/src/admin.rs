@@ -1,27 +1,32 @@
-//! Tenants: creating one, its webhook signing secret.
+//! Tenants: creating one with its first API key, in one transaction, and its webhook
+//! signing secret.
 
 use crate::error::Error;
 use crate::handle::Herald;
+use crate::keys::{NewApiKey, mint, minted_store};
 use base64::Engine as _;
 use herald_core::TenantId;
 use herald_store::tenants::tenant_insert;
 
-/// A tenant as created (the webhook secret is shown once).
+/// A tenant as created, with its first API key (both secrets are shown once).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Tenant {
     pub id: TenantId,
     pub name: String,
     /// The Standard Webhooks signing secret, `whsec_` + base64 of 32 random bytes.
     pub webhook_secret: String,
+    /// The tenant's first API key, stored in the transaction that created the tenant.
+    pub api_key: NewApiKey,
 }
 
-/// The secret prints as `***`.
+/// The secrets print as `***`.
 impl std::fmt::Debug for Tenant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tenant")
             .field("id", &self.id)
             .field("name", &self.name)
             .field("webhook_secret", &herald_core::Redacted)
+            .field("api_key", &self.api_key)
             .finish()
     }
 }
@@ -39,23 +44,32 @@ pub fn new_webhook_secret() -> Result<String, Error> {
 }
 
 impl Herald {
-    /// Creates a tenant. The name must be unique.
+    /// Creates a tenant and its first API key, in one transaction: a tenant never exists
+    /// without a key, and a failed call leaves nothing behind, so it can simply be
+    /// repeated. The name must be unique ([`Error::TenantExists`], nothing written).
     pub async fn tenant_create(&self, name: &str) -> Result<Tenant, Error> {
         let name = name.trim();
         if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
             return Err(Error::Invalid("tenant name must be 1 to 200 printable bytes".into()));
         }
+        let minted = mint()?;
         let tenant = Tenant {
             id: TenantId::new_v7(),
             name: name.to_string(),
             webhook_secret: new_webhook_secret()?,
+            api_key: minted.key.clone(),
         };
-        let t = tenant.clone();
+        let now = self.clock().now_ms();
+        let (t, m) = (&tenant, &minted);
         let created = self
             .transaction(|tx| {
-                let t = t.clone();
                 Box::pin(async move {
-                    Ok(tenant_insert(tx.conn(), t.id.as_uuid(), &t.name, &t.webhook_secret).await?)
+                    if !tenant_insert(tx.conn(), t.id.as_uuid(), &t.name, &t.webhook_secret).await?
+                    {
+                        return Ok(false);
+                    }
+                    minted_store(tx.conn(), t.id.as_uuid(), m, now).await?;
+                    Ok(true)
                 })
             })
             .await?
@@ -75,12 +89,15 @@ mod tests {
     fn debug_hides_the_webhook_secret() {
         let secret = new_webhook_secret().unwrap_or_default();
         assert!(secret.starts_with("whsec_"));
+        let key = NewApiKey { key_id: "0123456789abcdef".into(), plaintext: "hk_0_k3y".into() };
         let tenant = Tenant {
             id: TenantId::from_uuid(uuid::Uuid::nil()),
             name: "acme".into(),
             webhook_secret: secret,
+            api_key: key,
         };
         let shown = format!("{tenant:?}");
         assert!(shown.contains("acme") && !shown.contains("whsec_"), "{shown}");
+        assert!(shown.contains("0123456789abcdef") && !shown.contains("k3y"), "{shown}");
     }
 }

@@ -214,17 +214,16 @@ async fn receipts_part(herald: &Herald) -> Result<(i64, i64), Error> {
             .await?;
     }
     let scope = Scope::new(RECEIPT_SCOPE)?;
-    let tally = herald
-        .transaction(|tx| {
+    herald
+        .read(|mut conn, _| {
             let scope = scope.clone();
             Box::pin(async move {
-                let total = demo_invoice_total(tx.conn(), INVOICE_ID).await?;
-                let identities = receipts_count(tx.conn(), &scope).await?;
+                let total = demo_invoice_total(conn.reborrow(), INVOICE_ID).await?;
+                let identities = receipts_count(conn, &scope).await?;
                 Ok((total, identities))
             })
         })
-        .await?;
-    Ok(tally.value)
+        .await
 }
 
 fn conn(tx: &mut StoreTx) -> Conn<'_> {

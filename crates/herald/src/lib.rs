@@ -50,6 +50,7 @@ pub use herald_store::{
     AsConn, Backend, Concurrency, Conn, DbUrl, ErrorClass, Isolation, Now, Store, StoreError,
     StoreOptions,
 };
+pub use keys::{NewApiKey, api_key_parse};
 pub use once::{Once, once};
 pub use ops::{DeliveryFilter, Migrated, QueueStats};
 pub use outcome::AttemptReport;

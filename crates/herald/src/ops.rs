@@ -72,28 +72,27 @@ impl Herald {
         .ok_or(Error::NotFound)
     }
 
-    /// Counts for the metrics gauges, in one transaction (one consistent view).
+    /// Counts for the metrics gauges: reads outside a transaction, so on SQLite they never
+    /// take the write lock (three statements, so not one snapshot; gauges need none).
     pub async fn queue_stats(&self) -> Result<QueueStats, Error> {
         let now = self.clock().now();
-        let committed = self
-            .transaction(|tx| {
-                Box::pin(async move {
-                    let by_state = deliveries_count_by_state(tx.conn()).await?;
-                    let age = oldest_due_age_ms(tx.conn(), now).await?;
-                    let reserved_by_tenant = quota_reserved_by_tenant(tx.conn())
-                        .await?
-                        .into_iter()
-                        .map(|(tenant, units)| (TenantId::from_uuid(tenant), units))
-                        .collect();
-                    Ok(QueueStats {
-                        by_state,
-                        oldest_due_age: age.map(|ms| Duration::from_millis(ms.max(0) as u64)),
-                        reserved_by_tenant,
-                    })
+        self.read(|mut conn, _| {
+            Box::pin(async move {
+                let by_state = deliveries_count_by_state(conn.reborrow()).await?;
+                let age = oldest_due_age_ms(conn.reborrow(), now).await?;
+                let reserved_by_tenant = quota_reserved_by_tenant(conn)
+                    .await?
+                    .into_iter()
+                    .map(|(tenant, units)| (TenantId::from_uuid(tenant), units))
+                    .collect();
+                Ok(QueueStats {
+                    by_state,
+                    oldest_due_age: age.map(|ms| Duration::from_millis(ms.max(0) as u64)),
+                    reserved_by_tenant,
                 })
             })
-            .await?;
-        Ok(committed.value)
+        })
+        .await
     }
 
     /// Applies pending migrations to the database at `url` without opening an engine on it

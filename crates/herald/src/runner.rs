@@ -247,12 +247,20 @@ impl Herald {
 }
 
 impl Herald {
-    /// Runs `f` on a pooled connection *outside* a transaction — for one read, where BEGIN
-    /// and COMMIT would be two round trips for nothing — under the runner's bounds: the
-    /// default deadline over everything, a lost connection (or a concurrency error) retried
-    /// on a fresh connection after a backoff, an empty pool [`Error::Busy`]. A connection
-    /// whose read was cut short by the deadline or broke is closed, not pooled.
-    pub(crate) async fn read<'a, T, F>(&self, mut f: F) -> Result<T, Error>
+    /// Runs `f` on a pooled connection *outside* a transaction — for reads, where BEGIN
+    /// and COMMIT would be two round trips for nothing, and where on SQLite a transaction
+    /// of the runner's (`BEGIN IMMEDIATE`) would take the write lock: a read there would
+    /// queue behind every writer, and every writer behind it. Each statement autocommits
+    /// and sees the latest commit (a WAL reader never waits for the writer). Under the
+    /// runner's bounds: the default deadline over everything, a lost connection (or a
+    /// concurrency error) retried on a fresh connection after a backoff, an empty pool
+    /// [`Error::Busy`]. A connection whose read was cut short by the deadline or broke is
+    /// closed, not pooled.
+    ///
+    /// `f` may run more than once and must only read: a write in it would commit on its
+    /// own, statement by statement. Several statements share the connection through
+    /// [`Conn::reborrow`].
+    pub async fn read<'a, T, F>(&self, mut f: F) -> Result<T, Error>
     where
         F: for<'c> FnMut(Conn<'c>, PhantomData<&'c &'a ()>) -> BoxFuture<'c, Result<T, StoreError>>
             + Send,

@@ -10,6 +10,8 @@ mod bench;
 mod cli;
 mod e2e;
 mod faults;
+mod migrate_race;
 mod openapi;
 mod quickstart;
 mod serve;
+mod tenant_keys;

@@ -3,7 +3,6 @@
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{AdminAuth, JsonBody, PathParams};
-use crate::keys;
 use crate::routes::path_id;
 use crate::state::AppState;
 use crate::wire::{
@@ -12,38 +11,10 @@ use crate::wire::{
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use herald::Herald;
-use herald_store::keys::{api_key_insert, api_key_revoke};
-use herald_store::tenants::{tenant_exists, tenant_rotate_secret};
-use uuid::Uuid;
+use herald_store::tenants::tenant_rotate_secret;
 
 /// Longest Idempotency-Key accepted on a grant.
 pub const IDEMPOTENCY_KEY_LEN_MAX: usize = 255;
-
-async fn create_key(herald: &Herald, tenant: Uuid) -> ApiResult<keys::NewKey> {
-    let key = keys::generate().map_err(|e| {
-        tracing::error!(error = %e, "no randomness");
-        ApiError::internal()
-    })?;
-    let now = herald.clock().now_ms();
-    let k = &key;
-    let created = herald
-        .transaction(|tx| {
-            Box::pin(async move {
-                if !tenant_exists(tx.conn(), tenant).await? {
-                    return Ok(false);
-                }
-                api_key_insert(tx.conn(), &k.key_id, tenant, &k.secret_sha256, now).await?;
-                Ok(true)
-            })
-        })
-        .await?
-        .value;
-    if !created {
-        return Err(ApiError::not_found("tenant"));
-    }
-    Ok(key)
-}
 
 #[utoipa::path(post, path = "/v1/tenants", request_body = CreateTenant,
     responses((status = 201, body = TenantCreated), (status = 400), (status = 401), (status = 403), (status = 409)))]
@@ -52,15 +23,15 @@ pub async fn create_tenant(
     _admin: AdminAuth,
     JsonBody(body): JsonBody<CreateTenant>,
 ) -> ApiResult<(StatusCode, Json<TenantCreated>)> {
-    // A taken name is `TenantExists`, a 409 (error.rs).
+    // The tenant and its first key are one transaction; a taken name is `TenantExists`,
+    // a 409 (error.rs).
     let tenant = state.herald.tenant_create(&body.name).await?;
-    let key = create_key(&state.herald, tenant.id.as_uuid()).await?;
     Ok((
         StatusCode::CREATED,
         Json(TenantCreated {
             id: tenant.id.to_string(),
             name: tenant.name,
-            api_key: key.plaintext,
+            api_key: tenant.api_key.plaintext,
             webhook_secret: tenant.webhook_secret,
         }),
     ))
@@ -74,7 +45,10 @@ pub async fn create_tenant_key(
     PathParams(tenant): PathParams<String>,
 ) -> ApiResult<(StatusCode, Json<KeyCreated>)> {
     let tenant = path_id(&tenant, "tenant")?;
-    let key = create_key(&state.herald, tenant).await?;
+    let key = match state.herald.api_key_create(tenant).await {
+        Err(herald::Error::UnknownTenant) => return Err(ApiError::not_found("tenant")),
+        other => other?,
+    };
     Ok((StatusCode::CREATED, Json(KeyCreated { key_id: key.key_id, api_key: key.plaintext })))
 }
 
@@ -91,16 +65,7 @@ pub async fn revoke_tenant_key(
     if key_id.len() != 16 || !key_id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(ApiError::not_found("key"));
     }
-    let now = state.herald.clock().now_ms();
-    let key = key_id.as_str();
-    let revoked = state
-        .herald
-        .transaction(|tx| {
-            Box::pin(async move { Ok(api_key_revoke(tx.conn(), tenant, key, now).await?) })
-        })
-        .await?
-        .value;
-    if !revoked {
+    if !state.herald.api_key_revoke(tenant, &key_id).await? {
         return Err(ApiError::not_found("key"));
     }
     Ok(Json(serde_json::json!({"key_id": key_id, "revoked": true})))

@@ -10,3 +10,5 @@ mod busy;
 mod edges;
 mod http;
 mod robust;
+mod sqlite_reads;
+mod tenants;

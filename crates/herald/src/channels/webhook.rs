@@ -81,12 +81,10 @@ impl WebhookChannel {
         let tenant = d.tenant;
         let secrets = self
             .herald
-            .transaction(|tx| {
-                Box::pin(async move { Ok(tenant_get(tx.conn(), tenant.as_uuid()).await?) })
-            })
+            .read(|conn, _| Box::pin(async move { tenant_get(conn, tenant.as_uuid()).await }))
             .await;
         let secrets = match secrets {
-            Ok(c) => match c.value {
+            Ok(row) => match row {
                 Some(t) => t,
                 None => return Outcome::terminal("unknown_tenant", "the tenant no longer exists"),
             },

@@ -13,6 +13,7 @@ mod faults;
 mod properties;
 mod receipts;
 mod runner;
+mod sqlite_reads;
 mod store_paths;
 mod submit;
 mod tracing;
