@@ -6,7 +6,7 @@ use crate::handle::Herald;
 use crate::keys::{NewApiKey, mint, minted_store};
 use base64::Engine as _;
 use herald_core::TenantId;
-use herald_store::tenants::tenant_insert;
+use herald_store::tenants::{tenant_insert, tenant_rotate_secret};
 
 /// A tenant as created, with its first API key (both secrets are shown once).
 #[derive(Clone, PartialEq, Eq)]
@@ -78,6 +78,23 @@ impl Herald {
             return Err(Error::TenantExists { name: name.to_string() });
         }
         Ok(tenant)
+    }
+
+    /// Gives the tenant a new webhook signing secret, returned once; the previous one still
+    /// verifies, so receivers can switch over (the signature carries both). `NotFound`
+    /// when there is no such tenant.
+    pub async fn webhook_secret_rotate(&self, tenant: TenantId) -> Result<String, Error> {
+        let secret = new_webhook_secret()?;
+        let s = secret.as_str();
+        let rotated = self
+            .transaction(|tx| {
+                Box::pin(
+                    async move { Ok(tenant_rotate_secret(tx.conn(), tenant.as_uuid(), s).await?) },
+                )
+            })
+            .await?
+            .value;
+        if rotated { Ok(secret) } else { Err(Error::NotFound) }
     }
 }
 

@@ -1,8 +1,8 @@
 //! End-to-end tests of the `herald` binary: exit codes, output, and that every failure is
 //! one `error:` line on stderr that leaves the data untouched.
 
-use herald_store::sqlx::sqlite::SqliteConnectOptions;
-use herald_store::sqlx::{self, Connection, PgConnection, Row, SqliteConnection};
+use herald::sqlx::sqlite::SqliteConnectOptions;
+use herald::sqlx::{self, Connection, PgConnection, Row, SqliteConnection};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;

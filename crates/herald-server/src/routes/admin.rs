@@ -11,7 +11,6 @@ use crate::wire::{
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use herald_store::tenants::tenant_rotate_secret;
 
 /// Longest Idempotency-Key accepted on a grant.
 pub const IDEMPOTENCY_KEY_LEN_MAX: usize = 255;
@@ -79,19 +78,11 @@ pub async fn rotate_webhook_secret(
     PathParams(tenant): PathParams<String>,
 ) -> ApiResult<Json<SecretRotated>> {
     let tenant = path_id(&tenant, "tenant")?;
-    let secret = herald::new_webhook_secret().map_err(ApiError::from)?;
-    let s = secret.as_str();
-    let rotated = state
-        .herald
-        .transaction(|tx| {
-            Box::pin(async move { Ok(tenant_rotate_secret(tx.conn(), tenant, s).await?) })
-        })
-        .await?
-        .value;
-    if !rotated {
-        return Err(ApiError::not_found("tenant"));
+    match state.herald.webhook_secret_rotate(tenant).await {
+        Ok(webhook_secret) => Ok(Json(SecretRotated { webhook_secret })),
+        Err(herald::Error::NotFound) => Err(ApiError::not_found("tenant")),
+        Err(e) => Err(e.into()),
     }
-    Ok(Json(SecretRotated { webhook_secret: secret }))
 }
 
 #[utoipa::path(post, path = "/v1/tenants/{tenant}/quotas/{quota_key}/grant", request_body = Grant,
