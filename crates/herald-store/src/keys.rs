@@ -2,10 +2,9 @@
 //! long and random, so a fast hash is enough and keeps the lookup indexable; the hash is
 //! compared in constant time by the caller.
 
-use crate::clock::sqlite_now;
+use crate::clock::Now;
 use crate::conn::Conn;
 use crate::error::StoreError;
-use sqlx::Row;
 use sqlx::types::Uuid;
 
 /// A stored key.
@@ -29,107 +28,47 @@ impl std::fmt::Debug for KeyRow {
     }
 }
 
+/// Stores a key for `tenant`. A second key with one key id fails on the primary key.
 pub async fn api_key_insert(
     conn: Conn<'_>,
     key_id: &str,
     tenant: Uuid,
     secret_sha256: &[u8],
-    now: Option<i64>,
+    now: Now,
 ) -> Result<(), StoreError> {
-    match conn {
-        Conn::Sqlite(c) => {
-            sqlx::query(
-                "INSERT INTO api_keys (key_id, tenant_id, secret_sha256, created_at) VALUES (?1, ?2, ?3, ?4)",
-            )
-            .bind(key_id)
-            .bind(tenant)
-            .bind(secret_sha256)
-            .bind(sqlite_now(now))
-            .execute(c)
-            .await?;
-        }
-        Conn::Postgres(c) => {
-            sqlx::query(
-                "INSERT INTO api_keys (key_id, tenant_id, secret_sha256, created_at)
-                 VALUES ($1, $2, $3, herald_now($4))",
-            )
-            .bind(key_id)
-            .bind(tenant)
-            .bind(secret_sha256)
-            .bind(now)
-            .execute(c)
-            .await?;
-        }
-    }
-    Ok(())
+    crate::per_backend!(conn, keys::api_key_insert(key_id, tenant, secret_sha256, now))
 }
 
+/// The key with this id, revoked or not.
 pub async fn api_key_lookup(conn: Conn<'_>, key_id: &str) -> Result<Option<KeyRow>, StoreError> {
-    let row = match conn {
-        Conn::Sqlite(c) => sqlx::query(
-            "SELECT key_id, tenant_id, secret_sha256, revoked_at IS NOT NULL AS revoked
-             FROM api_keys WHERE key_id = ?1",
-        )
-        .bind(key_id)
-        .fetch_optional(c)
-        .await?
-        .map(|r| -> Result<KeyRow, sqlx::Error> {
-            Ok(KeyRow {
-                key_id: r.try_get("key_id")?,
-                tenant_id: r.try_get("tenant_id")?,
-                secret_sha256: r.try_get("secret_sha256")?,
-                revoked: r.try_get("revoked")?,
-            })
-        }),
-        Conn::Postgres(c) => sqlx::query(
-            "SELECT key_id, tenant_id, secret_sha256, revoked_at IS NOT NULL AS revoked
-             FROM api_keys WHERE key_id = $1",
-        )
-        .bind(key_id)
-        .fetch_optional(c)
-        .await?
-        .map(|r| -> Result<KeyRow, sqlx::Error> {
-            Ok(KeyRow {
-                key_id: r.try_get("key_id")?,
-                tenant_id: r.try_get("tenant_id")?,
-                secret_sha256: r.try_get("secret_sha256")?,
-                revoked: r.try_get("revoked")?,
-            })
-        }),
-    };
-    Ok(row.transpose()?)
+    crate::per_backend!(conn, keys::api_key_lookup(key_id))
 }
 
-/// Revokes a tenant's key; `false` when it does not exist (or is another tenant's).
+/// Revokes a tenant's key (once: a later revoke keeps the first time); `false` when it
+/// does not exist (or is another tenant's).
 pub async fn api_key_revoke(
     conn: Conn<'_>,
     tenant: Uuid,
     key_id: &str,
-    now: Option<i64>,
+    now: Now,
 ) -> Result<bool, StoreError> {
-    let n = match conn {
-        Conn::Sqlite(c) => sqlx::query(
-            "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?3) WHERE key_id = ?1 AND tenant_id = ?2",
-        )
-        .bind(key_id)
-        .bind(tenant)
-        .bind(sqlite_now(now))
-        .execute(c)
-        .await?
-        .rows_affected(),
-        Conn::Postgres(c) => sqlx::query(
-            "UPDATE api_keys SET revoked_at = coalesce(revoked_at, herald_now($3))
-             WHERE key_id = $1 AND tenant_id = $2",
-        )
-        .bind(key_id)
-        .bind(tenant)
-        .bind(now)
-        .execute(c)
-        .await?
-        .rows_affected(),
-    };
-    Ok(n == 1)
+    crate::per_backend!(conn, keys::api_key_revoke(tenant, key_id, now))
 }
+
+/// Decodes a [`KeyRow`] from a row of either backend.
+macro_rules! key_row {
+    ($row:expr) => {{
+        use sqlx::Row as _;
+        let row = &$row;
+        $crate::keys::KeyRow {
+            key_id: row.try_get("key_id")?,
+            tenant_id: row.try_get("tenant_id")?,
+            secret_sha256: row.try_get("secret_sha256")?,
+            revoked: row.try_get("revoked")?,
+        }
+    }};
+}
+pub(crate) use key_row;
 
 #[cfg(test)]
 mod tests {

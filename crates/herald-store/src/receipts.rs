@@ -15,42 +15,10 @@ pub async fn receipt_insert(
     scope: &Scope,
     operation_id: &OperationId,
 ) -> Result<bool, StoreError> {
-    let result = match conn {
-        Conn::Sqlite(c) => sqlx::query(
-            "INSERT INTO receipts (scope, operation_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-        )
-        .bind(scope.as_str())
-        .bind(operation_id.as_str())
-        .execute(c)
-        .await?
-        .rows_affected(),
-        Conn::Postgres(c) => sqlx::query(
-            "INSERT INTO receipts (scope, operation_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-        )
-        .bind(scope.as_str())
-        .bind(operation_id.as_str())
-        .execute(c)
-        .await?
-        .rows_affected(),
-    };
-    Ok(result == 1)
+    crate::per_backend!(conn, receipts::receipt_insert(scope.as_str(), operation_id.as_str()))
 }
 
 /// How many receipts a scope holds.
 pub async fn receipts_count(conn: Conn<'_>, scope: &Scope) -> Result<i64, StoreError> {
-    let n = match conn {
-        Conn::Sqlite(c) => {
-            sqlx::query_scalar("SELECT count(*) FROM receipts WHERE scope = ?1")
-                .bind(scope.as_str())
-                .fetch_one(c)
-                .await?
-        }
-        Conn::Postgres(c) => {
-            sqlx::query_scalar("SELECT count(*) FROM receipts WHERE scope = $1")
-                .bind(scope.as_str())
-                .fetch_one(c)
-                .await?
-        }
-    };
-    Ok(n)
+    crate::per_backend!(conn, receipts::receipts_count(scope.as_str()))
 }

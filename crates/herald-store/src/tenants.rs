@@ -12,48 +12,12 @@ pub async fn tenant_insert(
     name: &str,
     webhook_secret: &str,
 ) -> Result<bool, StoreError> {
-    let n = match conn {
-        Conn::Sqlite(c) => sqlx::query(
-            "INSERT INTO tenants (id, name, webhook_secret) VALUES (?1, ?2, ?3)
-             ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(id)
-        .bind(name)
-        .bind(webhook_secret)
-        .execute(c)
-        .await?
-        .rows_affected(),
-        Conn::Postgres(c) => sqlx::query(
-            "INSERT INTO tenants (id, name, webhook_secret) VALUES ($1, $2, $3)
-             ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(id)
-        .bind(name)
-        .bind(webhook_secret)
-        .execute(c)
-        .await?
-        .rows_affected(),
-    };
-    Ok(n == 1)
+    crate::per_backend!(conn, tenants::tenant_insert(id, name, webhook_secret))
 }
 
 /// Whether the tenant exists.
 pub async fn tenant_exists(conn: Conn<'_>, tenant: Uuid) -> Result<bool, StoreError> {
-    let found: Option<i32> = match conn {
-        Conn::Sqlite(c) => {
-            sqlx::query_scalar("SELECT 1 FROM tenants WHERE id = ?1")
-                .bind(tenant)
-                .fetch_optional(c)
-                .await?
-        }
-        Conn::Postgres(c) => {
-            sqlx::query_scalar("SELECT 1 FROM tenants WHERE id = $1")
-                .bind(tenant)
-                .fetch_optional(c)
-                .await?
-        }
-    };
-    Ok(found.is_some())
+    crate::per_backend!(conn, tenants::tenant_exists(tenant))
 }
 
 /// A tenant row.
@@ -79,43 +43,7 @@ impl std::fmt::Debug for TenantRow {
 
 /// One tenant.
 pub async fn tenant_get(conn: Conn<'_>, id: Uuid) -> Result<Option<TenantRow>, StoreError> {
-    use sqlx::Row;
-    macro_rules! tenant_row {
-        ($r:expr) => {
-            TenantRow {
-                id: $r.try_get("id")?,
-                name: $r.try_get("name")?,
-                webhook_secret: $r.try_get("webhook_secret")?,
-                webhook_secret_previous: $r.try_get("webhook_secret_previous")?,
-            }
-        };
-    }
-    Ok(match conn {
-        Conn::Sqlite(c) => {
-            match sqlx::query(
-                "SELECT id, name, webhook_secret, webhook_secret_previous FROM tenants WHERE id = ?1",
-            )
-            .bind(id)
-            .fetch_optional(c)
-            .await?
-            {
-                Some(r) => Some(tenant_row!(r)),
-                None => None,
-            }
-        }
-        Conn::Postgres(c) => {
-            match sqlx::query(
-                "SELECT id, name, webhook_secret, webhook_secret_previous FROM tenants WHERE id = $1",
-            )
-            .bind(id)
-            .fetch_optional(c)
-            .await?
-            {
-                Some(r) => Some(tenant_row!(r)),
-                None => None,
-            }
-        }
-    })
+    crate::per_backend!(conn, tenants::tenant_get(id))
 }
 
 /// Makes `new_secret` the signing secret, keeping the current one as the previous (both
@@ -125,26 +53,23 @@ pub async fn tenant_rotate_secret(
     id: Uuid,
     new_secret: &str,
 ) -> Result<bool, StoreError> {
-    let n = match conn {
-        Conn::Sqlite(c) => sqlx::query(
-            "UPDATE tenants SET webhook_secret_previous = webhook_secret, webhook_secret = ?2 WHERE id = ?1",
-        )
-        .bind(id)
-        .bind(new_secret)
-        .execute(c)
-        .await?
-        .rows_affected(),
-        Conn::Postgres(c) => sqlx::query(
-            "UPDATE tenants SET webhook_secret_previous = webhook_secret, webhook_secret = $2 WHERE id = $1",
-        )
-        .bind(id)
-        .bind(new_secret)
-        .execute(c)
-        .await?
-        .rows_affected(),
-    };
-    Ok(n == 1)
+    crate::per_backend!(conn, tenants::tenant_rotate_secret(id, new_secret))
 }
+
+/// Decodes a [`TenantRow`] from a row of either backend.
+macro_rules! tenant_row {
+    ($row:expr) => {{
+        use sqlx::Row as _;
+        let row = &$row;
+        $crate::tenants::TenantRow {
+            id: row.try_get("id")?,
+            name: row.try_get("name")?,
+            webhook_secret: row.try_get("webhook_secret")?,
+            webhook_secret_previous: row.try_get("webhook_secret_previous")?,
+        }
+    }};
+}
+pub(crate) use tenant_row;
 
 #[cfg(test)]
 mod tests {

@@ -59,7 +59,7 @@ impl Herald {
             webhook_secret: new_webhook_secret()?,
             api_key: minted.key.clone(),
         };
-        let now = self.clock().now_ms();
+        let now = self.clock().now();
         let (t, m) = (&tenant, &minted);
         let created = self
             .transaction(|tx| {

@@ -62,7 +62,7 @@ pub(crate) async fn minted_store(
     conn: Conn<'_>,
     tenant: Uuid,
     minted: &Minted,
-    now: Option<i64>,
+    now: herald_store::Now,
 ) -> Result<(), herald_store::StoreError> {
     api_key_insert(conn, &minted.key.key_id, tenant, &minted.secret_sha256, now).await
 }
@@ -93,7 +93,7 @@ impl Herald {
     /// [`Error::UnknownTenant`] when there is no such tenant (nothing is stored).
     pub async fn api_key_create(&self, tenant: Uuid) -> Result<NewApiKey, Error> {
         let minted = mint()?;
-        let now = self.clock().now_ms();
+        let now = self.clock().now();
         let m = &minted;
         let created = self
             .transaction(|tx| {
@@ -116,7 +116,7 @@ impl Herald {
     /// Revokes one of a tenant's keys (again: no change); `false` when the tenant has no
     /// key with this id.
     pub async fn api_key_revoke(&self, tenant: Uuid, key_id: &str) -> Result<bool, Error> {
-        let now = self.clock().now_ms();
+        let now = self.clock().now();
         self.transaction(|tx| {
             Box::pin(async move { Ok(api_key_revoke(tx.conn(), tenant, key_id, now).await?) })
         })

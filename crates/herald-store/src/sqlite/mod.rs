@@ -6,11 +6,14 @@
 
 pub(crate) mod apply;
 pub(crate) mod claim;
+pub(crate) mod keys;
 pub(crate) mod lease;
 pub(crate) mod manage;
 pub(crate) mod quota;
 pub(crate) mod read;
+pub(crate) mod receipts;
 pub(crate) mod retention;
+pub(crate) mod tenants;
 
 /// The columns of a [`crate::deliveries::DeliveryRow`].
 pub(crate) const DELIVERY_COLS: &str = "id, tenant_id, operation_key, channel, recipient, \

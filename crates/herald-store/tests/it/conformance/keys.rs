@@ -4,7 +4,7 @@
 use super::*;
 use herald_store::keys::{KeyRow, api_key_insert, api_key_lookup, api_key_revoke};
 use herald_store::sqlx::types::Uuid;
-use herald_store::{AsConn, StoreError};
+use herald_store::{AsConn, Now, StoreError};
 
 conformance!(
     a_key_is_looked_up_by_its_id,
@@ -14,7 +14,7 @@ conformance!(
 
 async fn insert(db: &Db, key_id: &str, tenant: Uuid, hash: &[u8]) -> Result<(), StoreError> {
     let mut tx = db.tx().await;
-    api_key_insert(tx.as_conn(), key_id, tenant, hash, Some(T0)).await?;
+    api_key_insert(tx.as_conn(), key_id, tenant, hash, Now::At(T0)).await?;
     tx.commit().await
 }
 
@@ -24,7 +24,7 @@ async fn lookup(db: &Db, key_id: &str) -> Option<KeyRow> {
 
 async fn revoke(db: &Db, tenant: Uuid, key_id: &str) -> bool {
     let mut tx = db.tx().await;
-    let revoked = api_key_revoke(tx.as_conn(), tenant, key_id, Some(T0 + 1)).await.unwrap();
+    let revoked = api_key_revoke(tx.as_conn(), tenant, key_id, Now::At(T0 + 1)).await.unwrap();
     tx.commit().await.unwrap();
     revoked
 }

@@ -7,7 +7,7 @@ use super::*;
 use herald_store::conn::{savepoint_begin, savepoint_release, savepoint_rollback};
 use herald_store::deliveries::{Claim, NewDelivery, delivery_claim};
 use herald_store::keys::{api_key_insert, api_key_lookup};
-use herald_store::{AsConn, Backend, BeginOptions, Isolation, StoreTx};
+use herald_store::{AsConn, Backend, BeginOptions, Isolation, Now, StoreTx};
 use std::time::Duration;
 
 conformance!(
@@ -63,14 +63,14 @@ async fn a_savepoint_rolled_back_undoes_only_its_work_and_the_transaction_goes_o
     savepoint_begin(tx.as_conn(), 1).await.unwrap();
     let undone = new_delivery(t, "undone");
     delivery_claim_on(&mut tx, &undone).await;
-    api_key_insert(tx.as_conn(), "key-1", t, &[1; 32], None).await.unwrap();
+    api_key_insert(tx.as_conn(), "key-1", t, &[1; 32], Now::Database).await.unwrap();
     // A failed statement: on PostgreSQL only a savepoint makes the transaction usable again.
-    let failed = api_key_insert(tx.as_conn(), "key-1", t, &[2; 32], None).await;
+    let failed = api_key_insert(tx.as_conn(), "key-1", t, &[2; 32], Now::Database).await;
     assert!(failed.expect_err("a second key-1").is_unique_violation());
     savepoint_rollback(tx.as_conn(), 1).await.unwrap();
 
     savepoint_begin(tx.as_conn(), 1).await.unwrap();
-    api_key_insert(tx.as_conn(), "key-2", t, &[3; 32], None).await.unwrap();
+    api_key_insert(tx.as_conn(), "key-2", t, &[3; 32], Now::Database).await.unwrap();
     savepoint_release(tx.as_conn(), 1).await.unwrap();
     tx.commit().await.unwrap();
 
