@@ -111,7 +111,7 @@ pub async fn tenant(db: Db, cmd: TenantCmd) -> Result<()> {
     Ok(())
 }
 
-async fn new_key(herald: &Herald, tenant: Uuid) -> Result<herald::NewApiKey> {
+async fn new_key(herald: &Herald, tenant: TenantId) -> Result<herald::NewApiKey> {
     herald.api_key_create(tenant).await.map_err(|e| match e {
         herald::Error::UnknownTenant => anyhow!("no tenant {tenant}"),
         e => e.into(),
@@ -124,14 +124,21 @@ pub async fn key(db: Db, cmd: KeyCmd) -> Result<()> {
         KeyCmd::Create { tenant } => {
             let key = new_key(&herald, uuid("tenant", &tenant)?).await?;
             if db.json {
-                println!("{}", serde_json::json!({"key_id": key.key_id, "api_key": key.plaintext}));
+                println!(
+                    "{}",
+                    serde_json::json!({"key_id": key.key_id.as_str(), "api_key": key.plaintext})
+                );
             } else {
                 println!("key id  {}\napi key {}\n(shown once)", key.key_id, key.plaintext);
             }
         }
         KeyCmd::Revoke { tenant, key_id } => {
-            let tenant = uuid("tenant", &tenant)?;
-            if !herald.api_key_revoke(tenant, &key_id).await? {
+            let tenant: TenantId = uuid("tenant", &tenant)?;
+            // A malformed key id names no key, as over HTTP.
+            let Some(key) = herald::KeyId::parse(&key_id) else {
+                bail!("no key {key_id:?} for tenant {tenant}");
+            };
+            if !herald.api_key_revoke(tenant, &key).await? {
                 bail!("no key {key_id:?} for tenant {tenant}");
             }
             if db.json {

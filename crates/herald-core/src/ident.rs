@@ -132,6 +132,29 @@ uuid_id!(
     /// A tenant's id.
     TenantId
 );
+
+/// An API key's public id: 16 hexadecimal characters (the `<key id>` of
+/// `hk_<key id>_<secret>`). Anything else names no key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KeyId(String);
+
+impl KeyId {
+    /// The key id, if `value` is shaped like one.
+    pub fn parse(value: &str) -> Option<KeyId> {
+        (value.len() == 16 && value.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| KeyId(value.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 uuid_id!(
     /// A delivery's id (UUIDv7: id order is creation order).
     DeliveryId

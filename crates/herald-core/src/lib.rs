@@ -17,7 +17,7 @@ pub mod state;
 pub use backoff::Backoff;
 pub use decide::{Current, Decision, Report, decide};
 pub use grant::{Grant, decide_grant};
-pub use ident::{DeliveryId, IdentError, OperationId, OperationKey, Scope, TenantId};
+pub use ident::{DeliveryId, IdentError, KeyId, OperationId, OperationKey, Scope, TenantId};
 pub use redact::{Redacted, redact_url};
 pub use retry::RetryPolicy;
 pub use state::{AttemptOutcome, DeliveryState};

@@ -52,7 +52,8 @@ fn config() -> ServeConfig {
 
 #[test]
 fn responses_keys_and_config_hide_their_secrets() {
-    let key = NewApiKey { key_id: "0123456789abcdef".into(), plaintext: API_KEY.into() };
+    let key_id = herald::KeyId::parse("0123456789abcdef").unwrap();
+    let key = NewApiKey { key_id, plaintext: API_KEY.into() };
     check(&[
         ("NewApiKey", format!("{key:?}"), "0123456789abcdef"),
         (

@@ -6,6 +6,7 @@ use crate::handle::Herald;
 use crate::keys::{NewApiKey, mint, minted_store};
 use base64::Engine as _;
 use herald_core::TenantId;
+use herald_core::limits::TENANT_NAME_LEN_MAX;
 use herald_store::tenants::{tenant_insert, tenant_rotate_secret};
 
 /// A tenant as created, with its first API key (both secrets are shown once).
@@ -49,8 +50,11 @@ impl Herald {
     /// repeated. The name must be unique ([`Error::TenantExists`], nothing written).
     pub async fn tenant_create(&self, name: &str) -> Result<Tenant, Error> {
         let name = name.trim();
-        if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
-            return Err(Error::Invalid("tenant name must be 1 to 200 printable bytes".into()));
+        if name.is_empty() || name.len() > TENANT_NAME_LEN_MAX || name.chars().any(char::is_control)
+        {
+            return Err(Error::Invalid(format!(
+                "tenant name must be 1 to {TENANT_NAME_LEN_MAX} printable bytes"
+            )));
         }
         let minted = mint()?;
         let tenant = Tenant {
@@ -99,6 +103,7 @@ impl Herald {
 }
 
 #[cfg(test)]
+#[allow(clippy::panic)]
 mod tests {
     use super::*;
 
@@ -106,7 +111,8 @@ mod tests {
     fn debug_hides_the_webhook_secret() {
         let secret = new_webhook_secret().unwrap_or_default();
         assert!(secret.starts_with("whsec_"));
-        let key = NewApiKey { key_id: "0123456789abcdef".into(), plaintext: "hk_0_k3y".into() };
+        let key_id = herald_core::KeyId::parse("0123456789abcdef").unwrap_or_else(|| panic!("hex"));
+        let key = NewApiKey { key_id, plaintext: "hk_0_k3y".into() };
         let tenant = Tenant {
             id: TenantId::from_uuid(uuid::Uuid::nil()),
             name: "acme".into(),

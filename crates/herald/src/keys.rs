@@ -9,6 +9,7 @@ use crate::error::Error;
 use crate::handle::Herald;
 use base64::Engine as _;
 use herald_core::limits::API_KEY_LEN_MAX;
+use herald_core::{KeyId, TenantId};
 use herald_store::Conn;
 use herald_store::keys::{KeyRow, api_key_insert, api_key_lookup, api_key_revoke};
 use herald_store::tenants::tenant_exists;
@@ -19,7 +20,7 @@ use uuid::Uuid;
 /// caller once and never stored.
 #[derive(Clone, PartialEq, Eq)]
 pub struct NewApiKey {
-    pub key_id: String,
+    pub key_id: KeyId,
     /// `hk_<key id>_<secret>`, what a client sends as `Authorization: Bearer …`.
     pub plaintext: String,
 }
@@ -49,9 +50,10 @@ fn random<const N: usize>() -> Result<[u8; N], Error> {
 /// A new key from the operating system's CSPRNG: 8 bytes of key id, 32 of secret.
 pub(crate) fn mint() -> Result<Minted, Error> {
     let id: String = random::<8>()?.iter().map(|b| format!("{b:02x}")).collect();
+    let key_id = KeyId::parse(&id).ok_or_else(|| Error::app("a minted key id is not hex"))?;
     let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random::<32>()?);
     Ok(Minted {
-        key: NewApiKey { plaintext: format!("hk_{id}_{secret}"), key_id: id },
+        key: NewApiKey { plaintext: format!("hk_{id}_{secret}"), key_id },
         secret_sha256: Sha256::digest(secret.as_bytes()).into(),
     })
 }
@@ -64,18 +66,19 @@ pub(crate) async fn minted_store(
     minted: &Minted,
     now: herald_store::Now,
 ) -> Result<(), herald_store::StoreError> {
-    api_key_insert(conn, &minted.key.key_id, tenant, &minted.secret_sha256, now).await
+    api_key_insert(conn, minted.key.key_id.as_str(), tenant, &minted.secret_sha256, now).await
 }
 
 /// Splits a presented key into (key id, SHA-256 of its secret), for [`Herald::api_key`]
 /// and a constant-time comparison; `None` if it is not shaped like a key herald mints.
-pub fn api_key_parse(presented: &str) -> Option<(&str, [u8; 32])> {
+pub fn api_key_parse(presented: &str) -> Option<(KeyId, [u8; 32])> {
     if presented.len() > API_KEY_LEN_MAX {
         return None;
     }
     let rest = presented.strip_prefix("hk_")?;
     let (id, secret) = rest.split_once('_')?;
-    if id.len() != 16 || !id.bytes().all(|b| b.is_ascii_hexdigit()) || secret.is_empty() {
+    let id = KeyId::parse(id)?;
+    if secret.is_empty() {
         return None;
     }
     Some((id, Sha256::digest(secret.as_bytes()).into()))
@@ -85,13 +88,15 @@ impl Herald {
     /// The stored key with this public key id, if any (revoked ones included: the caller
     /// decides). Retried on a fresh connection when one breaks; [`Error::Busy`] when the
     /// pool has none to give.
-    pub async fn api_key(&self, key_id: &str) -> Result<Option<KeyRow>, Error> {
+    pub async fn api_key(&self, key_id: &KeyId) -> Result<Option<KeyRow>, Error> {
+        let key_id = key_id.as_str();
         self.read(|conn, _| Box::pin(async move { api_key_lookup(conn, key_id).await })).await
     }
 
     /// Mints another API key for `tenant` and stores it; the key is in the answer only.
     /// [`Error::UnknownTenant`] when there is no such tenant (nothing is stored).
-    pub async fn api_key_create(&self, tenant: Uuid) -> Result<NewApiKey, Error> {
+    pub async fn api_key_create(&self, tenant: TenantId) -> Result<NewApiKey, Error> {
+        let tenant = tenant.as_uuid();
         let minted = mint()?;
         let now = self.clock().now();
         let m = &minted;
@@ -115,8 +120,8 @@ impl Herald {
 
     /// Revokes one of a tenant's keys (again: no change); `false` when the tenant has no
     /// key with this id.
-    pub async fn api_key_revoke(&self, tenant: Uuid, key_id: &str) -> Result<bool, Error> {
-        let now = self.clock().now();
+    pub async fn api_key_revoke(&self, tenant: TenantId, key_id: &KeyId) -> Result<bool, Error> {
+        let (now, tenant, key_id) = (self.clock().now(), tenant.as_uuid(), key_id.as_str());
         self.transaction(|tx| {
             Box::pin(async move { Ok(api_key_revoke(tx.conn(), tenant, key_id, now).await?) })
         })
@@ -134,10 +139,7 @@ mod tests {
     fn minted_keys_parse_and_others_do_not() {
         let minted = mint().unwrap_or_else(|e| panic!("{e}"));
         let key = &minted.key;
-        assert_eq!(
-            api_key_parse(&key.plaintext),
-            Some((key.key_id.as_str(), minted.secret_sha256))
-        );
+        assert_eq!(api_key_parse(&key.plaintext), Some((key.key_id.clone(), minted.secret_sha256)));
         assert_eq!(key.plaintext.len(), 3 + 16 + 1 + 43, "{}", key.key_id);
         let too_long = format!("hk_0123456789abcdef_{}", "x".repeat(API_KEY_LEN_MAX));
         for bad in [
@@ -159,6 +161,6 @@ mod tests {
         let shown = format!("{:?}", minted.key);
         let secret = minted.key.plaintext.get(20..).unwrap_or_default();
         assert_eq!(secret.len(), 43);
-        assert!(shown.contains(&minted.key.key_id) && !shown.contains(secret), "{shown}");
+        assert!(shown.contains(minted.key.key_id.as_str()) && !shown.contains(secret), "{shown}");
     }
 }

@@ -43,7 +43,7 @@ pub use clock::Clock;
 pub use delivery::{Attempt, Delivery};
 pub use error::{BoxError, Error};
 pub use handle::{EngineOptions, Herald};
-pub use herald_core::{Backoff, DeliveryId, OperationId, OperationKey, Scope, TenantId};
+pub use herald_core::{Backoff, DeliveryId, KeyId, OperationId, OperationKey, Scope, TenantId};
 pub use herald_core::{Decision, DeliveryState, Report, RetryPolicy};
 pub use herald_store::quota::QuotaAccount;
 pub use herald_store::{

@@ -48,7 +48,10 @@ pub async fn create_tenant_key(
         Err(herald::Error::UnknownTenant) => return Err(ApiError::not_found("tenant")),
         other => other?,
     };
-    Ok((StatusCode::CREATED, Json(KeyCreated { key_id: key.key_id, api_key: key.plaintext })))
+    Ok((
+        StatusCode::CREATED,
+        Json(KeyCreated { key_id: key.key_id.to_string(), api_key: key.plaintext }),
+    ))
 }
 
 #[utoipa::path(delete, path = "/v1/tenants/{tenant}/keys/{key_id}",
@@ -61,13 +64,11 @@ pub async fn revoke_tenant_key(
 ) -> ApiResult<Json<serde_json::Value>> {
     let tenant = path_id(&tenant, "tenant")?;
     // Key ids are 16 hex characters; anything else names no key (and never reaches SQL).
-    if key_id.len() != 16 || !key_id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(ApiError::not_found("key"));
-    }
+    let key_id = herald::KeyId::parse(&key_id).ok_or_else(|| ApiError::not_found("key"))?;
     if !state.herald.api_key_revoke(tenant, &key_id).await? {
         return Err(ApiError::not_found("key"));
     }
-    Ok(Json(serde_json::json!({"key_id": key_id, "revoked": true})))
+    Ok(Json(serde_json::json!({"key_id": key_id.as_str(), "revoked": true})))
 }
 
 #[utoipa::path(post, path = "/v1/tenants/{tenant}/webhook-secret/rotate", params(("tenant" = String, Path)),

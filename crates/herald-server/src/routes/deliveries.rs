@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 /// Default page of `GET /v1/deliveries`; the largest is `herald_core::limits::PAGE_MAX`.
 pub const PAGE_DEFAULT: usize = 50;
+use herald_core::limits::CHANNEL_LEN_MAX;
 pub use herald_core::limits::PAGE_MAX;
 
 #[utoipa::path(post, path = "/v1/deliveries", request_body = CreateDelivery,
@@ -183,11 +184,12 @@ pub async fn list(
             },
         )?),
     };
-    if q.channel
-        .as_deref()
-        .is_some_and(|c| c.is_empty() || c.len() > 50 || c.chars().any(char::is_control))
-    {
-        return Err(ApiError::invalid("channel must be 1 to 50 printable characters"));
+    if q.channel.as_deref().is_some_and(|c| {
+        c.is_empty() || c.len() > CHANNEL_LEN_MAX || c.chars().any(char::is_control)
+    }) {
+        return Err(ApiError::invalid(format!(
+            "channel must be 1 to {CHANNEL_LEN_MAX} printable characters"
+        )));
     }
     let filter = DeliveryFilter {
         tenant,

@@ -48,7 +48,11 @@ async fn reads_answer_while_another_connection_holds_the_write_lock() {
     let quotas = promptly("Herald::quotas", herald.quotas(tenant)).await;
     assert_eq!(quotas.len(), 1, "{quotas:?}");
     assert_eq!((quotas[0].available, quotas[0].reserved), (9, 1), "{quotas:?}");
-    let key = promptly("Herald::api_key", herald.api_key("0123456789abcdef")).await;
+    let key = promptly(
+        "Herald::api_key",
+        herald.api_key(&herald::KeyId::parse("0123456789abcdef").unwrap()),
+    )
+    .await;
     assert!(key.is_none(), "{key:?}");
 
     // The lock is real: a write does wait for it, and gives up at its deadline.
