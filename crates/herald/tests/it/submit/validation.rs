@@ -1,0 +1,188 @@
+//! Validation.
+
+use super::*;
+
+#[tokio::test]
+async fn bad_input_is_refused_writes_nothing_and_leaves_the_transaction_usable() {
+    for db in backends().await {
+        let name = db.name();
+        let herald = db.herald().await;
+        create_orders_table(&herald).await;
+        let tenant = herald.tenant_create("acme").await.unwrap().id;
+        herald.quota_grant(tenant, "email", 2 * COST_MAX, None).await.unwrap();
+        let base = request(tenant, "bad-input");
+        // `{"t":""}` is 8 bytes: this payload serialises to one byte over the limit.
+        let oversize = json!({"t": "x".repeat(PAYLOAD_BYTES_MAX - 7)});
+        assert_eq!(oversize.to_string().len(), PAYLOAD_BYTES_MAX + 1);
+        let cases = [
+            (
+                "empty operation_key",
+                "invalid",
+                SubmitRequest { operation_key: String::new(), ..base.clone() },
+            ),
+            (
+                "operation_key over 255 bytes",
+                "invalid",
+                SubmitRequest { operation_key: "k".repeat(256), ..base.clone() },
+            ),
+            (
+                "operation_key with a tab",
+                "invalid",
+                SubmitRequest { operation_key: "evt\t1".into(), ..base.clone() },
+            ),
+            ("payload over 64 KiB", "invalid", SubmitRequest { payload: oversize, ..base.clone() }),
+            // PostgreSQL's jsonb cannot hold U+0000: refused up front on every backend, so the
+            // caller's transaction is never aborted by it.
+            (
+                "NUL in the payload",
+                "invalid",
+                SubmitRequest { payload: json!({"text": "a\u{0}b"}), ..base.clone() },
+            ),
+            (
+                "NUL in a payload key",
+                "invalid",
+                SubmitRequest { payload: json!({"a\u{0}": 1}), ..base.clone() },
+            ),
+            (
+                "send_at before 1970",
+                "invalid",
+                SubmitRequest { send_at: Some(jiff::Timestamp::MIN), ..base.clone() },
+            ),
+            (
+                "send_at past 9999-12-30",
+                "invalid",
+                SubmitRequest { send_at: Some(jiff::Timestamp::MAX), ..base.clone() },
+            ),
+            ("cost -1", "invalid", SubmitRequest { cost: Some(-1), ..base.clone() }),
+            (
+                "cost over COST_MAX",
+                "invalid",
+                SubmitRequest { cost: Some(COST_MAX + 1), ..base.clone() },
+            ),
+            ("max_attempts 0", "invalid", SubmitRequest { max_attempts: Some(0), ..base.clone() }),
+            (
+                "max_attempts 101",
+                "invalid",
+                SubmitRequest { max_attempts: Some(DELIVERY_ATTEMPTS_MAX + 1), ..base.clone() },
+            ),
+            ("empty channel", "invalid", SubmitRequest { channel: String::new(), ..base.clone() }),
+            (
+                "channel over 50 bytes",
+                "invalid",
+                SubmitRequest { channel: "c".repeat(51), ..base.clone() },
+            ),
+            ("empty to", "invalid", SubmitRequest { to: String::new(), ..base.clone() }),
+            (
+                "newline in to",
+                "invalid",
+                SubmitRequest {
+                    to: "ada@example.com\nBcc: eve@example.com".into(),
+                    ..base.clone()
+                },
+            ),
+            (
+                "DEL in to",
+                "invalid",
+                SubmitRequest { to: "ada\u{7f}@example.com".into(), ..base.clone() },
+            ),
+            (
+                "empty quota_key",
+                "invalid",
+                SubmitRequest { quota_key: Some(String::new()), ..base.clone() },
+            ),
+            (
+                "unknown tenant",
+                "unknown tenant",
+                SubmitRequest { tenant: herald::TenantId::new_v7(), ..base.clone() },
+            ),
+        ];
+        let before = totals(&herald, &[tenant]).await;
+        let mut id = 0;
+        for (what, expected, req) in &cases {
+            id += 2;
+            let got = herald
+                .transaction(|tx| {
+                    let (h, req) = (&herald, req);
+                    Box::pin(async move {
+                        exec(tx.conn(), &insert_order(id, "before")).await?;
+                        let got = kind(&h.submit(tx, req).await);
+                        exec(tx.conn(), &insert_order(id + 1, "after")).await?;
+                        Ok(got)
+                    })
+                })
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {what}: the transaction must commit: {e:?}"))
+                .value;
+            assert_eq!(got, *expected, "{name}: {what}");
+            assert_eq!(totals(&herald, &[tenant]).await, before, "{name}: {what}: nothing written");
+        }
+        assert_eq!(order_notes(&herald).await.len(), 2 * cases.len(), "{name}: caller's writes");
+
+        // A connection outside a transaction is refused, before anything is written.
+        let store = herald.store();
+        let outside = match (store.sqlite_pool(), store.postgres_pool()) {
+            (Some(pool), _) => herald.submit_in(&mut pool.acquire().await.unwrap(), &base).await,
+            (_, Some(pool)) => herald.submit_in(&mut pool.acquire().await.unwrap(), &base).await,
+            _ => unreachable!(),
+        };
+        assert_eq!(kind(&outside), "not in transaction", "{name}: {outside:?}");
+        assert_eq!(totals(&herald, &[tenant]).await, before, "{name}: nothing written");
+
+        // The limits themselves are allowed.
+        let at_limit = json!({"t": "x".repeat(PAYLOAD_BYTES_MAX - 8)});
+        assert_eq!(at_limit.to_string().len(), PAYLOAD_BYTES_MAX);
+        let limits = [
+            (
+                "payload of exactly 64 KiB",
+                SubmitRequest {
+                    operation_key: "limit-1".into(),
+                    payload: at_limit,
+                    ..base.clone()
+                },
+            ),
+            (
+                "cost COST_MAX",
+                SubmitRequest {
+                    operation_key: "limit-2".into(),
+                    cost: Some(COST_MAX),
+                    ..base.clone()
+                },
+            ),
+            (
+                "max_attempts 1",
+                SubmitRequest {
+                    operation_key: "limit-3".into(),
+                    max_attempts: Some(1),
+                    ..base.clone()
+                },
+            ),
+            (
+                "max_attempts 100",
+                SubmitRequest {
+                    operation_key: "limit-4".into(),
+                    max_attempts: Some(DELIVERY_ATTEMPTS_MAX),
+                    ..base.clone()
+                },
+            ),
+            (
+                "operation_key of 255 bytes",
+                SubmitRequest { operation_key: "k".repeat(255), ..base.clone() },
+            ),
+            (
+                "channel of 50 bytes, free",
+                SubmitRequest {
+                    operation_key: "limit-6".into(),
+                    channel: "c".repeat(50),
+                    cost: Some(0),
+                    ..base.clone()
+                },
+            ),
+        ];
+        for (what, req) in &limits {
+            let result = submit(&herald, req).await;
+            assert_eq!(kind(&result), "created", "{name}: {what}: {result:?}");
+            let (_, payload) = stored(&herald, result.unwrap().delivery.id).await;
+            assert_eq!(payload, req.payload, "{name}: {what}: the payload is stored whole");
+        }
+    }
+}
