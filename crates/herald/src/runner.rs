@@ -192,7 +192,7 @@ impl Herald {
     /// still commit, and is reported as [`Error::CommitOutcomeUnknown`] (its connection is
     /// closed, not returned to the pool). Meant for single statements that are safe to
     /// repeat, like an idempotent claim.
-    pub(crate) async fn autocommit<'a, T, F>(&self, mut f: F) -> Result<T, Error>
+    pub(crate) async fn autocommit<'a, T, F>(&self, f: F) -> Result<T, Error>
     where
         F: for<'c> FnMut(Conn<'c>, PhantomData<&'c &'a ()>) -> BoxFuture<'c, Result<T, StoreError>>
             + Send,
@@ -201,6 +201,40 @@ impl Herald {
             // Outside the caller's transaction it could wait on that transaction's locks.
             return Err(Error::NestedTransaction);
         }
+        self.outside_transaction(Outside::Write, f).await
+    }
+
+    /// Runs `f` on a pooled connection *outside* a transaction — for reads, where BEGIN
+    /// and COMMIT would be two round trips for nothing, and where on SQLite a transaction
+    /// of the runner's (`BEGIN IMMEDIATE`) would take the write lock: a read there would
+    /// queue behind every writer, and every writer behind it. Each statement autocommits
+    /// and sees the latest commit (a WAL reader never waits for the writer). Under the
+    /// runner's bounds: the default deadline over everything, a lost connection (or a
+    /// concurrency error) retried on a fresh connection after a backoff, an empty pool
+    /// [`Error::Busy`]. A connection whose read was cut short by the deadline or broke is
+    /// closed, not pooled.
+    ///
+    /// `f` may run more than once and must only read: a write in it would commit on its
+    /// own, statement by statement. Several statements share the connection through
+    /// [`Conn::reborrow`].
+    pub async fn read<'a, T, F>(&self, f: F) -> Result<T, Error>
+    where
+        F: for<'c> FnMut(Conn<'c>, PhantomData<&'c &'a ()>) -> BoxFuture<'c, Result<T, StoreError>>
+            + Send,
+    {
+        self.outside_transaction(Outside::Read, f).await
+    }
+
+    /// The loop `autocommit` and `read` share: a pooled connection under the default
+    /// deadline, conflicts retried with the runner's backoff. They differ in what a
+    /// statement cut short or a lost connection means: a write may have committed
+    /// ([`Error::CommitOutcomeUnknown`], never retried), a read did nothing (the deadline,
+    /// or another try on a fresh connection).
+    async fn outside_transaction<'a, T, F>(&self, kind: Outside, mut f: F) -> Result<T, Error>
+    where
+        F: for<'c> FnMut(Conn<'c>, PhantomData<&'c &'a ()>) -> BoxFuture<'c, Result<T, StoreError>>
+            + Send,
+    {
         let options = TxOptions::default();
         let deadline = Instant::now() + options.deadline;
         let expired =
@@ -215,9 +249,10 @@ impl Herald {
                 Ok(Ok(mut conn)) => {
                     let remaining = deadline.saturating_duration_since(Instant::now());
                     let run = tokio::time::timeout(remaining, f(conn.as_conn(), PhantomData));
-                    match run.await {
+                    match (run.await, kind) {
+                        (Ok(Ok(value)), _) => return Ok(value),
                         // A write cut short or broken may still commit: unknown, not retried.
-                        Err(_elapsed) => {
+                        (Err(_elapsed), Outside::Write) => {
                             conn.discard();
                             return Err(Error::CommitOutcomeUnknown {
                                 attempts: attempt,
@@ -226,16 +261,22 @@ impl Herald {
                                 )),
                             });
                         }
-                        Ok(Ok(value)) => return Ok(value),
-                        Ok(Err(e)) if e.class() == ErrorClass::ConnectionLost => {
+                        (Err(_elapsed), Outside::Read) => {
                             conn.discard();
-                            self.store.note_connection_lost();
-                            return Err(Error::CommitOutcomeUnknown {
-                                attempts: attempt,
-                                source: e,
-                            });
+                            return Err(expired(attempt, None));
                         }
-                        Ok(Err(e)) => {
+                        (Ok(Err(e)), kind) if e.class() == ErrorClass::ConnectionLost => {
+                            conn.discard();
+                            if kind == Outside::Write {
+                                self.store.note_connection_lost();
+                                return Err(Error::CommitOutcomeUnknown {
+                                    attempts: attempt,
+                                    source: e,
+                                });
+                            }
+                            judge(&self.store, e, deadline, |e| expired(attempt, Some(e)))?
+                        }
+                        (Ok(Err(e)), _) => {
                             judge(&self.store, e, deadline, |e| expired(attempt, Some(e)))?
                         }
                     }
@@ -246,57 +287,11 @@ impl Herald {
     }
 }
 
-impl Herald {
-    /// Runs `f` on a pooled connection *outside* a transaction — for reads, where BEGIN
-    /// and COMMIT would be two round trips for nothing, and where on SQLite a transaction
-    /// of the runner's (`BEGIN IMMEDIATE`) would take the write lock: a read there would
-    /// queue behind every writer, and every writer behind it. Each statement autocommits
-    /// and sees the latest commit (a WAL reader never waits for the writer). Under the
-    /// runner's bounds: the default deadline over everything, a lost connection (or a
-    /// concurrency error) retried on a fresh connection after a backoff, an empty pool
-    /// [`Error::Busy`]. A connection whose read was cut short by the deadline or broke is
-    /// closed, not pooled.
-    ///
-    /// `f` may run more than once and must only read: a write in it would commit on its
-    /// own, statement by statement. Several statements share the connection through
-    /// [`Conn::reborrow`].
-    pub async fn read<'a, T, F>(&self, mut f: F) -> Result<T, Error>
-    where
-        F: for<'c> FnMut(Conn<'c>, PhantomData<&'c &'a ()>) -> BoxFuture<'c, Result<T, StoreError>>
-            + Send,
-    {
-        let options = TxOptions::default();
-        let deadline = Instant::now() + options.deadline;
-        let expired =
-            |attempts, last| Error::DeadlineExceeded { deadline: options.deadline, attempts, last };
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let conflict = match tokio::time::timeout(remaining, self.store.acquire()).await {
-                Err(_elapsed) => return Err(expired(attempt - 1, None)),
-                Ok(Err(e)) => judge(&self.store, e, deadline, |e| expired(attempt, Some(e)))?,
-                Ok(Ok(mut conn)) => {
-                    let remaining = deadline.saturating_duration_since(Instant::now());
-                    let read = tokio::time::timeout(remaining, f(conn.as_conn(), PhantomData));
-                    match read.await {
-                        Err(_elapsed) => {
-                            conn.discard();
-                            return Err(expired(attempt, None));
-                        }
-                        Ok(Ok(value)) => return Ok(value),
-                        Ok(Err(e)) => {
-                            if e.class() == ErrorClass::ConnectionLost {
-                                conn.discard();
-                            }
-                            judge(&self.store, e, deadline, |e| expired(attempt, Some(e)))?
-                        }
-                    }
-                }
-            };
-            back_off(&options, attempt, options.max_attempts, deadline, conflict).await?;
-        }
-    }
+/// What runs outside a transaction: a write that commits on its own, or reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outside {
+    Write,
+    Read,
 }
 
 /// COMMIT is given at least this long to answer, even past the deadline: a COMMIT cut

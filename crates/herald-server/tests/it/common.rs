@@ -58,6 +58,32 @@ pub fn config(admin_key: Option<&str>, metrics_token: Option<&str>) -> ServeConf
     }
 }
 
+/// The router on `herald`, with the admin key [`ADMIN_KEY`] and the test channels.
+pub fn admin_router(herald: &Herald) -> Router {
+    herald_server::app(herald_server::serve::state(herald, &config(Some(ADMIN_KEY), None)))
+}
+
+/// One JSON request with a bearer key: (status, body as JSON or null).
+pub async fn call(
+    router: &Router,
+    method: Method,
+    uri: &str,
+    key: &str,
+    body: Value,
+) -> (u16, Value) {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::AUTHORIZATION, format!("Bearer {key}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status().as_u16();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
 /// One database for one test.
 #[derive(Debug)]
 pub struct TestDb {

@@ -1,55 +1,22 @@
 //! On SQLite a tenant's GETs never queue behind a writer: while another connection holds
 //! the write lock, the API-key lookup and every read route still answer at once.
 
-use axum::Router;
-use axum::body::Body;
-use axum::http::{Method, Request, header};
+use axum::http::Method;
 use herald::sqlx::{self, Connection, SqliteConnection};
 use herald::{Herald, SubmitRequest};
-use herald_server::serve::ServeConfig;
 use serde_json::{Value, json};
 use std::time::Duration;
-use tower::ServiceExt as _;
 
-const ADMIN_KEY: &str = "admin-secret";
+use crate::common::{ADMIN_KEY, admin_router, call};
 /// Far below the runner's 10 s deadline: a read that waited for the lock would miss it.
 const PROMPT: Duration = Duration::from_secs(2);
-
-fn router(herald: &Herald) -> Router {
-    let config = ServeConfig {
-        listen: None,
-        admin_key: Some(ADMIN_KEY.into()),
-        metrics_token: None,
-        metrics_per_tenant: false,
-        http: herald_server::listen::HttpOptions::default(),
-        worker: None,
-        reconciler: None,
-        retention: None,
-        channels: Vec::new(),
-    };
-    herald_server::app(herald_server::serve::state(herald, &config))
-}
-
-async fn call(router: &Router, method: Method, uri: &str, key: &str, body: Value) -> (u16, Value) {
-    let request = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(header::AUTHORIZATION, format!("Bearer {key}"))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap();
-    let response = router.clone().oneshot(request).await.unwrap();
-    let status = response.status().as_u16();
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_routes_answer_while_another_connection_holds_the_write_lock() {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite://{}", dir.path().join("herald.db").display());
     let herald = Herald::open(&url).await.expect("open");
-    let api = router(&herald);
+    let api = admin_router(&herald);
     let body = json!({"name": "acme"});
     let (status, tenant) = call(&api, Method::POST, "/v1/tenants", ADMIN_KEY, body).await;
     assert_eq!(status, 201, "{tenant}");

@@ -4,15 +4,12 @@
 //! PostgreSQL when `HERALD_TEST_POSTGRES_URL` is set (required when `CI` is set).
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Method, Request, header};
+use axum::http::Method;
 use herald::Herald;
 use herald::sqlx::{self, Connection};
-use herald_server::serve::ServeConfig;
 use serde_json::{Value, json};
-use tower::ServiceExt as _;
 
-const ADMIN_KEY: &str = "admin-secret";
+use crate::common::{ADMIN_KEY, admin_router, call};
 
 /// One database: a fresh SQLite file, or a fresh schema on the test PostgreSQL.
 struct Db {
@@ -54,35 +51,6 @@ async fn databases() -> Vec<Db> {
         _ => assert!(std::env::var_os("CI").is_none(), "CI needs HERALD_TEST_POSTGRES_URL"),
     }
     dbs
-}
-
-fn router(herald: &Herald) -> Router {
-    let config = ServeConfig {
-        listen: None,
-        admin_key: Some(ADMIN_KEY.into()),
-        metrics_token: None,
-        metrics_per_tenant: false,
-        http: herald_server::listen::HttpOptions::default(),
-        worker: None,
-        reconciler: None,
-        retention: None,
-        channels: Vec::new(),
-    };
-    herald_server::app(herald_server::serve::state(herald, &config))
-}
-
-async fn call(router: &Router, method: Method, uri: &str, key: &str, body: Value) -> (u16, Value) {
-    let request = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(header::AUTHORIZATION, format!("Bearer {key}"))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap();
-    let response = router.clone().oneshot(request).await.unwrap();
-    let status = response.status().as_u16();
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
 
 /// Runs one statement of the test's own (setup only: herald's SQL stays in herald-store).
@@ -136,7 +104,7 @@ async fn a_failed_tenant_creation_leaves_nothing_and_its_retry_gets_a_working_ke
     for db in databases().await {
         let what = if db.postgres { "postgres" } else { "sqlite" };
         let herald = Herald::open(&db.url).await.expect("open");
-        let api = router(&herald);
+        let api = admin_router(&herald);
 
         // The key's insert fails: the tenant goes with it.
         refuse_keys(&herald, db.postgres, true).await;
@@ -163,7 +131,7 @@ async fn a_tenant_created_twice_is_a_conflict_and_leaves_one_tenant_and_one_key(
     for db in databases().await {
         let what = if db.postgres { "postgres" } else { "sqlite" };
         let herald = Herald::open(&db.url).await.expect("open");
-        let api = router(&herald);
+        let api = admin_router(&herald);
         let body = json!({"name": "acme"});
         let (status, first) = call(&api, Method::POST, "/v1/tenants", ADMIN_KEY, body).await;
         assert_eq!(status, 201, "{what}: {first}");

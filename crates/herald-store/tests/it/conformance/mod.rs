@@ -38,55 +38,35 @@ pub const POSTGRES_ENV: &str = "HERALD_TEST_POSTGRES_URL";
 
 /// Generates every listed test once per backend: `mod sqlite { #[tokio::test] async fn
 /// name() }`, `mod postgres { … }`, each calling the body `name(&Db)` of the enclosing
-/// module. `name { postgres: "why" }` marks that backend's test `#[ignore = "why"]` — for
-/// a real store bug, until it is fixed; the other backends still run it.
+/// module. A backend is one more line here.
 macro_rules! conformance {
-    ($($test:ident $({ $($ignore:tt)* })?),+ $(,)?) => {
-        $crate::conformance::backend_tests!(sqlite Sqlite [$($test [$($($ignore)*)?]),+]);
-        $crate::conformance::backend_tests!(postgres Postgres [$($test [$($($ignore)*)?]),+]);
+    ($($test:ident),+ $(,)?) => {
+        $crate::conformance::backend_tests!(sqlite Sqlite [$($test),+]);
+        $crate::conformance::backend_tests!(postgres Postgres [$($test),+]);
     };
 }
 pub(crate) use conformance;
 
 /// One backend's module of tests.
 macro_rules! backend_tests {
-    ($module:ident $backend:ident [$($test:ident $ignore:tt),+]) => {
+    ($module:ident $backend:ident [$($test:ident),+]) => {
         mod $module {
-            $( $crate::conformance::conformance_test!(@find $module $backend $test $ignore); )+
+            $(
+                // Two workers: the concurrency tests race real tasks.
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    let Some(db) =
+                        $crate::conformance::Db::open(herald_store::Backend::$backend).await
+                    else {
+                        return;
+                    };
+                    super::$test(&db).await;
+                }
+            )+
         }
     };
 }
 pub(crate) use backend_tests;
-
-/// One test of one backend, ignored when its backend is named in the test's ignore list.
-macro_rules! conformance_test {
-    // One arm per backend: is this backend the head of the list?
-    (@find sqlite $backend:ident $test:ident [sqlite: $why:literal $(, $($rest:tt)*)?]) => {
-        $crate::conformance::conformance_test!(@emit $backend $test #[ignore = $why]);
-    };
-    (@find postgres $backend:ident $test:ident [postgres: $why:literal $(, $($rest:tt)*)?]) => {
-        $crate::conformance::conformance_test!(@emit $backend $test #[ignore = $why]);
-    };
-    (@find $module:ident $backend:ident $test:ident [$other:ident: $why:literal $(, $($rest:tt)*)?]) => {
-        $crate::conformance::conformance_test!(@find $module $backend $test [$($($rest)*)?]);
-    };
-    (@find $module:ident $backend:ident $test:ident []) => {
-        $crate::conformance::conformance_test!(@emit $backend $test);
-    };
-    (@emit $backend:ident $test:ident $(#[$attr:meta])*) => {
-        // Two workers: the concurrency tests race real tasks.
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        $(#[$attr])*
-        async fn $test() {
-            let Some(db) = $crate::conformance::Db::open(herald_store::Backend::$backend).await
-            else {
-                return;
-            };
-            super::$test(&db).await;
-        }
-    };
-}
-pub(crate) use conformance_test;
 
 /// One migrated database for one test, and the store open on it.
 #[derive(Debug)]
