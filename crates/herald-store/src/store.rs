@@ -1,7 +1,7 @@
 //! The store handle: a connection pool to one database, SQLite or PostgreSQL.
 
 use crate::conn::{AsConn, Conn};
-use crate::error::StoreError;
+use crate::error::{ErrorClass, StoreError};
 use crate::url::DbUrl;
 use herald_core::limits::{CONNECT_TIMEOUT, SQLITE_BUSY_TIMEOUT_DEFAULT};
 use sqlx::pool::PoolConnection;
@@ -19,6 +19,8 @@ const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
 /// and the pool opens another (a silently dropped connection would otherwise hold the
 /// caller for the whole acquire timeout).
 pub const PING_TIMEOUT: Duration = Duration::from_secs(1);
+/// Pause between tries to open a SQLite file another process holds locked.
+const OPEN_BUSY_PAUSE: Duration = Duration::from_millis(20);
 /// The longest `Store::close` waits for connections in use to come back.
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -175,7 +177,7 @@ impl Store {
                     "PRAGMA busy_timeout = {}",
                     options.sqlite_busy_timeout.as_millis().min(i32::MAX as u128)
                 );
-                let pool = SqlitePoolOptions::new()
+                let pool_options = SqlitePoolOptions::new()
                     .max_connections(options.connections_max.max(2))
                     .acquire_timeout(options.connect_timeout)
                     .after_release(move |conn, _meta| {
@@ -184,10 +186,23 @@ impl Store {
                             sqlx::raw_sql(restore).execute(conn).await?;
                             Ok(true)
                         })
-                    })
-                    .connect_with(o)
-                    .await
-                    .map_err(connect_error)?;
+                    });
+                // Opening a fresh file sets WAL mode, which needs the file to itself: while
+                // another process migrates it (holding the write lock), the open answers
+                // SQLITE_BUSY at once rather than through the busy handler. Wait for it,
+                // within the connect timeout, as a statement would.
+                let give_up_at = std::time::Instant::now() + options.connect_timeout;
+                let pool = loop {
+                    match pool_options.clone().connect_with(o.clone()).await {
+                        Err(e)
+                            if matches!(crate::error::classify(&e), ErrorClass::Concurrency(_))
+                                && std::time::Instant::now() < give_up_at =>
+                        {
+                            tokio::time::sleep(OPEN_BUSY_PAUSE).await;
+                        }
+                        opened => break opened.map_err(connect_error)?,
+                    }
+                };
                 Pool::Sqlite(pool)
             }
             DbUrl::Postgres(o) => {
