@@ -74,6 +74,13 @@ enum Command {
         #[command(subcommand)]
         cmd: ops::DeliveriesCmd,
     },
+    /// The settings every process on the database shares (submit defaults).
+    Settings {
+        #[command(flatten)]
+        db: ops::Db,
+        #[command(subcommand)]
+        cmd: ops::SettingsCmd,
+    },
     /// Show, with real transactions and real contention, why herald exists.
     Demo(demo::Args),
     /// Measure herald against the hand-written SQL floor on one PostgreSQL.
@@ -158,6 +165,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Key { db, cmd } => ops::key(db, cmd).await,
         Command::Quota { db, cmd } => ops::quota(db, cmd).await,
         Command::Deliveries { db, cmd } => ops::deliveries(db, cmd).await,
+        Command::Settings { db, cmd } => ops::settings(db, cmd).await,
         Command::Demo(args) => demo::run(args).await,
         Command::Bench(args) => bench::run(args).await,
     }

@@ -78,6 +78,18 @@ pub enum DeliveriesCmd {
     Cancel { id: String },
 }
 
+#[derive(Debug, clap::Subcommand)]
+pub enum SettingsCmd {
+    /// The shared settings.
+    Show,
+    /// Change them; running processes use the new ones within 10 seconds.
+    Set {
+        /// Attempts a delivery gets when its submit does not say (1 to 100).
+        #[arg(long)]
+        max_attempts: String,
+    },
+}
+
 /// A tenant's, a delivery's or a key's id from the command line.
 fn uuid<T: From<Uuid>>(what: &str, raw: &str) -> Result<T> {
     Uuid::try_parse(raw).map(T::from).map_err(|_| anyhow!("{what} {raw:?} is not a UUID"))
@@ -309,4 +321,26 @@ fn print_delivery(d: &Delivery, json: bool) {
     } else {
         println!("{}", delivery_line(d));
     }
+}
+
+pub async fn settings(db: Db, cmd: SettingsCmd) -> Result<()> {
+    let herald = open(&db).await?;
+    let settings = match cmd {
+        SettingsCmd::Show => herald.settings_stored().await?,
+        SettingsCmd::Set { max_attempts } => {
+            let max_attempts = max_attempts.parse::<u32>().map_err(|_| {
+                anyhow!("--max-attempts must be a whole number, got {max_attempts:?}")
+            })?;
+            Some(herald.settings_set(herald::Settings { max_attempts }).await?)
+        }
+    };
+    match (settings, db.json) {
+        (Some(s), true) => println!("{}", serde_json::json!({"max_attempts": s.max_attempts})),
+        (Some(s), false) => println!("max_attempts  {}", s.max_attempts),
+        (None, true) => println!("{}", serde_json::json!({"max_attempts": null})),
+        (None, false) => println!(
+            "max_attempts  (not written yet: the first herald to submit writes its HERALD_MAX_ATTEMPTS)"
+        ),
+    }
+    Ok(())
 }

@@ -39,8 +39,20 @@ async fn open(settings: &Resolved) -> Result<Herald> {
         connections_max: (settings.worker.slots as u32).saturating_add(10),
         ..herald::StoreOptions::default()
     };
-    let herald = Herald::open_with(&settings.db, &options).await?;
-    Ok(herald.with_options(EngineOptions { max_attempts: settings.max_attempts })?)
+    let herald = Herald::open_with(&settings.db, &options)
+        .await?
+        .with_options(EngineOptions { max_attempts: settings.max_attempts })?;
+    // The shared settings, written from this process's if the database has none yet.
+    let shared = herald.settings().await?;
+    if settings.max_attempts_given && shared.max_attempts != settings.max_attempts {
+        tracing::warn!(
+            configured = settings.max_attempts,
+            shared = shared.max_attempts,
+            "HERALD_MAX_ATTEMPTS differs from this database's shared setting, which every \
+             process uses; change it with `herald settings set --max-attempts N`"
+        );
+    }
+    Ok(herald)
 }
 
 /// SIGTERM or SIGINT cancels the token.

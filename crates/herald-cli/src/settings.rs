@@ -45,7 +45,8 @@ pub struct Settings {
     /// Reconciler period [default: 10s]
     #[arg(long, env = "HERALD_RECONCILE_EVERY")]
     pub reconcile_every: Option<String>,
-    /// Attempts per delivery unless the submit says otherwise [default: 8]
+    /// Attempts per delivery unless the submit says otherwise, for a database that has no
+    /// shared setting yet; after that, `herald settings set --max-attempts` [default: 8]
     #[arg(long, env = "HERALD_MAX_ATTEMPTS")]
     pub max_attempts: Option<String>,
     /// First retry backoff ceiling [default: 1s]
@@ -99,6 +100,8 @@ pub struct Resolved {
     pub worker: WorkerOptions,
     pub reconciler: ReconcilerOptions,
     pub max_attempts: u32,
+    /// Whether `max_attempts` was given (a flag or `HERALD_MAX_ATTEMPTS`), not defaulted.
+    pub max_attempts_given: bool,
     pub retention: Duration,
     pub allow_private_targets: bool,
     pub smtp_url: Option<String>,
@@ -254,6 +257,7 @@ impl Settings {
                 limits::DELIVERY_ATTEMPTS_DEFAULT as u64,
                 1..=limits::DELIVERY_ATTEMPTS_MAX as u64,
             )? as u32,
+            max_attempts_given: self.max_attempts.is_some(),
             retention: duration(&self.retention, "retention", Duration::from_secs(30 * 86_400))?,
             allow_private_targets,
             smtp_url: get(&self.smtp_url, "smtp_url"),

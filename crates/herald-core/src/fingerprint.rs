@@ -1,13 +1,22 @@
-//! The fingerprint of a submit: SHA-256 of the canonical JSON of the *resolved* request
+//! The fingerprint of a submit: SHA-256 of the canonical form of the *resolved* request
 //! (defaults applied), so a retry with the same meaning matches and any change does not.
+//! ARCHITECTURE.md ("The fingerprint") defines it; `testdata/fingerprint-vectors.json`
+//! holds its golden vectors, written by a second implementation
+//! (`scripts/fingerprint-vectors`).
 //!
-//! Canonical: object keys sorted (serde_json's map is ordered by key without the
-//! `preserve_order` feature), no whitespace, numbers as serde_json prints them.
+//! Every delivery row keeps the version its fingerprint was computed in, and a repeat is
+//! compared in that version ([`fingerprint_in`]), so requests submitted before an upgrade
+//! stay duplicates after it.
 
-use serde_json::{Value, json};
+mod v1;
+
+use crate::json::{self, Value};
 use sha2::{Digest, Sha256};
 
-/// The fields that make up a delivery's meaning.
+/// The version every new delivery's fingerprint is computed in.
+pub const FINGERPRINT_VERSION: i16 = 2;
+
+/// The fields that make up a delivery's meaning, defaults resolved.
 #[derive(Debug, Clone, Copy)]
 pub struct Resolved<'a> {
     pub channel: &'a str,
@@ -20,17 +29,45 @@ pub struct Resolved<'a> {
     pub max_attempts: u32,
 }
 
+/// The canonical text of version 2: one object with the seven members in byte order,
+/// every string and number canonical, no whitespace.
+pub fn canonical(r: &Resolved<'_>) -> String {
+    let mut out = String::with_capacity(256);
+    out.push_str("{\"channel\":");
+    json::write_canonical_string(r.channel, &mut out);
+    out.push_str(",\"cost\":");
+    out.push_str(&r.cost.to_string());
+    out.push_str(",\"max_attempts\":");
+    out.push_str(&r.max_attempts.to_string());
+    out.push_str(",\"payload\":");
+    json::write_canonical(r.payload, &mut out);
+    out.push_str(",\"quota_key\":");
+    json::write_canonical_string(r.quota_key, &mut out);
+    out.push_str(",\"send_at\":");
+    match r.send_at_ms {
+        Some(ms) => out.push_str(&ms.to_string()),
+        None => out.push_str("null"),
+    }
+    out.push_str(",\"to\":");
+    json::write_canonical_string(r.to, &mut out);
+    out.push('}');
+    out
+}
+
+/// The fingerprint in the current version ([`FINGERPRINT_VERSION`]).
 pub fn fingerprint(r: &Resolved<'_>) -> [u8; 32] {
-    let canonical = json!({
-        "channel": r.channel,
-        "to": r.to,
-        "payload": r.payload,
-        "quota_key": r.quota_key,
-        "cost": r.cost,
-        "send_at": r.send_at_ms,
-        "max_attempts": r.max_attempts,
-    });
-    Sha256::digest(canonical.to_string().as_bytes()).into()
+    Sha256::digest(canonical(r).as_bytes()).into()
+}
+
+/// The fingerprint in `version`, to compare with a row written in it; `None` for a
+/// version this build does not know, or a request that version could not represent
+/// (which therefore matches no row of it).
+pub fn fingerprint_in(version: i16, r: &Resolved<'_>) -> Option<[u8; 32]> {
+    match version {
+        1 => v1::fingerprint(r),
+        FINGERPRINT_VERSION => Some(fingerprint(r)),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -38,11 +75,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn key_order_does_not_matter_and_content_does() {
-        let a: Value = serde_json::from_str(r#"{"subject":"hi","text":"x"}"#).unwrap_or_default();
-        let b: Value =
-            serde_json::from_str(r#"{ "text": "x", "subject": "hi" }"#).unwrap_or_default();
-        let c: Value = serde_json::from_str(r#"{"subject":"hi","text":"y"}"#).unwrap_or_default();
+    fn key_order_and_notation_do_not_matter_and_content_does() {
+        let a = json::parse(r#"{"subject":"hi","n":1.0}"#).unwrap_or(Value::Null);
+        let b = json::parse(r#"{ "n": 1e0, "subject": "hi" }"#).unwrap_or(Value::Null);
+        let c = json::parse(r#"{"subject":"hi","n":1.01}"#).unwrap_or(Value::Null);
         let base = Resolved {
             channel: "email",
             to: "a@example.com",
@@ -57,5 +93,7 @@ mod tests {
         assert_ne!(fingerprint(&base), fingerprint(&Resolved { cost: 2, ..base }));
         assert_ne!(fingerprint(&base), fingerprint(&Resolved { max_attempts: 6, ..base }));
         assert_ne!(fingerprint(&base), fingerprint(&Resolved { send_at_ms: Some(1), ..base }));
+        assert_eq!(fingerprint_in(FINGERPRINT_VERSION, &base), Some(fingerprint(&base)));
+        assert_eq!(fingerprint_in(3, &base), None);
     }
 }

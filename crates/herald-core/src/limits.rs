@@ -49,9 +49,19 @@ pub const QUOTA_KEY_LEN_MAX: usize = 100;
 /// Longest recipient (`to`: an address, a phone number, a URL), in bytes.
 pub const RECIPIENT_LEN_MAX: usize = 2048;
 
-/// Largest payload, as serialised JSON, in bytes. Deliveries are notifications, not
+/// Largest payload, as sent (its JSON text), in bytes. Deliveries are notifications, not
 /// file transfers; a larger body belongs in object storage with a link in the payload.
 pub const PAYLOAD_BYTES_MAX: usize = 64 * 1024;
+
+/// Deepest nesting of arrays and objects in a payload: MariaDB's JSON functions stop at
+/// 32, and the SQL API computes the fingerprint with them.
+pub const JSON_DEPTH_MAX: usize = 32;
+
+/// The most digits a number's exact value may have before and after its decimal point:
+/// what MariaDB's widest exact type, `DECIMAL(65,30)`, holds, so the SQL API compares the
+/// number exactly there too. A number beyond either is invalid on every face.
+pub const NUMBER_INTEGER_DIGITS_MAX: usize = 35;
+pub const NUMBER_FRACTION_DIGITS_MAX: usize = 30;
 
 /// Largest cost of one delivery (`COST_MAX`).
 pub const COST_MAX: i64 = 1_000_000;

@@ -11,13 +11,14 @@
 //! character), with the byte limit in the description. Three rules are in descriptions
 //! only, because no schema that client generators read can state them: `operation_key`
 //! or the `Idempotency-Key` header is required, and they are equal when both are sent; a
-//! payload is at most 64 KiB serialised with no NUL in any nested string (only a
-//! recursive schema could say so); a cursor is valid only with the filters it was issued
-//! for.
+//! payload is at most 64 KiB as sent and follows herald's JSON rules in every nested
+//! value (only a recursive schema could say so); a cursor is valid only with the filters
+//! it was issued for.
 
 use herald_core::limits::{
-    CHANNEL_LEN_MAX, DELIVERY_ATTEMPTS_MAX, OPERATION_KEY_LEN_MAX, PAYLOAD_BYTES_MAX,
-    QUOTA_KEY_LEN_MAX, RECIPIENT_LEN_MAX,
+    CHANNEL_LEN_MAX, DELIVERY_ATTEMPTS_MAX, JSON_DEPTH_MAX, NUMBER_FRACTION_DIGITS_MAX,
+    NUMBER_INTEGER_DIGITS_MAX, OPERATION_KEY_LEN_MAX, PAYLOAD_BYTES_MAX, QUOTA_KEY_LEN_MAX,
+    RECIPIENT_LEN_MAX,
 };
 use herald_core::{AttemptOutcome, DeliveryState};
 use serde_json::{Value, json};
@@ -177,11 +178,11 @@ fn add_delivery_rules(doc: &mut Value, channels: &BTreeSet<String>) {
         }));
     }
     if let Some(payload) = create.get_mut("properties").and_then(|p| p.get_mut("payload")) {
-        // The NUL rule reaches into every nested string: only a recursive schema could
-        // state it, and client generators do not read recursive unions.
+        // herald's JSON rules reach into every nested value: only a recursive schema could
+        // state them, and client generators do not read recursive unions.
         *payload = json!({
             "type": "object",
-            "description": format!("Any JSON object, at most {PAYLOAD_BYTES_MAX} bytes serialised, with no NUL (U+0000) in any string or key."),
+            "description": format!("Any JSON object, at most {PAYLOAD_BYTES_MAX} bytes as sent, stored and delivered byte for byte. In every nested value: no duplicate key, no NUL (U+0000) and no lone surrogate in a string or key, at most {JSON_DEPTH_MAX} levels of arrays and objects, and numbers whose exact value has at most {NUMBER_INTEGER_DIGITS_MAX} digits before and {NUMBER_FRACTION_DIGITS_MAX} after the decimal point."),
         });
     }
     if let Some(channel) = create.get_mut("properties").and_then(|p| p.get_mut("channel")) {

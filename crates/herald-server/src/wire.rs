@@ -20,10 +20,12 @@ pub struct CreateDelivery {
     /// depends on the channel.
     #[schema(min_length = 1, pattern = r"^[^\u0000-\u001f\u007f-\u009f]+$")]
     pub to: String,
-    /// Any JSON object, at most 64 KiB serialised, with no NUL character (U+0000) in any
-    /// string.
+    /// Any JSON value, at most 64 KiB as sent, kept and delivered byte for byte. herald's
+    /// JSON rules apply (ARCHITECTURE.md, "The fingerprint"): no duplicate keys, no
+    /// `\u0000`, no lone surrogates, at most 32 levels of nesting, and numbers with at most
+    /// 35 digits before and 30 after the decimal point.
     #[schema(value_type = Object)]
-    pub payload: serde_json::Value,
+    pub payload: Box<serde_json::value::RawValue>,
     /// Defaults to the channel's name. 1 to 100 bytes without control characters.
     #[schema(min_length = 1, max_length = 25, pattern = r"^[^\u0000-\u001f\u007f-\u009f]+$")]
     pub quota_key: Option<String>,
@@ -34,7 +36,8 @@ pub struct CreateDelivery {
     /// RFC 3339; not before this time. Between 1970-01-02 and 9999-12-29 (in any offset).
     #[schema(format = DateTime, pattern = r"^(197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-")]
     pub send_at: Option<String>,
-    /// Attempts before the delivery fails; default `HERALD_MAX_ATTEMPTS` (8).
+    /// Attempts before the delivery fails; default the database's shared setting
+    /// (`herald settings`, seeded from the first server's `HERALD_MAX_ATTEMPTS`, 8).
     #[serde(default, deserialize_with = "integral::opt_u32")]
     #[schema(minimum = 1, maximum = 100)]
     pub max_attempts: Option<u32>,

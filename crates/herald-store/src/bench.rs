@@ -41,7 +41,7 @@ pub async fn floor_submit(
              VALUES ($1, $2, $3, 'webhook', 'https://example.com/h', '\\x00', 'webhook', 1,
                  'pending', 8, now())
              ON CONFLICT DO NOTHING RETURNING id),
-         p AS (INSERT INTO delivery_payloads (delivery_id, payload) SELECT id, '{}'::jsonb FROM d),
+         p AS (INSERT INTO delivery_payloads (delivery_id, payload) SELECT id, '{}' FROM d),
          a AS (UPDATE quota_accounts SET available = available - 1, reserved = reserved + 1
                WHERE tenant_id = $2 AND quota_key = 'webhook' AND available >= 1
                  AND EXISTS (SELECT 1 FROM d) RETURNING 1)

@@ -34,6 +34,7 @@ pub mod notify;
 mod postgres;
 pub mod quota;
 pub mod receipts;
+pub mod settings;
 mod sqlite;
 pub mod store;
 pub mod tenants;

@@ -19,12 +19,14 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (1, "foundation", include_str!("../migrations/sqlite/0001_foundation.sql")),
     (2, "engine", include_str!("../migrations/sqlite/0002_engine.sql")),
     (3, "attempt on row", include_str!("../migrations/sqlite/0003_attempt_on_row.sql")),
+    (4, "fingerprint v2", include_str!("../migrations/sqlite/0004_fingerprint_v2.sql")),
 ];
 const POSTGRES: &[(i64, &str, &str)] = &[
     (1, "foundation", include_str!("../migrations/postgres/0001_foundation.sql")),
     (2, "engine", include_str!("../migrations/postgres/0002_engine.sql")),
     (3, "attempt on row", include_str!("../migrations/postgres/0003_attempt_on_row.sql")),
     (4, "inline ms", include_str!("../migrations/postgres/0004_inline_ms.sql")),
+    (5, "fingerprint v2", include_str!("../migrations/postgres/0005_fingerprint_v2.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -18,7 +18,13 @@ impl Channel for Sms {
             // Call the provider with d.id as its idempotency key; map its answer:
             // Outcome::transient(..) for timeouts and 5xx, Outcome::terminal(..) for an
             // invalid number.
-            println!("sms to {} (delivery {}, attempt {}): {}", d.to, d.id, d.attempt, d.payload);
+            println!(
+                "sms to {} (delivery {}, attempt {}): {}",
+                d.to,
+                d.id,
+                d.attempt,
+                d.payload.as_str()
+            );
             Outcome::Sent
         })
     }

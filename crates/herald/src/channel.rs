@@ -3,7 +3,7 @@
 //! reservation) or terminal (stop, release it); herald does the rest.
 
 use crate::BoxFuture;
-use herald_core::{DeliveryId, TenantId};
+use herald_core::{DeliveryId, Payload, TenantId};
 use std::time::Duration;
 
 /// A leased delivery, as a channel sees it.
@@ -15,7 +15,8 @@ pub struct Leased {
     pub operation_key: String,
     pub channel: String,
     pub to: String,
-    pub payload: serde_json::Value,
+    /// The payload's JSON text exactly as submitted ([`Payload::to_value`] reads fields).
+    pub payload: Payload,
     /// This attempt's number (1 for the first lease; never reused).
     pub attempt: u32,
 }

@@ -1,7 +1,8 @@
 //! The `Herald` handle: one database's store, the engine's settings, its clock and its
 //! wake-ups. Its methods live with what they do: the runner (`runner.rs`), submit
 //! (`submit.rs`), recording outcomes (`outcome.rs`), tenants (`admin.rs`), keys
-//! (`keys.rs`), grants, reads, replay and cancel (`manage.rs`), operator reads (`ops.rs`).
+//! (`keys.rs`), grants, reads, replay and cancel (`manage.rs`), operator reads (`ops.rs`),
+//! the shared settings (`settings.rs`).
 
 use crate::clock::Clock;
 use crate::error::Error;
@@ -9,10 +10,12 @@ use crate::wake::Wake;
 use herald_store::{Backend, Store, StoreOptions};
 use std::sync::Arc;
 
-/// Engine settings that apply to every submit.
+/// This process's engine options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EngineOptions {
-    /// Attempts a delivery gets when the submit does not say (`HERALD_MAX_ATTEMPTS`).
+    /// Attempts a delivery gets when the submit does not say (`HERALD_MAX_ATTEMPTS`) — on
+    /// a database that has no shared settings yet: the first process to need them writes
+    /// this, and from then on every process uses the database's (`settings.rs`).
     pub max_attempts: u32,
 }
 
@@ -30,6 +33,7 @@ pub struct Herald {
     pub(crate) clock: Clock,
     pub(crate) options: EngineOptions,
     pub(crate) wake: Arc<Wake>,
+    pub(crate) settings: Arc<crate::settings::Cached>,
 }
 
 impl Herald {
@@ -50,6 +54,7 @@ impl Herald {
             clock: Clock::database(),
             options: EngineOptions::default(),
             wake: Arc::default(),
+            settings: Arc::default(),
         }
     }
 

@@ -32,6 +32,7 @@ mod reconciler;
 mod recorder;
 mod retention;
 mod runner;
+mod settings;
 mod submit;
 mod tx;
 mod wake;
@@ -44,7 +45,9 @@ pub use delivery::{Attempt, Delivery};
 pub use error::{BoxError, Error};
 pub use handle::{EngineOptions, Herald};
 pub use herald_core::{Backoff, DeliveryId, KeyId, OperationId, OperationKey, Scope, TenantId};
-pub use herald_core::{Decision, DeliveryState, Report, RetryPolicy};
+pub use herald_core::{Decision, DeliveryState, Payload, Report, RetryPolicy};
+/// The fingerprint and the JSON rules under it, as every face computes them.
+pub use herald_core::{fingerprint, json};
 pub use herald_store::quota::QuotaAccount;
 pub use herald_store::{
     AsConn, Backend, Concurrency, Conn, DbUrl, ErrorClass, Isolation, Now, Store, StoreError,
@@ -57,6 +60,7 @@ pub use outcome::AttemptReport;
 pub use reconciler::{ReconcileReport, Reconciler, ReconcilerOptions};
 pub use retention::{Retention, RetentionOptions, RetentionReport};
 pub use runner::{Committed, TxOptions};
+pub use settings::{SETTINGS_REFRESH, Settings};
 pub use submit::{SubmitRequest, Submitted};
 pub use worker::{RunReport, Worker, WorkerOptions};
 

@@ -14,14 +14,15 @@
 use crate::delivery::{Delivery, ts};
 use crate::error::Error;
 use crate::handle::Herald;
+use crate::settings::Settings;
 use crate::tx::Tx;
-use herald_core::OperationKey;
-use herald_core::fingerprint::{Resolved, fingerprint};
+use herald_core::fingerprint::{FINGERPRINT_VERSION, Resolved, fingerprint, fingerprint_in};
 use herald_core::limits::{
     CHANNEL_LEN_MAX, COST_MAX, DELIVERY_ATTEMPTS_MAX, PAYLOAD_BYTES_MAX, QUOTA_KEY_LEN_MAX,
     RECIPIENT_LEN_MAX,
 };
 use herald_core::{DeliveryId, TenantId};
+use herald_core::{OperationKey, Payload, json};
 use herald_store::AsConn;
 use herald_store::deliveries::{
     Claim, DeliveryRow, NewDelivery, delivery_by_identity, delivery_claim,
@@ -36,33 +37,36 @@ pub struct SubmitRequest {
     pub operation_key: String,
     pub channel: String,
     pub to: String,
-    pub payload: serde_json::Value,
+    /// JSON text, stored and delivered exactly as given; build it with
+    /// [`Payload::from_text`] to keep every digit of a number (a `serde_json::Value`
+    /// converts too, as serde_json prints it).
+    pub payload: Payload,
     /// Defaults to the channel name.
     pub quota_key: Option<String>,
     /// Defaults to 1; 0 means free (no reservation).
     pub cost: Option<i64>,
     /// Not before this time; defaults to now.
     pub send_at: Option<Timestamp>,
-    /// Defaults to the engine's `max_attempts`.
+    /// Defaults to the database's shared setting ([`crate::Settings`]).
     pub max_attempts: Option<u32>,
 }
 
 impl SubmitRequest {
     /// A request with every optional field left to its default (quota key = channel,
-    /// cost 1, now, the engine's max attempts); set fields afterwards to change them.
+    /// cost 1, now, the shared max attempts); set fields afterwards to change them.
     pub fn new(
         tenant: TenantId,
         operation_key: impl Into<String>,
         channel: impl Into<String>,
         to: impl Into<String>,
-        payload: serde_json::Value,
+        payload: impl Into<Payload>,
     ) -> SubmitRequest {
         SubmitRequest {
             tenant,
             operation_key: operation_key.into(),
             channel: channel.into(),
             to: to.into(),
-            payload,
+            payload: payload.into(),
             quota_key: None,
             cost: None,
             send_at: None,
@@ -86,22 +90,13 @@ struct Checked<'a> {
     cost: i64,
     max_attempts: u32,
     send_at_ms: Option<i64>,
-    payload: String,
+    /// The payload as herald's JSON rules read it.
+    parsed: json::Value,
     fingerprint: [u8; 32],
 }
 
 /// The latest `send_at` accepted (9999-12-30), so every stored time reads back exactly.
 const SEND_AT_MS_MAX: i64 = 253_402_128_000_000;
-
-fn contains_nul(value: &serde_json::Value) -> bool {
-    use serde_json::Value;
-    match value {
-        Value::String(s) => s.contains('\0'),
-        Value::Array(items) => items.iter().any(contains_nul),
-        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || contains_nul(v)),
-        Value::Null | Value::Bool(_) | Value::Number(_) => false,
-    }
-}
 
 fn invalid(message: String) -> Error {
     Error::Invalid(message)
@@ -120,7 +115,7 @@ fn check_text(what: &str, value: &str, max: usize) -> Result<(), Error> {
     Ok(())
 }
 
-fn check<'a>(req: &'a SubmitRequest, max_attempts_default: u32) -> Result<Checked<'a>, Error> {
+fn check<'a>(req: &'a SubmitRequest, settings: Settings) -> Result<Checked<'a>, Error> {
     let operation_key =
         OperationKey::new(req.operation_key.as_str()).map_err(|e| invalid(e.to_string()))?;
     check_text("channel", &req.channel, CHANNEL_LEN_MAX)?;
@@ -131,39 +126,52 @@ fn check<'a>(req: &'a SubmitRequest, max_attempts_default: u32) -> Result<Checke
     if !(0..=COST_MAX).contains(&cost) {
         return Err(invalid(format!("cost must be between 0 and {COST_MAX}, got {cost}")));
     }
-    let max_attempts = req.max_attempts.unwrap_or(max_attempts_default);
+    let max_attempts = req.max_attempts.unwrap_or(settings.max_attempts);
     if !(1..=DELIVERY_ATTEMPTS_MAX).contains(&max_attempts) {
         return Err(invalid(format!(
             "max_attempts must be between 1 and {DELIVERY_ATTEMPTS_MAX}, got {max_attempts}"
         )));
     }
-    if contains_nul(&req.payload) {
-        // PostgreSQL's jsonb cannot store U+0000; refuse it on every backend alike.
-        return Err(invalid("payload must not contain the NUL character (\\u0000)".into()));
-    }
-    let payload = req.payload.to_string();
+    let payload = req.payload.as_str();
     if payload.len() > PAYLOAD_BYTES_MAX {
         return Err(invalid(format!(
             "payload is {} bytes long, the limit is {PAYLOAD_BYTES_MAX}",
             payload.len()
         )));
     }
+    let parsed = json::parse(payload).map_err(|e| invalid(format!("payload: {e}")))?;
     let send_at_ms = req.send_at.map(|t| t.as_millisecond());
     if let Some(ms) = send_at_ms
         && !(0..=SEND_AT_MS_MAX).contains(&ms)
     {
         return Err(invalid("send_at must be between 1970-01-01 and 9999-12-30".into()));
     }
-    let fingerprint = fingerprint(&Resolved {
-        channel: &req.channel,
-        to: &req.to,
-        payload: &req.payload,
+    let mut checked = Checked {
+        operation_key,
         quota_key,
         cost,
-        send_at_ms,
         max_attempts,
-    });
-    Ok(Checked { operation_key, quota_key, cost, max_attempts, send_at_ms, payload, fingerprint })
+        send_at_ms,
+        parsed,
+        fingerprint: [0; 32],
+    };
+    checked.fingerprint = fingerprint(&checked.resolved(req, max_attempts));
+    Ok(checked)
+}
+
+impl Checked<'_> {
+    /// The request's meaning with `max_attempts` resolved as given.
+    fn resolved<'r>(&'r self, req: &'r SubmitRequest, max_attempts: u32) -> Resolved<'r> {
+        Resolved {
+            channel: &req.channel,
+            to: &req.to,
+            payload: &self.parsed,
+            quota_key: self.quota_key,
+            cost: self.cost,
+            send_at_ms: self.send_at_ms,
+            max_attempts,
+        }
+    }
 }
 
 impl Herald {
@@ -194,7 +202,7 @@ impl Herald {
                 .await
                 .map(|committed| committed.value);
         }
-        let checked = check(req, self.options().max_attempts)?;
+        let checked = check(req, self.settings_recent().await?)?;
         let id = DeliveryId::new_v7();
         let new = new_delivery(req, &checked, id);
         for _ in 0..CLAIM_ROUNDS_MAX {
@@ -234,7 +242,7 @@ impl Herald {
         conn: &mut C,
         req: &SubmitRequest,
     ) -> Result<Submitted, Error> {
-        let checked = check(req, self.options().max_attempts)?;
+        let checked = check(req, self.submit_settings(conn.as_conn()).await?)?;
         if !conn.as_conn().in_transaction() {
             return Err(Error::NotInTransaction);
         }
@@ -284,7 +292,7 @@ impl Herald {
                 created(req, checked, id, created_at, next_attempt_at)
             }
             (Claim::UnknownTenant, _) => Err(Error::UnknownTenant),
-            (Claim::Exists | Claim::QuotaShort, Some(row)) => repeated(row, checked),
+            (Claim::Exists | Claim::QuotaShort, Some(row)) => repeated(row, req, checked),
             (Claim::QuotaShort, None) => {
                 Err(Error::QuotaExhausted { quota_key: checked.quota_key.to_string() })
             }
@@ -313,8 +321,9 @@ fn new_delivery<'a>(
         operation_key: checked.operation_key.as_str(),
         channel: &req.channel,
         recipient: &req.to,
-        payload: &checked.payload,
+        payload: req.payload.as_str(),
         fingerprint: &checked.fingerprint,
+        fingerprint_version: FINGERPRINT_VERSION,
         quota_key: checked.quota_key,
         cost: checked.cost,
         max_attempts: checked.max_attempts as i32,
@@ -322,9 +331,26 @@ fn new_delivery<'a>(
     }
 }
 
-/// The identity exists: the same request is a duplicate, another one a reused key.
-fn repeated(existing: DeliveryRow, checked: &Checked<'_>) -> Result<Submitted, Error> {
-    if existing.fingerprint == checked.fingerprint {
+/// The identity exists: the same request is a duplicate, another one a reused key. The
+/// request is compared in the version of the row's fingerprint. A version-1 row resolved
+/// `max_attempts` from the submitting process's own flag, which is gone: a repeat that
+/// leaves it out is compared with the row's own value, what that process resolved.
+fn repeated(
+    existing: DeliveryRow,
+    req: &SubmitRequest,
+    checked: &Checked<'_>,
+) -> Result<Submitted, Error> {
+    let same = if existing.fingerprint_version == FINGERPRINT_VERSION {
+        existing.fingerprint == checked.fingerprint
+    } else {
+        let max_attempts = match (req.max_attempts, existing.fingerprint_version) {
+            (None, 1) => u32::try_from(existing.max_attempts).unwrap_or(checked.max_attempts),
+            _ => checked.max_attempts,
+        };
+        let r = checked.resolved(req, max_attempts);
+        fingerprint_in(existing.fingerprint_version, &r).is_some_and(|f| existing.fingerprint == f)
+    };
+    if same {
         Ok(Submitted { delivery: existing.try_into()?, duplicate: true })
     } else {
         Err(Error::IdempotencyKeyReused)

@@ -19,7 +19,7 @@ use herald_core::limits::{
     SEND_TIMEOUT_DEFAULT, SHUTDOWN_GRACE_DEFAULT, WORKER_ID_LEN_MAX, WORKER_SLOTS_DEFAULT,
     WORKER_SLOTS_MAX,
 };
-use herald_core::{Decision, Report, RetryPolicy};
+use herald_core::{Decision, Payload, Report, RetryPolicy};
 use herald_store::deliveries::{
     Lease, LeasedRow, deliveries_lease, deliveries_leased_by, delivery_hand_back,
     delivery_lease_extend,
@@ -396,8 +396,8 @@ impl Inner {
         let outcome = match self.channels.get(&d.channel) {
             None => Outcome::transient("channel_unavailable", "no adapter for this channel here"),
             Some(channel) => {
-                let payload = match serde_json::from_str(&row.payload) {
-                    Ok(payload) => payload,
+                let payload = match serde_json::from_str::<serde_json::Value>(&row.payload) {
+                    Ok(_) => Payload::from_text(row.payload.clone()),
                     // Stored by a submit as valid JSON; if it cannot be read back, sending
                     // something else in its place would be worse than failing.
                     Err(e) => {

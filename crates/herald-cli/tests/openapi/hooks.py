@@ -6,13 +6,30 @@ it is sent, so positive data stays valid by the document and by the server."""
 import schemathesis
 
 
-def _without_nul(value):
+def _string(s):
+    # No NUL, no lone surrogate.
+    return "".join(c for c in s if c != "\x00" and not 0xD800 <= ord(c) <= 0xDFFF)
+
+
+def _within_rules(value, depth=0):
+    """herald's JSON rules on a payload: no NUL, no lone surrogate, numbers of at most 35
+    integer and 30 fraction digits, at most 32 levels of arrays and objects."""
+    if isinstance(value, bool):
+        return value
     if isinstance(value, str):
-        return value.replace("\x00", "")
+        return _string(value)
+    if isinstance(value, int):
+        return value if abs(value) < 10**35 else 0
+    if isinstance(value, float):
+        # A float's exact value can have hundreds of digits (5e-324); 10 decimals are a
+        # number with at most 10 fraction digits in its shortest form.
+        return round(value, 10) if abs(value) < 1e30 else 0
     if isinstance(value, list):
-        return [_without_nul(v) for v in value]
+        return [] if depth >= 32 else [_within_rules(v, depth + 1) for v in value]
     if isinstance(value, dict):
-        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+        if depth >= 32:
+            return {}
+        return {_string(k): _within_rules(v, depth + 1) for k, v in value.items()}
     return value
 
 
@@ -22,9 +39,9 @@ def before_call(ctx, case, **kwargs):
         return
     if not isinstance(case.body, dict):
         return
-    # No NUL in any string of a payload (PostgreSQL's jsonb cannot store it).
+    # herald's JSON rules, which reach into every nested value of a payload.
     if "payload" in case.body:
-        case.body["payload"] = _without_nul(case.body["payload"])
+        case.body["payload"] = _within_rules(case.body["payload"])
     # operation_key or the Idempotency-Key header is required, and equal when both are sent.
     headers = dict(case.headers or {})
     key, header = case.body.get("operation_key"), headers.get("Idempotency-Key")

@@ -55,7 +55,8 @@ pub async fn create(
             if known.is_empty() { "none".to_string() } else { known.join(", ") }
         )));
     }
-    herald::channels::validate(&body.channel, &body.to, &body.payload)
+    let payload = herald::Payload::from_text(body.payload.get());
+    herald::channels::validate(&body.channel, &body.to, &payload)
         .map_err(|refused| ApiError::invalid(refused.message))?;
     let send_at = match body.send_at {
         None => None,
@@ -68,7 +69,7 @@ pub async fn create(
         operation_key,
         channel: body.channel,
         to: body.to,
-        payload: body.payload,
+        payload,
         quota_key: body.quota_key,
         cost: body.cost,
         send_at,

@@ -14,8 +14,10 @@ pub struct NewDelivery<'a> {
     pub operation_key: &'a str,
     pub channel: &'a str,
     pub recipient: &'a str,
+    /// JSON text, stored byte for byte.
     pub payload: &'a str,
     pub fingerprint: &'a [u8],
+    pub fingerprint_version: i16,
     pub quota_key: &'a str,
     pub cost: i64,
     pub max_attempts: i32,

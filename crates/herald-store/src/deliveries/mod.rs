@@ -41,6 +41,8 @@ pub struct DeliveryRow {
     pub channel: String,
     pub recipient: String,
     pub fingerprint: Vec<u8>,
+    /// The version `fingerprint` was computed in (`herald_core::fingerprint`).
+    pub fingerprint_version: i16,
     pub quota_key: String,
     pub cost: i64,
     pub state: DeliveryState,
@@ -63,7 +65,7 @@ pub struct DeliveryRow {
     pub attempt_started_at: Option<i64>,
 }
 
-/// A leased delivery with its payload (JSON text).
+/// A leased delivery with its payload (JSON text, as it was submitted).
 #[derive(Clone, PartialEq, Eq)]
 pub struct LeasedRow {
     pub delivery: DeliveryRow,
@@ -107,6 +109,7 @@ macro_rules! delivery_row {
             channel: row.try_get("channel")?,
             recipient: row.try_get("recipient")?,
             fingerprint: row.try_get("fingerprint")?,
+            fingerprint_version: row.try_get("fingerprint_version")?,
             quota_key: row.try_get("quota_key")?,
             cost: row.try_get("cost")?,
             state: state

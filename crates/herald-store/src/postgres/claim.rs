@@ -25,16 +25,16 @@ pub(crate) async fn delivery_claim(
              t AS (SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $2) AS known),
              d AS (
                  INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
-                     fingerprint, quota_key, cost, state, max_attempts, next_attempt_at,
-                     created_at, updated_at)
-                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9,
+                     fingerprint, fingerprint_version, quota_key, cost, state, max_attempts,
+                     next_attempt_at, created_at, updated_at)
+                 SELECT $1, $2, $3, $4, $5, $6, $15, $7, $8, 'pending', $9,
                      coalesce(herald_ts($10), herald_now($11)), herald_now($11), herald_now($11)
                  WHERE (SELECT known FROM t) AND ($8 = 0 OR EXISTS (SELECT 1 FROM q))
                  ON CONFLICT (tenant_id, operation_key, channel) DO NOTHING
                  RETURNING id, herald_ms(created_at) AS created_ms,
                      herald_ms(next_attempt_at) AS due_ms),
              p AS (INSERT INTO delivery_payloads (delivery_id, payload)
-                   SELECT id, $12::jsonb FROM d),
+                   SELECT id, $12::text FROM d),
              a AS (UPDATE quota_accounts SET available = available - $8,
                        reserved = reserved + $8, updated_at = herald_now($11)
                    WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7
@@ -64,6 +64,7 @@ pub(crate) async fn delivery_claim(
     .bind(new.payload)
     .bind(notify)
     .bind(crate::notify::WAKE_CHANNEL)
+    .bind(new.fingerprint_version)
     .fetch_one(c)
     .await?;
     Ok(match (created, due) {

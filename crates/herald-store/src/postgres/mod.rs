@@ -13,11 +13,12 @@ pub(crate) mod quota;
 pub(crate) mod read;
 pub(crate) mod receipts;
 pub(crate) mod retention;
+pub(crate) mod settings;
 pub(crate) mod tenants;
 
 /// The columns of a [`crate::deliveries::DeliveryRow`], from `deliveries d`.
 pub(crate) const DELIVERY_COLS: &str = "d.id, d.tenant_id, d.operation_key, d.channel, \
-    d.recipient, d.fingerprint, d.quota_key, d.cost, d.state, d.attempts, d.max_attempts, \
+    d.recipient, d.fingerprint, d.fingerprint_version, d.quota_key, d.cost, d.state, d.attempts, d.max_attempts, \
     d.attempts_base, d.reservation_seq, herald_ms(d.next_attempt_at) AS next_attempt_at, \
     d.lease_owner, herald_ms(d.lease_until) AS lease_until, d.last_error, \
     herald_ms(d.created_at) AS created_at, herald_ms(d.updated_at) AS updated_at, \

@@ -14,9 +14,9 @@ pub(crate) async fn delivery_claim(
     let now = now.sqlite_ms();
     let inserted = sqlx::query(
         "INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
-             fingerprint, quota_key, cost, state, max_attempts, next_attempt_at,
-             created_at, updated_at)
-         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, coalesce(?10, ?11), ?11, ?11
+             fingerprint, fingerprint_version, quota_key, cost, state, max_attempts,
+             next_attempt_at, created_at, updated_at)
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?12, ?7, ?8, 'pending', ?9, coalesce(?10, ?11), ?11, ?11
          WHERE EXISTS (SELECT 1 FROM tenants WHERE id = ?2)
          ON CONFLICT (tenant_id, operation_key, channel) DO NOTHING",
     )
@@ -31,6 +31,7 @@ pub(crate) async fn delivery_claim(
     .bind(new.max_attempts)
     .bind(new.send_at)
     .bind(now)
+    .bind(new.fingerprint_version)
     .execute(&mut *c)
     .await?
     .rows_affected()

@@ -13,11 +13,12 @@ pub(crate) mod quota;
 pub(crate) mod read;
 pub(crate) mod receipts;
 pub(crate) mod retention;
+pub(crate) mod settings;
 pub(crate) mod tenants;
 
 /// The columns of a [`crate::deliveries::DeliveryRow`].
 pub(crate) const DELIVERY_COLS: &str = "id, tenant_id, operation_key, channel, recipient, \
-    fingerprint, quota_key, cost, state, attempts, max_attempts, attempts_base, \
+    fingerprint, fingerprint_version, quota_key, cost, state, attempts, max_attempts, attempts_base, \
     reservation_seq, next_attempt_at, lease_owner, lease_until, last_error, created_at, \
     updated_at, sent_at, attempt_worker, attempt_started_at";
 

@@ -65,8 +65,11 @@ impl EmailChannel {
         let to: Mailbox = d.to.parse().map_err(|e| {
             Outcome::terminal("invalid_recipient", format!("`to` is not an email address: {e}"))
         })?;
-        let payload = EmailPayload::from_json(&d.payload)
-            .map_err(|m| Outcome::terminal("invalid_payload", m))?;
+        let value = d.payload.to_value().map_err(|e| {
+            Outcome::terminal("invalid_payload", format!("the payload is not JSON: {e}"))
+        })?;
+        let payload =
+            EmailPayload::from_json(&value).map_err(|m| Outcome::terminal("invalid_payload", m))?;
         let builder = Message::builder()
             .from(self.from.clone())
             .to(to)

@@ -9,6 +9,8 @@ pub mod webhook;
 pub use email::{EmailChannel, EmailOptions, EmailPayload};
 pub use webhook::{WebhookChannel, WebhookOptions};
 
+use herald_core::Payload;
+
 /// Why a built-in channel could never send a submit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -21,7 +23,7 @@ pub struct Unsendable {
 /// Checks a submit against the built-in channel it names, so a delivery that can never be
 /// sent is refused up front (400) rather than accepted and failed later. Other channel
 /// names are not checked here.
-pub fn validate(channel: &str, to: &str, payload: &serde_json::Value) -> Result<(), Unsendable> {
+pub fn validate(channel: &str, to: &str, payload: &Payload) -> Result<(), Unsendable> {
     let refuse = |field, message| Err(Unsendable { field, message });
     match channel {
         "webhook" => match reqwest::Url::parse(to) {
@@ -35,7 +37,11 @@ pub fn validate(channel: &str, to: &str, payload: &serde_json::Value) -> Result<
             if to.parse::<lettre::message::Mailbox>().is_err() {
                 return refuse("to", format!("to must be an email address, got {to:?}"));
             }
-            match EmailPayload::from_json(payload) {
+            let value = match payload.to_value() {
+                Ok(value) => value,
+                Err(e) => return refuse("payload", format!("payload is not JSON: {e}")),
+            };
+            match EmailPayload::from_json(&value) {
                 Ok(_) => Ok(()),
                 Err(message) => refuse("payload", message),
             }

@@ -97,7 +97,8 @@ impl WebhookChannel {
         };
         let mut keys = vec![secrets.webhook_secret.as_str()];
         keys.extend(secrets.webhook_secret_previous.as_deref());
-        let body = d.payload.to_string().into_bytes();
+        // The payload's text exactly as it was submitted: every digit, every byte.
+        let body = d.payload.as_str().as_bytes().to_vec();
         let id = d.id.to_string();
         let timestamp = jiff::Timestamp::now().as_second();
         let signature = match sign(&keys, &id, timestamp, &body) {

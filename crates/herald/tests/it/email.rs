@@ -5,7 +5,7 @@
 
 use crate::common;
 use herald::channels::{EmailChannel, EmailOptions};
-use herald::{Channel, Delivery, DeliveryState, SubmitRequest, Worker, WorkerOptions};
+use herald::{Channel, Delivery, DeliveryState, Payload, SubmitRequest, Worker, WorkerOptions};
 use serde_json::json;
 use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader};
@@ -410,12 +410,12 @@ async fn the_relay_url_forms_of_the_spec_are_accepted() {
 fn validate_refuses_bad_addresses_and_payloads() {
     use herald::channels::validate;
     let ok = json!({"subject": "Ready", "text": "Your repair is ready"});
-    assert_eq!(validate("email", "customer@example.net", &ok), Ok(()));
-    assert_eq!(validate("email", "Zoë <zoe@example.net>", &ok), Ok(()));
+    assert_eq!(validate("email", "customer@example.net", &Payload::from(&ok)), Ok(()));
+    assert_eq!(validate("email", "Zoë <zoe@example.net>", &Payload::from(&ok)), Ok(()));
     let with_html = json!({"subject": "Ready", "text": "ready", "html": "<p>ready</p>"});
-    assert_eq!(validate("email", "customer@example.net", &with_html), Ok(()));
+    assert_eq!(validate("email", "customer@example.net", &Payload::from(&with_html)), Ok(()));
     for to in ["not an address", "", "a@", "@example.net", "https://example.net"] {
-        assert!(validate("email", to, &ok).is_err(), "to {to:?} must be refused");
+        assert!(validate("email", to, &Payload::from(&ok)).is_err(), "to {to:?} must be refused");
     }
     for payload in [
         json!({"text": "no subject"}),
@@ -425,6 +425,9 @@ fn validate_refuses_bad_addresses_and_payloads() {
         json!({"subject": 1, "text": "x"}),
         json!({"subject": "two\r\nBcc: victim@example.net", "text": "x"}),
     ] {
-        assert!(validate("email", "customer@example.net", &payload).is_err(), "{payload}");
+        assert!(
+            validate("email", "customer@example.net", &Payload::from(&payload)).is_err(),
+            "{payload}"
+        );
     }
 }

@@ -365,7 +365,7 @@ fn request(tenant: Uuid, key: u8, to: u8, cost: i64, max_attempts: u32) -> Submi
         operation_key: format!("op-{key}"),
         channel: CHANNEL.into(),
         to: format!("user{to}@example.com"),
-        payload: serde_json::json!({ "key": key, "text": "hello" }),
+        payload: serde_json::json!({ "key": key, "text": "hello" }).into(),
         quota_key: None,
         cost: Some(cost),
         send_at: None,

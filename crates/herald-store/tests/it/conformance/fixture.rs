@@ -70,6 +70,7 @@ pub fn new_delivery(tenant: Uuid, operation_key: &str) -> NewDelivery<'_> {
         recipient: "a@example.com",
         payload: PAYLOAD,
         fingerprint: b"fingerprint",
+        fingerprint_version: 2,
         quota_key: KEY,
         cost: 1,
         max_attempts: 3,

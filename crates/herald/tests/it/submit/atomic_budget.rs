@@ -167,7 +167,7 @@ async fn a_submit_alone_commits_by_itself_with_the_same_answers_and_writes_nothi
         // Committed when it returns: another connection reads the row, its payload and the
         // reservation, and the returned delivery is what is stored.
         assert_eq!(herald.delivery(tenant, first.delivery.id).await.unwrap(), first.delivery);
-        assert_eq!(stored(&herald, first.delivery.id).await.1, req.payload, "{name}");
+        assert_eq!(stored(&herald, first.delivery.id).await.1, req.payload.as_str(), "{name}");
         assert_eq!(journal_of(&herald, first.delivery.id).await, ["reserve:1:3"], "{name}");
         assert_eq!(herald.quotas(tenant).await.unwrap(), [account(tenant, "email", [5, 2, 3, 0])]);
 

@@ -7,11 +7,11 @@ use crate::common::backends;
 use herald::sqlx::{self, AssertSqlSafe, Postgres, Sqlite};
 use herald::{
     AsConn, Channel, Conn, DeliveryState, EngineOptions, Error, Herald, Leased, Outcome,
-    QuotaAccount, SubmitRequest, Submitted, Worker, WorkerOptions,
+    QuotaAccount, Settings, SubmitRequest, Submitted, Worker, WorkerOptions,
 };
 use herald_core::limits::{COST_MAX, DELIVERY_ATTEMPTS_MAX, PAYLOAD_BYTES_MAX};
 use jiff::{SignedDuration, Timestamp};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::Arc;
 use tokio::sync::Barrier;
 use uuid::Uuid;
@@ -173,8 +173,8 @@ async fn totals(herald: &Herald, tenants: &[herald::TenantId]) -> Totals {
     }
 }
 
-/// A delivery's stored fingerprint and payload.
-async fn stored(herald: &Herald, id: herald::DeliveryId) -> (Vec<u8>, Value) {
+/// A delivery's stored fingerprint and payload text.
+async fn stored(herald: &Herald, id: herald::DeliveryId) -> (Vec<u8>, String) {
     let fingerprint: Vec<u8> =
         read(herald, "SELECT fingerprint FROM deliveries WHERE id = $1", &[Id(id.into())])
             .await
@@ -186,7 +186,7 @@ async fn stored(herald: &Herald, id: herald::DeliveryId) -> (Vec<u8>, Value) {
     )
     .await
     .unwrap();
-    (fingerprint, serde_json::from_str(&payload).unwrap())
+    (fingerprint, payload)
 }
 
 fn account(tenant: herald::TenantId, quota_key: &str, balances: [i64; 4]) -> QuotaAccount {

@@ -141,14 +141,16 @@ async fn a_repeat_with_another_request_is_refused_and_changes_nothing() {
             (
                 "another payload",
                 SubmitRequest {
-                    payload: json!({"subject": "receipt", "text": "thanks for your order!"}),
+                    payload: json!({"subject": "receipt", "text": "thanks for your order!"}).into(),
                     ..base.clone()
                 },
             ),
             (
                 "a payload with one more field",
                 SubmitRequest {
-                    payload: json!({"subject": "receipt", "text": "thanks for your order", "html": ""}),
+                    payload:
+                        json!({"subject": "receipt", "text": "thanks for your order", "html": ""})
+                            .into(),
                     ..base.clone()
                 },
             ),
@@ -185,9 +187,9 @@ async fn a_repeat_with_another_request_is_refused_and_changes_nothing() {
         assert_eq!(totals(&herald, &[tenant, other_tenant]).await, before, "{name}");
 
         // The same meaning written differently is a duplicate, not a reuse.
-        let reordered: Value =
-            serde_json::from_str(r#"{ "text": "thanks for your order", "subject": "receipt" }"#)
-                .unwrap();
+        let reordered = herald::Payload::from_text(
+            r#"{ "text": "thanks for your order", "subject": "receipt" }"#,
+        );
         let again = submit(&herald, &SubmitRequest { payload: reordered, ..base.clone() }).await;
         assert_eq!(kind(&again), "duplicate", "{name}: {again:?}");
         assert_eq!(again.unwrap().delivery, first.delivery, "{name}");

@@ -21,7 +21,7 @@ async fn a_retry_of_a_successful_submit_is_a_duplicate_even_when_quota_has_run_o
             assert_eq!(kind(&retry), "duplicate", "{name} ({via:?}): {retry:?}");
             assert_eq!(retry.unwrap().delivery.id, id, "{name} ({via:?})");
             // And a changed retry is a reuse, not a quota problem: reuse is checked first.
-            let changed = SubmitRequest { payload: json!({"text": "changed"}), ..a.clone() };
+            let changed = SubmitRequest { payload: json!({"text": "changed"}).into(), ..a.clone() };
             let changed = submit_via(&herald, &changed, via).await;
             assert_eq!(kind(&changed), "reused", "{name} ({via:?}): {changed:?}");
         }
@@ -63,19 +63,31 @@ async fn defaults_are_applied_before_the_fingerprint() {
             assert_eq!(again.unwrap().delivery.id, created.delivery.id, "{name}: {key}");
         }
 
-        // The default is the engine's setting, resolved by the engine that submitted.
+        // The default is the database's shared setting, whatever a handle's own options
+        // say: the first handle wrote it, and a second one configured otherwise uses it.
         let three = db.herald().await.with_options(EngineOptions { max_attempts: 3 }).unwrap();
         let implicit = request(tenant, "welcome-3");
         let created = submit(&three, &implicit).await.unwrap();
-        assert_eq!(created.delivery.max_attempts, 3, "{name}");
-        let same = submit(&herald, &spelled_out(&implicit, 3)).await;
+        assert_eq!(created.delivery.max_attempts, engine_default, "{name}");
+        let same = submit(&herald, &spelled_out(&implicit, engine_default)).await;
         assert_eq!(kind(&same), "duplicate", "{name}: {same:?}");
-        let different = submit(&herald, &spelled_out(&implicit, engine_default)).await;
+        let different = submit(&three, &spelled_out(&implicit, 3)).await;
+        assert_eq!(kind(&different), "reused", "{name}: {different:?}");
+
+        // An operator changes it: a submit that leaves it out now means the new value.
+        three.settings_set(Settings { max_attempts: 3 }).await.unwrap();
+        assert_eq!(herald.settings().await.unwrap(), Settings { max_attempts: 3 }, "{name}");
+        let implicit = request(tenant, "welcome-4");
+        let created = submit(&herald, &implicit).await.unwrap();
+        assert_eq!(created.delivery.max_attempts, 3, "{name}");
+        let same = submit(&three, &spelled_out(&implicit, 3)).await;
+        assert_eq!(kind(&same), "duplicate", "{name}: {same:?}");
+        let different = submit(&three, &spelled_out(&implicit, engine_default)).await;
         assert_eq!(kind(&different), "reused", "{name}: {different:?}");
 
         let reserves =
             count(&herald, "SELECT count(*) FROM quota_journal WHERE kind = 'reserve'", &[]).await;
-        assert_eq!(reserves, 3, "{name}: one reservation per delivery");
-        assert_eq!(herald.quotas(tenant).await.unwrap(), [account(tenant, "email", [10, 7, 3, 0])]);
+        assert_eq!(reserves, 4, "{name}: one reservation per delivery");
+        assert_eq!(herald.quotas(tenant).await.unwrap(), [account(tenant, "email", [10, 6, 4, 0])]);
     }
 }

@@ -30,18 +30,56 @@ async fn bad_input_is_refused_writes_nothing_and_leaves_the_transaction_usable()
                 "invalid",
                 SubmitRequest { operation_key: "evt\t1".into(), ..base.clone() },
             ),
-            ("payload over 64 KiB", "invalid", SubmitRequest { payload: oversize, ..base.clone() }),
-            // PostgreSQL's jsonb cannot hold U+0000: refused up front on every backend, so the
+            (
+                "payload over 64 KiB",
+                "invalid",
+                SubmitRequest { payload: oversize.into(), ..base.clone() },
+            ),
+            // PostgreSQL text cannot hold U+0000: refused up front on every backend, so the
             // caller's transaction is never aborted by it.
             (
                 "NUL in the payload",
                 "invalid",
-                SubmitRequest { payload: json!({"text": "a\u{0}b"}), ..base.clone() },
+                SubmitRequest { payload: json!({"text": "a\u{0}b"}).into(), ..base.clone() },
             ),
             (
                 "NUL in a payload key",
                 "invalid",
-                SubmitRequest { payload: json!({"a\u{0}": 1}), ..base.clone() },
+                SubmitRequest { payload: json!({"a\u{0}": 1}).into(), ..base.clone() },
+            ),
+            // herald's JSON rules (the fingerprint's), identical on every face.
+            (
+                "payload that is not JSON",
+                "invalid",
+                SubmitRequest { payload: text("{"), ..base.clone() },
+            ),
+            (
+                "duplicate key in the payload",
+                "invalid",
+                SubmitRequest { payload: text(r#"{"a":1,"a":1}"#), ..base.clone() },
+            ),
+            (
+                "lone surrogate in the payload",
+                "invalid",
+                SubmitRequest { payload: text(r#"{"a":"\ud800"}"#), ..base.clone() },
+            ),
+            (
+                "number with 36 integer digits",
+                "invalid",
+                SubmitRequest { payload: text(r#"{"n":1e35}"#), ..base.clone() },
+            ),
+            (
+                "number with 31 fraction digits",
+                "invalid",
+                SubmitRequest { payload: text(r#"{"n":1e-31}"#), ..base.clone() },
+            ),
+            (
+                "payload nested 33 deep",
+                "invalid",
+                SubmitRequest {
+                    payload: text(&format!("{}{}", "[".repeat(33), "]".repeat(33))),
+                    ..base.clone()
+                },
             ),
             (
                 "send_at before 1970",
@@ -136,7 +174,7 @@ async fn bad_input_is_refused_writes_nothing_and_leaves_the_transaction_usable()
                 "payload of exactly 64 KiB",
                 SubmitRequest {
                     operation_key: "limit-1".into(),
-                    payload: at_limit,
+                    payload: at_limit.into(),
                     ..base.clone()
                 },
             ),
@@ -182,7 +220,15 @@ async fn bad_input_is_refused_writes_nothing_and_leaves_the_transaction_usable()
             let result = submit(&herald, req).await;
             assert_eq!(kind(&result), "created", "{name}: {what}: {result:?}");
             let (_, payload) = stored(&herald, result.unwrap().delivery.id).await;
-            assert_eq!(payload, req.payload, "{name}: {what}: the payload is stored whole");
+            assert_eq!(
+                payload,
+                req.payload.as_str(),
+                "{name}: {what}: the payload is stored whole"
+            );
         }
     }
+}
+
+fn text(json: &str) -> herald::Payload {
+    herald::Payload::from_text(json)
 }

@@ -169,9 +169,13 @@ async fn a_non_http_target_is_terminal_and_refused_at_validation() {
         assert_eq!(env.quota().await, (100, 100, 0, 0), "{}: released", env.name);
     }
     for bad in ["not a url", "ftp://x", "http://", "mailto:a@example.com"] {
-        assert!(herald::channels::validate("webhook", bad, &json!({})).is_err(), "{bad}");
+        assert!(herald::channels::validate("webhook", bad, &json!({}).into()).is_err(), "{bad}");
     }
     for good in ["https://example.com/hook", "http://hooks.example.com:8080/a?b=c"] {
-        assert_eq!(herald::channels::validate("webhook", good, &json!({"a": 1})), Ok(()), "{good}");
+        assert_eq!(
+            herald::channels::validate("webhook", good, &json!({"a": 1}).into()),
+            Ok(()),
+            "{good}"
+        );
     }
 }

@@ -1,0 +1,37 @@
+use crate::error::StoreError;
+use crate::settings::SettingsRow;
+use sqlx::PgConnection;
+
+pub(crate) async fn settings_get(c: &mut PgConnection) -> Result<Option<SettingsRow>, StoreError> {
+    let max_attempts: Option<i32> =
+        sqlx::query_scalar("SELECT max_attempts FROM herald_settings WHERE id = 1")
+            .fetch_optional(c)
+            .await?;
+    Ok(max_attempts.map(|max_attempts| SettingsRow { max_attempts }))
+}
+
+pub(crate) async fn settings_init(
+    c: &mut PgConnection,
+    seed: SettingsRow,
+) -> Result<SettingsRow, StoreError> {
+    let max_attempts: i32 = sqlx::query_scalar(
+        "INSERT INTO herald_settings (id, max_attempts) VALUES (1, $1)
+         ON CONFLICT (id) DO UPDATE SET max_attempts = herald_settings.max_attempts
+         RETURNING max_attempts",
+    )
+    .bind(seed.max_attempts)
+    .fetch_one(c)
+    .await?;
+    Ok(SettingsRow { max_attempts })
+}
+
+pub(crate) async fn settings_set(c: &mut PgConnection, row: SettingsRow) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO herald_settings (id, max_attempts) VALUES (1, $1)
+         ON CONFLICT (id) DO UPDATE SET max_attempts = excluded.max_attempts",
+    )
+    .bind(row.max_attempts)
+    .execute(c)
+    .await?;
+    Ok(())
+}
