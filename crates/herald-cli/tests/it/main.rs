@@ -10,6 +10,7 @@ mod bench;
 mod cli;
 mod e2e;
 mod faults;
+mod fingerprint;
 mod migrate_race;
 mod openapi;
 mod quickstart;

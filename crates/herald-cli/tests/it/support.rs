@@ -356,9 +356,21 @@ pub async fn try_request(
     bearer: Option<&str>,
     body: Option<&Value>,
 ) -> Result<Reply, String> {
+    let body = body.map(Value::to_string);
+    try_request_text(addr, method, path, bearer, body.as_deref()).await
+}
+
+/// [`try_request`] with the body's JSON text exactly as given.
+pub async fn try_request_text(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    bearer: Option<&str>,
+    body: Option<&str>,
+) -> Result<Reply, String> {
     let exchange = async {
         let mut stream = TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
-        let body = body.map(Value::to_string).unwrap_or_default();
+        let body = body.unwrap_or_default();
         let mut request =
             format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n");
         if let Some(key) = bearer {
@@ -433,6 +445,13 @@ pub async fn call(
     try_request(server.addr, method, path, bearer, body).await.unwrap_or_else(|e| {
         panic!("{}: {method} {path}: {e}; stderr:\n{}", server.name, server.stderr())
     })
+}
+
+/// [`call`] with the body's JSON text exactly as given (serde_json would round numbers).
+pub async fn call_text(server: &Proc, method: &str, path: &str, bearer: &str, body: &str) -> Reply {
+    try_request_text(server.addr, method, path, Some(bearer), Some(body)).await.unwrap_or_else(
+        |e| panic!("{}: {method} {path}: {e}; stderr:\n{}", server.name, server.stderr()),
+    )
 }
 
 /// Asserts the status and returns the JSON body; the failure shows what the server said.
