@@ -101,9 +101,29 @@ async fn two_servers_with_different_max_attempts_answer_a_repeat_as_a_duplicate(
             &format!("{name}: a new one through b"),
         );
         assert_eq!(through_b["max_attempts"], 3, "{name}: b uses the shared setting: {through_b}");
-        let shown =
-            json_out(&herald(dir.path(), &["settings", "show", "--json", "--db", &db], &[]).await);
-        assert_eq!(shown, json!({"max_attempts": 3}), "{name}");
+        let show = ["settings", "show", "--json", "--db", &db];
+        assert_eq!(json_out(&herald(dir.path(), &show, &[]).await), json!({"max_attempts": 3}));
+        // An operator changes it; a bad value is refused and changes nothing.
+        let bad =
+            herald(dir.path(), &["settings", "set", "--max-attempts", "0", "--db", &db], &[]).await;
+        assert_eq!(bad.code, Some(1), "{name}: {}", bad.stderr);
+        assert!(
+            bad.stderr.contains("max_attempts must be between 1 and 100"),
+            "{name}: {}",
+            bad.stderr
+        );
+        assert_eq!(json_out(&herald(dir.path(), &show, &[]).await), json!({"max_attempts": 3}));
+        let set = ["settings", "set", "--max-attempts", "5", "--json", "--db", &db];
+        assert_eq!(json_out(&herald(dir.path(), &set, &[]).await), json!({"max_attempts": 5}));
+        // A server started after the change, with no flag of its own, uses it.
+        let c = Proc::serve(&format!("{name} c"), dir.path(), &["--db", &db], &FAST).await;
+        let third = delivery_body("evt-3", "https://example.com/hook", r#"{"event":"signup"}"#);
+        let through_c = expect_status(
+            &call_text(&c, "POST", "/v1/deliveries", &key, &third).await,
+            201,
+            &format!("{name}: a new one through c"),
+        );
+        assert_eq!(through_c["max_attempts"], 5, "{name}: {through_c}");
     }
 }
 
