@@ -32,26 +32,41 @@ pub struct Resolved<'a> {
 /// The canonical text of version 2: one object with the seven members in byte order,
 /// every string and number canonical, no whitespace.
 pub fn canonical(r: &Resolved<'_>) -> String {
+    let payload = |v: &Value, out: &mut String| {
+        json::write_canonical(v, out);
+        Some(())
+    };
+    envelope(r, json::write_canonical_string, payload).unwrap_or_default()
+}
+
+/// The resolved request as one object, its members in byte order, written with a
+/// version's rules for strings and for the payload (`None` if the payload cannot be).
+/// Both versions share this shape: only the spelling of values differs.
+fn envelope(
+    r: &Resolved<'_>,
+    string: fn(&str, &mut String),
+    payload: impl Fn(&Value, &mut String) -> Option<()>,
+) -> Option<String> {
     let mut out = String::with_capacity(256);
     out.push_str("{\"channel\":");
-    json::write_canonical_string(r.channel, &mut out);
+    string(r.channel, &mut out);
     out.push_str(",\"cost\":");
     out.push_str(&r.cost.to_string());
     out.push_str(",\"max_attempts\":");
     out.push_str(&r.max_attempts.to_string());
     out.push_str(",\"payload\":");
-    json::write_canonical(r.payload, &mut out);
+    payload(r.payload, &mut out)?;
     out.push_str(",\"quota_key\":");
-    json::write_canonical_string(r.quota_key, &mut out);
+    string(r.quota_key, &mut out);
     out.push_str(",\"send_at\":");
     match r.send_at_ms {
         Some(ms) => out.push_str(&ms.to_string()),
         None => out.push_str("null"),
     }
     out.push_str(",\"to\":");
-    json::write_canonical_string(r.to, &mut out);
+    string(r.to, &mut out);
     out.push('}');
-    out
+    Some(out)
 }
 
 /// The fingerprint in the current version ([`FINGERPRINT_VERSION`]).

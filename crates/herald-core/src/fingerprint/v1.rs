@@ -14,26 +14,8 @@ use sha2::{Digest, Sha256};
 /// The version-1 fingerprint, or `None` when serde_json would have refused the request
 /// (a number beyond `f64`), which therefore cannot match any stored row.
 pub(super) fn fingerprint(r: &Resolved<'_>) -> Option<[u8; 32]> {
-    let mut out = String::new();
-    out.push_str("{\"channel\":");
-    string(r.channel, &mut out);
-    out.push_str(",\"cost\":");
-    out.push_str(&r.cost.to_string());
-    out.push_str(",\"max_attempts\":");
-    out.push_str(&r.max_attempts.to_string());
-    out.push_str(",\"payload\":");
-    value(r.payload, &mut out)?;
-    out.push_str(",\"quota_key\":");
-    string(r.quota_key, &mut out);
-    out.push_str(",\"send_at\":");
-    match r.send_at_ms {
-        Some(ms) => out.push_str(&ms.to_string()),
-        None => out.push_str("null"),
-    }
-    out.push_str(",\"to\":");
-    string(r.to, &mut out);
-    out.push('}');
-    Some(Sha256::digest(out.as_bytes()).into())
+    let text = super::envelope(r, string, value)?;
+    Some(Sha256::digest(text.as_bytes()).into())
 }
 
 fn value(v: &Value, out: &mut String) -> Option<()> {

@@ -37,9 +37,13 @@ pub fn validate(channel: &str, to: &str, payload: &Payload) -> Result<(), Unsend
             if to.parse::<lettre::message::Mailbox>().is_err() {
                 return refuse("to", format!("to must be an email address, got {to:?}"));
             }
+            // herald's JSON rules first, so the answer is the one a submit would give.
+            if let Err(e) = payload.parse() {
+                return refuse("payload", format!("payload: {e}"));
+            }
             let value = match payload.to_value() {
                 Ok(value) => value,
-                Err(e) => return refuse("payload", format!("payload is not JSON: {e}")),
+                Err(e) => return refuse("payload", format!("payload: {e}")),
             };
             match EmailPayload::from_json(&value) {
                 Ok(_) => Ok(()),
