@@ -63,6 +63,7 @@ fn human(r: &DemoReport) -> String {
         herald::Backend::Sqlite => {
             "a second connection commits a write under the closure's read snapshot (SQLITE_BUSY_SNAPSHOT)"
         }
+        herald::Backend::MySql => "not written for MariaDB yet",
     };
     let mut out = format!("herald demo on {}\n\n", r.backend.name());
     out += "1. A retried transaction with the side effect inline (a framework's `attempts: 5`)\n";

@@ -31,6 +31,9 @@ pub async fn floor_submit(
     operation_key: &str,
 ) -> Result<bool, StoreError> {
     let c = match conn {
+        Conn::MySql(_) => {
+            return Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" });
+        }
         Conn::Postgres(c) => c,
         Conn::Sqlite(c) => return floor_submit_sqlite(c, id, tenant, operation_key).await,
     };
@@ -68,6 +71,9 @@ pub async fn floor_drain(
     parts: i64,
 ) -> Result<u64, StoreError> {
     let c = match conn {
+        Conn::MySql(_) => {
+            return Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" });
+        }
         Conn::Postgres(c) => c,
         // One writer at a time: a part of the tenants would change nothing.
         Conn::Sqlite(c) => return floor_drain_sqlite(c, limit).await,
@@ -97,6 +103,9 @@ pub async fn floor_drain(
 /// Deliveries in `state`.
 pub async fn count_state(conn: Conn<'_>, state: &str) -> Result<i64, StoreError> {
     Ok(match conn {
+        Conn::MySql(_) => {
+            return Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" });
+        }
         Conn::Postgres(c) => {
             sqlx::query_scalar("SELECT count(*) FROM deliveries WHERE state = $1")
                 .bind(state)
@@ -120,6 +129,9 @@ pub async fn bench_analyze(conn: Conn<'_>) -> Result<(), StoreError> {
     const TABLES: &str =
         "ANALYZE deliveries, delivery_payloads, delivery_attempts, quota_journal, quota_accounts";
     match conn {
+        Conn::MySql(_) => {
+            return Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" });
+        }
         Conn::Postgres(c) => {
             sqlx::raw_sql(TABLES).execute(c).await?;
         }
@@ -135,6 +147,9 @@ pub async fn bench_analyze(conn: Conn<'_>) -> Result<(), StoreError> {
 /// schemas only, never a real database).
 pub async fn bench_reset(conn: Conn<'_>) -> Result<(), StoreError> {
     match conn {
+        Conn::MySql(_) => {
+            return Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" });
+        }
         Conn::Postgres(c) => {
             sqlx::raw_sql(
                 "TRUNCATE delivery_attempts, delivery_payloads, delivery_replays, quota_journal,
@@ -268,6 +283,9 @@ pub async fn floor_submit_pooled(
     // PostgreSQL's id: taken before the connection, where the bench always took it.
     let id = Uuid::now_v7();
     match store.acquire().await? {
+        PooledConn::MySql(_) => {
+            Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" })
+        }
         PooledConn::Postgres(mut c) => match commit {
             Commit::InTransaction => {
                 let mut tx = c.begin().await?;
@@ -307,6 +325,9 @@ pub async fn floor_drain_pooled(
 ) -> Result<Option<u64>, StoreError> {
     let conflict = |e: &StoreError| matches!(e.class(), ErrorClass::Concurrency(_));
     match store.acquire().await? {
+        PooledConn::MySql(_) => {
+            Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" })
+        }
         PooledConn::Postgres(mut c) => {
             let mut tx = c.begin().await?;
             let n = match floor_drain(tx.as_conn(), limit, part, parts).await {
@@ -348,6 +369,9 @@ pub async fn floor_drain_serial(
     let begin = match store.backend() {
         Backend::Sqlite => "BEGIN IMMEDIATE",
         Backend::Postgres => "BEGIN",
+        Backend::MySql => {
+            return Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" });
+        }
     };
     let mut c = store.acquire().await?;
     let mut drained = 0;
@@ -375,6 +399,9 @@ pub async fn pool_fill(store: &Store, connections: usize) -> Result<(), StoreErr
 
 async fn execute(conn: Conn<'_>, sql: &'static str) -> Result<(), StoreError> {
     match conn {
+        Conn::MySql(_) => {
+            return Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" });
+        }
         Conn::Sqlite(c) => sqlx::raw_sql(sql).execute(c).await?.rows_affected(),
         Conn::Postgres(c) => sqlx::raw_sql(sql).execute(c).await?.rows_affected(),
     };

@@ -1,5 +1,5 @@
 //! "Now" at the store boundary: which clock a statement reads. Production uses the
-//! database's (PostgreSQL's `now()`, one clock for every machine; SQLite runs on one
+//! database's (PostgreSQL's `now()` or MariaDB's `NOW(3)`, one clock for every machine; SQLite runs on one
 //! machine, so its "database clock" is the system clock read here); tests inject a fixed
 //! instant from a manual clock.
 
@@ -28,6 +28,22 @@ impl Now {
         match self {
             Now::Database => None,
             Now::At(ms) => Some(ms),
+        }
+    }
+}
+
+/// The database's "now" on MariaDB/MySQL, in Unix milliseconds (BIGINT): constant within
+/// a statement.
+pub(crate) const MYSQL_NOW_MS: &str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+
+impl Now {
+    /// The instant as MariaDB SQL: the fixed one as a literal, else the server's clock.
+    /// (Its placeholders are positional, so an instant used several times in a statement
+    /// is written into it rather than bound once per use.)
+    pub(crate) fn mysql_sql(self) -> String {
+        match self {
+            Now::Database => MYSQL_NOW_MS.to_string(),
+            Now::At(ms) => ms.to_string(),
         }
     }
 }

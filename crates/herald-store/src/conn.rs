@@ -4,16 +4,18 @@
 
 use crate::error::StoreError;
 use crate::store::Backend;
+use sqlx::mysql::MySqlConnection;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgConnection;
 use sqlx::sqlite::SqliteConnection;
-use sqlx::{AssertSqlSafe, Connection, Postgres, Sqlite, Transaction};
+use sqlx::{AssertSqlSafe, Connection, MySql, Postgres, Sqlite, Transaction};
 
 /// A mutable borrow of one connection.
 #[derive(Debug)]
 pub enum Conn<'c> {
     Sqlite(&'c mut SqliteConnection),
     Postgres(&'c mut PgConnection),
+    MySql(&'c mut MySqlConnection),
 }
 
 impl Conn<'_> {
@@ -21,6 +23,7 @@ impl Conn<'_> {
         match self {
             Conn::Sqlite(_) => Backend::Sqlite,
             Conn::Postgres(_) => Backend::Postgres,
+            Conn::MySql(_) => Backend::MySql,
         }
     }
 
@@ -29,6 +32,7 @@ impl Conn<'_> {
         match self {
             Conn::Sqlite(c) => c.is_in_transaction(),
             Conn::Postgres(c) => c.is_in_transaction(),
+            Conn::MySql(c) => c.is_in_transaction(),
         }
     }
 
@@ -37,6 +41,7 @@ impl Conn<'_> {
         match self {
             Conn::Sqlite(c) => Conn::Sqlite(c),
             Conn::Postgres(c) => Conn::Postgres(c),
+            Conn::MySql(c) => Conn::MySql(c),
         }
     }
 }
@@ -55,6 +60,24 @@ impl AsConn for SqliteConnection {
 impl AsConn for PgConnection {
     fn as_conn(&mut self) -> Conn<'_> {
         Conn::Postgres(self)
+    }
+}
+
+impl AsConn for MySqlConnection {
+    fn as_conn(&mut self) -> Conn<'_> {
+        Conn::MySql(self)
+    }
+}
+
+impl AsConn for Transaction<'_, MySql> {
+    fn as_conn(&mut self) -> Conn<'_> {
+        Conn::MySql(self)
+    }
+}
+
+impl AsConn for PoolConnection<MySql> {
+    fn as_conn(&mut self) -> Conn<'_> {
+        Conn::MySql(self)
     }
 }
 
@@ -97,6 +120,7 @@ async fn execute(conn: Conn<'_>, sql: String) -> Result<(), StoreError> {
     match conn {
         Conn::Sqlite(c) => sqlx::raw_sql(AssertSqlSafe(sql)).execute(c).await?.rows_affected(),
         Conn::Postgres(c) => sqlx::raw_sql(AssertSqlSafe(sql)).execute(c).await?.rows_affected(),
+        Conn::MySql(c) => sqlx::raw_sql(AssertSqlSafe(sql)).execute(c).await?.rows_affected(),
     };
     Ok(())
 }

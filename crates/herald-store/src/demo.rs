@@ -18,6 +18,9 @@ pub async fn demo_setup(conn: Conn<'_>) -> Result<(), StoreError> {
         CREATE TABLE IF NOT EXISTS demo_invoices (id integer PRIMARY KEY, total bigint NOT NULL);
         INSERT INTO demo_accounts (id, balance) VALUES (1, 0), (2, 0) ON CONFLICT DO NOTHING;";
     match conn {
+        Conn::MySql(_) => {
+            return Err(StoreError::NotOnBackend { what: "the demo", backend: "MariaDB" });
+        }
         Conn::Sqlite(c) => sqlx::raw_sql(SQLITE).execute(c).await?.rows_affected(),
         Conn::Postgres(c) => sqlx::raw_sql(POSTGRES).execute(c).await?.rows_affected(),
     };
@@ -27,6 +30,9 @@ pub async fn demo_setup(conn: Conn<'_>) -> Result<(), StoreError> {
 /// Reads an account's balance (on SQLite this starts the transaction's read snapshot).
 pub async fn demo_account_read(conn: Conn<'_>, id: i32) -> Result<i64, StoreError> {
     Ok(match conn {
+        Conn::MySql(_) => {
+            return Err(StoreError::NotOnBackend { what: "the demo", backend: "MariaDB" });
+        }
         Conn::Sqlite(c) => {
             sqlx::query_scalar("SELECT balance FROM demo_accounts WHERE id = ?1")
                 .bind(id)
@@ -46,6 +52,9 @@ pub async fn demo_account_read(conn: Conn<'_>, id: i32) -> Result<i64, StoreErro
 /// transaction).
 pub async fn demo_account_touch(conn: Conn<'_>, id: i32) -> Result<(), StoreError> {
     match conn {
+        Conn::MySql(_) => {
+            return Err(StoreError::NotOnBackend { what: "the demo", backend: "MariaDB" });
+        }
         Conn::Sqlite(c) => {
             sqlx::query("UPDATE demo_accounts SET balance = balance + 1 WHERE id = ?1")
                 .bind(id)
@@ -67,6 +76,9 @@ pub async fn demo_account_touch(conn: Conn<'_>, id: i32) -> Result<(), StoreErro
 /// Enqueues a demo job row.
 pub async fn demo_job_insert(conn: Conn<'_>, run_id: &str, label: &str) -> Result<(), StoreError> {
     match conn {
+        Conn::MySql(_) => {
+            return Err(StoreError::NotOnBackend { what: "the demo", backend: "MariaDB" });
+        }
         Conn::Sqlite(c) => sqlx::query("INSERT INTO demo_jobs (run_id, label) VALUES (?1, ?2)")
             .bind(run_id)
             .bind(label)
@@ -86,6 +98,9 @@ pub async fn demo_job_insert(conn: Conn<'_>, run_id: &str, label: &str) -> Resul
 /// Counts the demo job rows of one run and label.
 pub async fn demo_jobs_count(conn: Conn<'_>, run_id: &str, label: &str) -> Result<i64, StoreError> {
     Ok(match conn {
+        Conn::MySql(_) => {
+            return Err(StoreError::NotOnBackend { what: "the demo", backend: "MariaDB" });
+        }
         Conn::Sqlite(c) => {
             sqlx::query_scalar("SELECT count(*) FROM demo_jobs WHERE run_id = ?1 AND label = ?2")
                 .bind(run_id)
@@ -106,6 +121,9 @@ pub async fn demo_jobs_count(conn: Conn<'_>, run_id: &str, label: &str) -> Resul
 /// Adds `units` to an invoice total (creating the invoice at 0 first).
 pub async fn demo_invoice_add(conn: Conn<'_>, id: i32, units: i64) -> Result<(), StoreError> {
     match conn {
+        Conn::MySql(_) => {
+            return Err(StoreError::NotOnBackend { what: "the demo", backend: "MariaDB" });
+        }
         Conn::Sqlite(c) => sqlx::query(
             "INSERT INTO demo_invoices (id, total) VALUES (?1, ?2)
                  ON CONFLICT (id) DO UPDATE SET total = total + excluded.total",
@@ -131,6 +149,9 @@ pub async fn demo_invoice_add(conn: Conn<'_>, id: i32, units: i64) -> Result<(),
 /// An invoice's total (0 when it does not exist yet).
 pub async fn demo_invoice_total(conn: Conn<'_>, id: i32) -> Result<i64, StoreError> {
     let total: Option<i64> = match conn {
+        Conn::MySql(_) => {
+            return Err(StoreError::NotOnBackend { what: "the demo", backend: "MariaDB" });
+        }
         Conn::Sqlite(c) => {
             sqlx::query_scalar("SELECT total FROM demo_invoices WHERE id = ?1")
                 .bind(id)

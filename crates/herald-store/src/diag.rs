@@ -6,10 +6,10 @@ use crate::conn::Conn;
 use crate::error::StoreError;
 use crate::store::Store;
 
-/// The server process id of a PostgreSQL connection (`None` on SQLite).
+/// The server process id of a PostgreSQL connection (`None` on SQLite and MariaDB).
 pub async fn backend_pid(conn: Conn<'_>) -> Result<Option<i32>, StoreError> {
     match conn {
-        Conn::Sqlite(_) => Ok(None),
+        Conn::Sqlite(_) | Conn::MySql(_) => Ok(None),
         Conn::Postgres(c) => {
             Ok(Some(sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(c).await?))
         }

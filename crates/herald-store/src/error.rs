@@ -25,6 +25,10 @@ pub enum StoreError {
         #[source]
         source: sqlx::migrate::MigrateError,
     },
+    /// A tool beside the engine (the bench floor, the demo tables, diagnostics) that is
+    /// not written for this backend yet.
+    #[error("{what} is not available on {backend} yet")]
+    NotOnBackend { what: &'static str, backend: &'static str },
     #[error(transparent)]
     Database(#[from] sqlx::Error),
 }
@@ -40,10 +44,14 @@ pub enum Concurrency {
     SqliteBusy,
     /// SQLite LOCKED (6, any extended code): a conflict inside one shared cache.
     SqliteLocked,
-    /// MySQL 1213 (ER_LOCK_DEADLOCK). No MySQL backend yet: this is where it plugs in.
+    /// MariaDB/MySQL 1213 (ER_LOCK_DEADLOCK): the whole transaction was rolled back.
     MysqlDeadlock,
-    /// MySQL 1205 (ER_LOCK_WAIT_TIMEOUT): a lock wait ran out; the transaction may retry.
+    /// MariaDB/MySQL 1205 (ER_LOCK_WAIT_TIMEOUT): a lock wait ran out. Only the statement
+    /// was rolled back; the runner rolls back the rest before it retries.
     MysqlLockWaitTimeout,
+    /// MariaDB 1020 (ER_CHECKREAD) under `innodb_snapshot_isolation`: a row this
+    /// transaction read was changed since; the whole transaction was rolled back.
+    MysqlRecordChanged,
 }
 
 /// What an error means for the transaction runner.
@@ -106,6 +114,9 @@ fn classify_database(db: &dyn DatabaseError) -> ErrorClass {
     if db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>().is_some() {
         return classify_postgres_sqlstate(&code);
     }
+    if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        return classify_mysql_error_number(my.number());
+    }
     if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
         return match code.parse::<i32>() {
             Ok(n) => classify_sqlite_code(n),
@@ -143,14 +154,19 @@ pub fn classify_sqlite_code(code: i32) -> ErrorClass {
     }
 }
 
-/// MySQL/MariaDB error number → class. herald has no MySQL backend yet; when it gets one,
-/// its driver errors are classified here and nowhere else. 1205 is a lock wait that ran
-/// out (`innodb_lock_wait_timeout`); it is retryable, but each attempt must be bounded by
-/// the runner's remaining time or five attempts become minutes.
+/// MariaDB/MySQL error number → class. 1205 is a lock wait that ran out
+/// (`innodb_lock_wait_timeout`, which the runner sets to its time left, in whole seconds);
+/// it is retryable, but each attempt is bounded by the runner's remaining time, or five
+/// attempts would become minutes. 1969 is `max_statement_time` (the runner's wait bound,
+/// to the millisecond) and 1317 a statement interrupted (KILL QUERY). A lost connection
+/// is an I/O error of the driver, or 1927 (the connection was killed).
 pub fn classify_mysql_error_number(number: u16) -> ErrorClass {
     match number {
         1213 => ErrorClass::Concurrency(Concurrency::MysqlDeadlock),
         1205 => ErrorClass::Concurrency(Concurrency::MysqlLockWaitTimeout),
+        1020 => ErrorClass::Concurrency(Concurrency::MysqlRecordChanged),
+        1969 | 1317 => ErrorClass::WaitTimeout,
+        1927 | 1053 => ErrorClass::ConnectionLost,
         _ => ErrorClass::Other,
     }
 }
@@ -193,6 +209,9 @@ mod tests {
             classify_mysql_error_number(1205),
             ErrorClass::Concurrency(MysqlLockWaitTimeout)
         );
+        assert_eq!(classify_mysql_error_number(1020), ErrorClass::Concurrency(MysqlRecordChanged));
+        assert_eq!(classify_mysql_error_number(1969), ErrorClass::WaitTimeout);
+        assert_eq!(classify_mysql_error_number(1927), ErrorClass::ConnectionLost);
         assert_eq!(classify_mysql_error_number(1062), ErrorClass::Other);
     }
 }

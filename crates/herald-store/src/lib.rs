@@ -1,10 +1,11 @@
 //! herald's storage: the only crate with SQL in it.
 //!
 //! One [`Store`] per database, behind one [`Backend`] boundary: an embedded SQLite file
-//! (the default) or PostgreSQL. Everything above this crate speaks in terms of the store's
+//! (the default), PostgreSQL, or MariaDB (MySQL through the subset both share). Everything above this crate speaks in terms of the store's
 //! functions and never writes SQL. A store function is a contract, documented once, whose
 //! body hands the call to the module of the backend the connection is on
-//! ([`per_backend!`]): `sqlite::*` and `postgres::*` hold the SQL, one module per concern.
+//! ([`per_backend!`]): `sqlite::*`, `postgres::*` and `mysql::*` hold the SQL, one module
+//! per concern.
 //! A backend is one more module tree and one more line in that macro; the compiler lists
 //! every function it must provide.
 
@@ -16,6 +17,7 @@ macro_rules! per_backend {
         match $conn {
             $crate::conn::Conn::Sqlite(c) => $crate::sqlite::$module::$f(c, $($arg),*).await,
             $crate::conn::Conn::Postgres(c) => $crate::postgres::$module::$f(c, $($arg),*).await,
+            $crate::conn::Conn::MySql(c) => $crate::mysql::$module::$f(c, $($arg),*).await,
         }
     };
 }
@@ -30,6 +32,7 @@ pub mod diag;
 pub mod error;
 pub mod keys;
 pub mod migrate;
+mod mysql;
 pub mod notify;
 mod postgres;
 pub mod quota;

@@ -28,6 +28,10 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (4, "inline ms", include_str!("../migrations/postgres/0004_inline_ms.sql")),
     (5, "fingerprint v2", include_str!("../migrations/postgres/0005_fingerprint_v2.sql")),
 ];
+/// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
+/// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.
+const MYSQL: &[(i64, &str, &str)] =
+    &[(1, "schema", include_str!("../migrations/mysql/0001_schema.sql"))];
 
 /// The newest schema version this build knows.
 pub fn schema_version_known(backend: Backend) -> i64 {
@@ -38,6 +42,7 @@ fn files(backend: Backend) -> &'static [(i64, &'static str, &'static str)] {
     match backend {
         Backend::Sqlite => SQLITE,
         Backend::Postgres => POSTGRES,
+        Backend::MySql => MYSQL,
     }
 }
 
@@ -84,10 +89,11 @@ impl Store {
     pub async fn migrate(&self) -> Result<MigrateReport, StoreError> {
         let backend = self.backend();
         let migrator = migrator(backend);
-        let result = match (self.sqlite_pool(), self.postgres_pool()) {
-            (Some(p), _) => migrate_sqlite(p, &migrator).await,
-            (_, Some(p)) => migrate_postgres(p, &migrator).await,
-            (None, None) => Ok((Vec::new(), Vec::new())),
+        let result = match (self.sqlite_pool(), self.postgres_pool(), self.mysql_pool()) {
+            (Some(p), _, _) => migrate_sqlite(p, &migrator).await,
+            (_, Some(p), _) => migrate_postgres(p, &migrator).await,
+            (_, _, Some(p)) => migrate_mysql(p, &migrator).await,
+            _ => Ok((Vec::new(), Vec::new())),
         };
         let (before, after) = match result {
             Ok(versions) => versions,
@@ -108,10 +114,11 @@ impl Store {
 
     /// Versions recorded as applied (an error if the bookkeeping table does not exist).
     pub async fn schema_versions(&self) -> Result<Vec<i64>, StoreError> {
-        let versions = match (self.sqlite_pool(), self.postgres_pool()) {
-            (Some(p), _) => sqlx::query_scalar::<_, i64>(VERSIONS).fetch_all(p).await?,
-            (_, Some(p)) => sqlx::query_scalar::<_, i64>(VERSIONS).fetch_all(p).await?,
-            (None, None) => Vec::new(),
+        let versions = match (self.sqlite_pool(), self.postgres_pool(), self.mysql_pool()) {
+            (Some(p), _, _) => sqlx::query_scalar::<_, i64>(VERSIONS).fetch_all(p).await?,
+            (_, Some(p), _) => sqlx::query_scalar::<_, i64>(VERSIONS).fetch_all(p).await?,
+            (_, _, Some(p)) => sqlx::query_scalar::<_, i64>(VERSIONS).fetch_all(p).await?,
+            _ => Vec::new(),
         };
         Ok(versions)
     }
@@ -192,6 +199,66 @@ async fn migrate_postgres(
         crate::tx::discard(conn);
     }
     result
+}
+
+/// The versions recorded before and after migrating, under a named lock (`GET_LOCK`, held
+/// by this one connection; the server frees it if the connection dies) so that a second
+/// process waits for the first, then reads what it wrote. The lock is per database: one
+/// name per herald database on the server.
+///
+/// DDL commits implicitly, so a migration is not one transaction: sqlx records it as
+/// failed (`success = FALSE`) before running it and as done after. A process that died in
+/// between leaves that row behind, and sqlx refuses to go on ("dirty"); every MariaDB
+/// migration is written to be run again from its top, so the row is removed and the
+/// migration run again, to its end — never skipped.
+async fn migrate_mysql(
+    pool: &sqlx::MySqlPool,
+    migrator: &Migrator,
+) -> Result<(Vec<i64>, Vec<i64>), Failed> {
+    let mut conn = pool.acquire().await?;
+    let result = async {
+        // No statement bound left on the session while a migration runs.
+        sqlx::raw_sql("SET SESSION max_statement_time = 0").execute(&mut *conn).await?;
+        let locked: Option<i64> =
+            sqlx::query_scalar("SELECT GET_LOCK(CONCAT('herald_migrate:', DATABASE()), 31536000)")
+                .fetch_one(&mut *conn)
+                .await?;
+        if locked != Some(1) {
+            return Err(Failed::Database(crate::tx::timed_out("the migration lock")));
+        }
+        let tables: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.tables
+             WHERE table_schema = DATABASE() AND table_name = ?",
+        )
+        .bind(TABLE)
+        .fetch_one(&mut *conn)
+        .await?;
+        let before = if tables > 0 { versions_mysql(&mut conn).await? } else { Vec::new() };
+        let mut ran = migrator.run_direct(None, &mut *conn, false).await;
+        if let Err(MigrateError::Dirty(version)) = ran {
+            tracing::warn!(version, "finishing a migration a process left half-applied");
+            sqlx::query("DELETE FROM herald_migrations WHERE version = ? AND NOT success")
+                .bind(version)
+                .execute(&mut *conn)
+                .await?;
+            ran = migrator.run_direct(None, &mut *conn, false).await;
+        }
+        ran.map_err(Failed::Migrate)?;
+        let after = versions_mysql(&mut conn).await?;
+        sqlx::query("SELECT RELEASE_LOCK(CONCAT('herald_migrate:', DATABASE()))")
+            .execute(&mut *conn)
+            .await?;
+        Ok((before, after))
+    }
+    .await;
+    if result.is_err() {
+        crate::tx::discard(conn);
+    }
+    result
+}
+
+async fn versions_mysql(conn: &mut sqlx::MySqlConnection) -> Result<Vec<i64>, sqlx::Error> {
+    sqlx::query_scalar(VERSIONS).fetch_all(conn).await
 }
 
 async fn versions_sqlite(conn: &mut sqlx::SqliteConnection) -> Result<Vec<i64>, sqlx::Error> {

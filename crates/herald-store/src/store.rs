@@ -1,17 +1,23 @@
-//! The store handle: a connection pool to one database, SQLite or PostgreSQL.
+//! The store handle: a connection pool to one database, SQLite, PostgreSQL or MariaDB.
 
 use crate::conn::{AsConn, Conn};
 use crate::error::{ErrorClass, StoreError};
 use crate::url::DbUrl;
 use herald_core::limits::{CONNECT_TIMEOUT, SQLITE_BUSY_TIMEOUT_DEFAULT};
+use sqlx::mysql::{MySqlConnection, MySqlPool, MySqlPoolOptions};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Connection};
-use sqlx::{Postgres, Sqlite};
+use sqlx::{MySql, Postgres, Sqlite};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// What a MariaDB connection's session gets back when it returns to the pool: the server's
+/// own wait bounds, whatever a transaction set.
+const MYSQL_SESSION_DEFAULTS: &str = "SET SESSION innodb_lock_wait_timeout = DEFAULT, \
+    lock_wait_timeout = DEFAULT, max_statement_time = DEFAULT";
 
 /// A pooled PostgreSQL connection idle longer than this is pinged before it is used.
 const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
@@ -29,15 +35,18 @@ pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 pub enum Backend {
     Sqlite,
     Postgres,
+    /// MariaDB 10.11+, through sqlx's MySQL driver (MySQL 8.4 through the subset both
+    /// servers share, untested).
+    MySql,
 }
 
 impl Backend {
     /// Whether a claim is one statement here, and so may run autocommitted (one round
-    /// trip) when there is no transaction to commit it with. On SQLite a claim is several
-    /// statements and needs a transaction.
+    /// trip) when there is no transaction to commit it with. On SQLite and MariaDB (no
+    /// writing CTEs) a claim is several statements and needs a transaction.
     pub fn claims_in_one_statement(self) -> bool {
         match self {
-            Backend::Sqlite => false,
+            Backend::Sqlite | Backend::MySql => false,
             Backend::Postgres => true,
         }
     }
@@ -46,6 +55,7 @@ impl Backend {
         match self {
             Backend::Sqlite => "sqlite",
             Backend::Postgres => "postgres",
+            Backend::MySql => "mysql",
         }
     }
 }
@@ -112,6 +122,7 @@ impl Losses {
 enum Pool {
     Sqlite(SqlitePool),
     Postgres(PgPool),
+    MySql(MySqlPool),
 }
 
 /// A connection taken from the pool, returned to it when dropped.
@@ -119,6 +130,7 @@ enum Pool {
 pub enum PooledConn {
     Sqlite(PoolConnection<Sqlite>),
     Postgres(PoolConnection<Postgres>),
+    MySql(PoolConnection<MySql>),
 }
 
 impl PooledConn {
@@ -128,6 +140,7 @@ impl PooledConn {
         match self {
             PooledConn::Sqlite(c) => crate::tx::discard(c),
             PooledConn::Postgres(c) => crate::tx::discard(c),
+            PooledConn::MySql(c) => crate::tx::discard(c),
         }
     }
 }
@@ -137,6 +150,7 @@ impl AsConn for PooledConn {
         match self {
             PooledConn::Sqlite(c) => Conn::Sqlite(c),
             PooledConn::Postgres(c) => Conn::Postgres(c),
+            PooledConn::MySql(c) => Conn::MySql(c),
         }
     }
 }
@@ -254,6 +268,54 @@ impl Store {
                     .map_err(connect_error)?;
                 Pool::Postgres(pool)
             }
+            DbUrl::MySql(o) => {
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let o = (**o).clone();
+                match tokio::time::timeout(
+                    options.connect_timeout,
+                    MySqlConnection::connect_with(&o),
+                )
+                .await
+                {
+                    Ok(Ok(probe)) => {
+                        let _ = probe.close().await;
+                    }
+                    Ok(Err(source)) => return Err(connect_error(source)),
+                    Err(_elapsed) => return Err(connect_error(sqlx::Error::PoolTimedOut)),
+                }
+                // A transaction sets its wait bounds on the session (`Store::begin`); the
+                // server's defaults go back when the connection returns to the pool (in
+                // sqlx's release task, off the caller's path), so a bound never outlives
+                // its transaction.
+                let pool = MySqlPoolOptions::new()
+                    .max_connections(options.connections_max.max(2))
+                    .acquire_timeout(options.connect_timeout)
+                    .test_before_acquire(false)
+                    .before_acquire({
+                        let losses = losses.clone();
+                        move |conn, meta| {
+                            let suspect = losses.suspect(meta.idle_for);
+                            Box::pin(async move {
+                                if suspect || meta.idle_for > PING_WHEN_IDLE_FOR {
+                                    tokio::time::timeout(PING_TIMEOUT, conn.ping())
+                                        .await
+                                        .map_err(|_| crate::tx::timed_out("ping"))??;
+                                }
+                                Ok(true)
+                            })
+                        }
+                    })
+                    .after_release(|conn, _meta| {
+                        Box::pin(async move {
+                            sqlx::raw_sql(MYSQL_SESSION_DEFAULTS).execute(conn).await?;
+                            Ok(true)
+                        })
+                    })
+                    .connect_with(o)
+                    .await
+                    .map_err(connect_error)?;
+                Pool::MySql(pool)
+            }
         };
         Ok(Store { pool, target, losses })
     }
@@ -273,6 +335,7 @@ impl Store {
         match self.pool {
             Pool::Sqlite(_) => Backend::Sqlite,
             Pool::Postgres(_) => Backend::Postgres,
+            Pool::MySql(_) => Backend::MySql,
         }
     }
 
@@ -280,7 +343,7 @@ impl Store {
     pub fn sqlite_pool(&self) -> Option<&SqlitePool> {
         match &self.pool {
             Pool::Sqlite(p) => Some(p),
-            Pool::Postgres(_) => None,
+            _ => None,
         }
     }
 
@@ -288,7 +351,15 @@ impl Store {
     pub fn postgres_pool(&self) -> Option<&PgPool> {
         match &self.pool {
             Pool::Postgres(p) => Some(p),
-            Pool::Sqlite(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The MariaDB pool, for applications that run their own SQL next to herald's.
+    pub fn mysql_pool(&self) -> Option<&MySqlPool> {
+        match &self.pool {
+            Pool::MySql(p) => Some(p),
+            _ => None,
         }
     }
 
@@ -298,6 +369,7 @@ impl Store {
         let closed = match &self.pool {
             Pool::Sqlite(p) => tokio::time::timeout(CLOSE_TIMEOUT, p.close()).await,
             Pool::Postgres(p) => tokio::time::timeout(CLOSE_TIMEOUT, p.close()).await,
+            Pool::MySql(p) => tokio::time::timeout(CLOSE_TIMEOUT, p.close()).await,
         };
         if closed.is_err() {
             tracing::warn!("connections still in use after {CLOSE_TIMEOUT:?}; closing anyway");
@@ -310,6 +382,7 @@ impl Store {
         Ok(match &self.pool {
             Pool::Sqlite(p) => PooledConn::Sqlite(p.acquire().await?),
             Pool::Postgres(p) => PooledConn::Postgres(p.acquire().await?),
+            Pool::MySql(p) => PooledConn::MySql(p.acquire().await?),
         })
     }
 
@@ -323,6 +396,7 @@ impl Store {
                 PooledConn::Postgres(c) => {
                     sqlx::query("SELECT 1").execute(&mut **c).await.map(drop)
                 }
+                PooledConn::MySql(c) => sqlx::query("SELECT 1").execute(&mut **c).await.map(drop),
             }
         };
         match tokio::time::timeout(PING_TIMEOUT, ping).await {

@@ -8,6 +8,13 @@
 //!   went silent does not hold its locks until TCP gives up. (A separate
 //!   `lock_timeout` would be one more statement per transaction for nothing: it could only
 //!   fire at the same moment.)
+//! - MariaDB/MySQL: `SET SESSION innodb_lock_wait_timeout = …, max_statement_time = …;
+//!   SET TRANSACTION ISOLATION LEVEL …; BEGIN` in one round trip. InnoDB's lock wait
+//!   takes whole seconds (at least 1), so `max_statement_time` (MariaDB, fractional
+//!   seconds) bounds every statement, lock waits included, to the time left; both are the
+//!   connection's, and the pool puts the server's defaults back when the connection comes
+//!   back (`Store::connect`). MySQL has no `max_statement_time`: there the bound is the
+//!   whole seconds of the lock wait (and the runner's own timer around each call).
 //! - SQLite: `PRAGMA busy_timeout = …; BEGIN IMMEDIATE`. IMMEDIATE takes the write lock at
 //!   BEGIN, so writer contention is a *wait* at BEGIN (bounded by the busy timeout), before
 //!   any of the caller's statements run, instead of an SQLITE_BUSY in the middle of the
@@ -16,8 +23,8 @@
 //!   connection's, not the transaction's: the pool restores the store's own when the
 //!   connection comes back (`Store::connect`), so the bound does not leak into later uses.
 //!
-//! A PostgreSQL transaction owns its pooled connection and drives BEGIN, COMMIT and
-//! ROLLBACK through sqlx's transaction manager, not a sqlx `Transaction`, so that a connection whose
+//! A PostgreSQL or MariaDB transaction owns its pooled connection and drives BEGIN, COMMIT
+//! and ROLLBACK through sqlx's transaction manager, not a sqlx `Transaction`, so that a connection whose
 //! transaction did not end cleanly — a statement dropped by a timeout, a COMMIT that
 //! never answered, a broken socket — is *closed*, never handed back to the pool, where
 //! sqlx would wait on it without a bound (its release ping) and a later caller would
@@ -27,8 +34,7 @@ use crate::conn::{AsConn, Conn};
 use crate::error::StoreError;
 use crate::store::{Backend, Store};
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::{PgConnection, PgTransactionManager};
-use sqlx::{AssertSqlSafe, Postgres, SqlSafeStr, Sqlite, Transaction};
+use sqlx::{AssertSqlSafe, Database, MySql, Postgres, SqlSafeStr, Sqlite, Transaction};
 // Not re-exported by sqlx. Called directly, sqlx's transaction manager keeps the
 // connection's transaction depth (which `in_transaction` reads) as a `Transaction` would.
 use sqlx_core::transaction::TransactionManager;
@@ -43,7 +49,8 @@ pub const IDLE_IN_TRANSACTION_GRACE: Duration = Duration::from_secs(3);
 /// The longest a ROLLBACK may take before its connection is given up (closed).
 pub const ROLLBACK_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Isolation level on PostgreSQL. SQLite transactions are always serializable (one writer).
+/// Isolation level on PostgreSQL and MariaDB (whose own default, REPEATABLE READ, herald
+/// does not use). SQLite transactions are always serializable (one writer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Isolation {
     /// The default: conditional single-statement updates keep hot rows correct without
@@ -98,49 +105,50 @@ impl Default for BeginOptions {
 #[derive(Debug)]
 pub enum StoreTx {
     Sqlite(Transaction<'static, Sqlite>),
-    Postgres(PgTx),
+    Postgres(PooledTx<Postgres>),
+    MySql(PooledTx<MySql>),
 }
 
-/// A PostgreSQL transaction on a pooled connection. Dropped before COMMIT or ROLLBACK
-/// succeeded, it closes the connection without a word to the server (which rolls the
-/// transaction back when the socket goes) and frees its place in the pool at once,
+/// A transaction on a pooled PostgreSQL or MariaDB connection. Dropped before COMMIT or
+/// ROLLBACK succeeded, it closes the connection without a word to the server (which rolls
+/// the transaction back when the socket goes) and frees its place in the pool at once,
 /// instead of returning it to the pool.
 #[derive(Debug)]
-pub struct PgTx {
+pub struct PooledTx<DB: Database> {
     /// `None` only while being dropped.
-    conn: Option<PoolConnection<Postgres>>,
+    conn: Option<PoolConnection<DB>>,
     /// BEGIN was sent and neither COMMIT nor ROLLBACK has succeeded since.
     open: bool,
 }
 
-impl PgTx {
-    async fn begin(conn: PoolConnection<Postgres>, sql: String) -> Result<PgTx, StoreError> {
+impl<DB: Database> PooledTx<DB> {
+    async fn begin(conn: PoolConnection<DB>, sql: String) -> Result<PooledTx<DB>, StoreError> {
         // Open from the start: a BEGIN cut short by a timeout leaves the connection
         // mid-protocol, and an error means it is not worth keeping either.
-        let mut tx = PgTx { conn: Some(conn), open: true };
-        PgTransactionManager::begin(tx.pg(), Some(AssertSqlSafe(sql).into_sql_str())).await?;
+        let mut tx = PooledTx { conn: Some(conn), open: true };
+        DB::TransactionManager::begin(tx.conn(), Some(AssertSqlSafe(sql).into_sql_str())).await?;
         Ok(tx)
     }
 
     async fn commit(mut self) -> Result<(), StoreError> {
-        PgTransactionManager::commit(self.pg()).await?;
+        DB::TransactionManager::commit(self.conn()).await?;
         self.open = false;
         Ok(())
     }
 
     async fn rollback(mut self) -> Result<(), StoreError> {
-        PgTransactionManager::rollback(self.pg()).await?;
+        DB::TransactionManager::rollback(self.conn()).await?;
         self.open = false;
         Ok(())
     }
 
     #[allow(clippy::expect_used)] // only `drop` takes the connection out
-    fn pg(&mut self) -> &mut PgConnection {
-        self.conn.as_deref_mut().expect("a PgTx has its connection until it is dropped")
+    fn conn(&mut self) -> &mut DB::Connection {
+        self.conn.as_deref_mut().expect("a PooledTx has its connection until it is dropped")
     }
 }
 
-impl Drop for PgTx {
+impl<DB: Database> Drop for PooledTx<DB> {
     fn drop(&mut self) {
         if self.open
             && let Some(conn) = self.conn.take()
@@ -182,7 +190,24 @@ impl Store {
                 options.isolation.sql()
             );
             let conn = pool.acquire().await?;
-            return Ok(StoreTx::Postgres(PgTx::begin(conn, sql).await?));
+            return Ok(StoreTx::Postgres(PooledTx::begin(conn, sql).await?));
+        }
+        if let Some(pool) = self.mysql_pool() {
+            // InnoDB's lock wait takes whole seconds; MariaDB's statement bound takes
+            // fractions, and also covers metadata-lock waits (`lock_wait_timeout`, a year
+            // by default), so no wait outlives the caller's deadline by more than its
+            // rounding. The session values go back to the server's when the connection
+            // returns to the pool.
+            let lock_s = wait_ms.div_ceil(1000).max(1);
+            let statement_s = wait_ms as f64 / 1000.0;
+            let sql = format!(
+                "SET SESSION innodb_lock_wait_timeout = {lock_s}, lock_wait_timeout = {lock_s}, \
+                 max_statement_time = {statement_s:.3}; \
+                 SET TRANSACTION ISOLATION LEVEL {}; BEGIN",
+                options.isolation.sql()
+            );
+            let conn = pool.acquire().await?;
+            return Ok(StoreTx::MySql(PooledTx::begin(conn, sql).await?));
         }
         Err(StoreError::InvalidUrl("store has no pool".into()))
     }
@@ -193,6 +218,7 @@ impl StoreTx {
         match self {
             StoreTx::Sqlite(_) => Backend::Sqlite,
             StoreTx::Postgres(_) => Backend::Postgres,
+            StoreTx::MySql(_) => Backend::MySql,
         }
     }
 
@@ -200,6 +226,7 @@ impl StoreTx {
         match self {
             StoreTx::Sqlite(t) => t.commit().await?,
             StoreTx::Postgres(t) => t.commit().await?,
+            StoreTx::MySql(t) => t.commit().await?,
         }
         Ok(())
     }
@@ -208,18 +235,14 @@ impl StoreTx {
     pub async fn rollback(self) -> Result<(), StoreError> {
         match self {
             StoreTx::Sqlite(t) => t.rollback().await?,
-            StoreTx::Postgres(t) => {
-                match tokio::time::timeout(ROLLBACK_TIMEOUT, t.rollback()).await {
-                    Ok(result) => result?,
-                    Err(_elapsed) => return Err(StoreError::Database(timed_out("ROLLBACK"))),
-                }
-            }
+            StoreTx::Postgres(t) => bounded_rollback(t).await?,
+            StoreTx::MySql(t) => bounded_rollback(t).await?,
         }
         Ok(())
     }
 
-    /// Gives the transaction up without a round trip: on PostgreSQL its connection is
-    /// closed and the server rolls back; on SQLite (no network to wait on) sqlx rolls back
+    /// Gives the transaction up without a round trip: on PostgreSQL and MariaDB its
+    /// connection is closed and the server rolls back; on SQLite (no network to wait on) sqlx rolls back
     /// when the connection is next used.
     pub fn abandon(self) {
         drop(self);
@@ -230,8 +253,17 @@ impl AsConn for StoreTx {
     fn as_conn(&mut self) -> Conn<'_> {
         match self {
             StoreTx::Sqlite(t) => Conn::Sqlite(t),
-            StoreTx::Postgres(t) => Conn::Postgres(t.pg()),
+            StoreTx::Postgres(t) => Conn::Postgres(t.conn()),
+            StoreTx::MySql(t) => Conn::MySql(t.conn()),
         }
+    }
+}
+
+/// ROLLBACK within [`ROLLBACK_TIMEOUT`]; a connection that cannot is closed (dropped).
+async fn bounded_rollback<DB: Database>(t: PooledTx<DB>) -> Result<(), StoreError> {
+    match tokio::time::timeout(ROLLBACK_TIMEOUT, t.rollback()).await {
+        Ok(result) => result,
+        Err(_elapsed) => Err(StoreError::Database(timed_out("ROLLBACK"))),
     }
 }
 

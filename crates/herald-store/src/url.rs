@@ -1,7 +1,8 @@
-//! Parsing the `--db` value: a PostgreSQL URL, an `sqlite:` URL, or a bare file path
-//! (which means SQLite). Parsed once, into a typed value, before anything connects.
+//! Parsing the `--db` value: a PostgreSQL URL, a MariaDB/MySQL URL (`mariadb://` or
+//! `mysql://`), an `sqlite:` URL, or a bare file path (which means SQLite). Parsed once, into a typed value, before anything connects.
 
 use crate::error::StoreError;
+use sqlx::mysql::MySqlConnectOptions;
 use sqlx::postgres::{PgConnectOptions, PgSslMode};
 use sqlx::sqlite::SqliteConnectOptions;
 use std::fmt;
@@ -13,11 +14,13 @@ use std::str::FromStr;
 pub enum DbUrl {
     Sqlite(Box<SqliteConnectOptions>),
     Postgres(Box<PgConnectOptions>),
+    /// MariaDB 10.11+ (MySQL 8.4 through the subset both share, untested).
+    MySql(Box<MySqlConnectOptions>),
 }
 
 impl DbUrl {
-    /// Parses `value`. Anything with a scheme other than sqlite/postgres/postgresql is an
-    /// error (a typo must not silently become a file named `mysql:`).
+    /// Parses `value`. Anything with a scheme other than sqlite, postgres/postgresql or
+    /// mariadb/mysql is an error (a typo must not silently become a file named `pg:`).
     pub fn parse(value: &str) -> Result<DbUrl, StoreError> {
         let value = value.trim();
         if value.is_empty() {
@@ -31,11 +34,18 @@ impl DbUrl {
                 "postgres" | "postgresql" => Ok(DbUrl::Postgres(Box::new(
                     PgConnectOptions::from_str(value).map_err(invalid)?,
                 ))),
+                // sqlx's MySQL driver speaks to both; it parses only the `mysql` scheme.
+                "mariadb" | "mysql" => {
+                    let rest = &value[scheme.len()..];
+                    Ok(DbUrl::MySql(Box::new(
+                        MySqlConnectOptions::from_str(&format!("mysql{rest}")).map_err(invalid)?,
+                    )))
+                }
                 "sqlite" => Ok(DbUrl::Sqlite(Box::new(
                     SqliteConnectOptions::from_str(value).map_err(invalid)?,
                 ))),
                 other => Err(StoreError::InvalidUrl(format!(
-                    "unsupported database scheme {other:?}: use a file path, sqlite://PATH or postgres://…"
+                    "unsupported database scheme {other:?}: use a file path, sqlite://PATH, postgres://… or mariadb://…"
                 ))),
             };
         }
@@ -77,6 +87,14 @@ impl fmt::Debug for DbUrl {
                     None => Ok(()),
                 }
             }
+            DbUrl::MySql(o) => write!(
+                f,
+                "mariadb://{}@{}:{}/{}",
+                o.get_username(),
+                o.get_host(),
+                o.get_port(),
+                o.get_database().unwrap_or("")
+            ),
         }
     }
 }
@@ -101,6 +119,7 @@ mod tests {
         match DbUrl::parse(input) {
             Ok(DbUrl::Sqlite(_)) => "sqlite",
             Ok(DbUrl::Postgres(_)) => "postgres",
+            Ok(DbUrl::MySql(_)) => "mysql",
             Err(_) => "error",
         }
     }
@@ -114,7 +133,10 @@ mod tests {
             ("sqlite:herald.db?mode=ro", "sqlite"),
             ("postgres://postgres@127.0.0.1/test", "postgres"),
             ("postgresql://u:p@localhost:5432/db", "postgres"),
-            ("mysql://root@localhost/test", "error"),
+            ("mysql://root@localhost/test", "mysql"),
+            ("mariadb://u:p@127.0.0.1:3306/herald", "mysql"),
+            ("MariaDB://u@h/herald", "mysql"),
+            ("pg://u@h/db", "error"),
             ("", "error"),
             ("   ", "error"),
             ("postgres://[::1", "error"),
@@ -142,6 +164,7 @@ mod tests {
                 "postgres://u:secret@h/db?sslmode=verify-full&sslrootcert=/etc/ca.pem",
                 "postgres://u@h:5432/db?sslmode=verify-full",
             ),
+            ("mysql://u:secret@h/herald", "mariadb://u@h:3306/herald"),
         ];
         for (input, expect) in cases {
             let target =

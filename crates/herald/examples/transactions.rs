@@ -20,6 +20,7 @@ async fn main() -> Result<(), herald::Error> {
                 match tx.conn() {
                     Conn::Sqlite(c) => herald::sqlx::query(sql).execute(c).await.map(drop)?,
                     Conn::Postgres(c) => herald::sqlx::query(sql).execute(c).await.map(drop)?,
+                    Conn::MySql(c) => herald::sqlx::query(sql).execute(c).await.map(drop)?,
                 }
                 // The effect: after the final commit, once, never for a rolled-back attempt.
                 tx.after_commit(|| println!("order confirmation sent (once)"));

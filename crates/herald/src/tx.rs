@@ -63,7 +63,7 @@ impl<'a> Tx<'a> {
     pub fn sqlite(&mut self) -> Option<&mut SqliteConnection> {
         match self.inner.as_conn() {
             Conn::Sqlite(c) => Some(c),
-            Conn::Postgres(_) => None,
+            _ => None,
         }
     }
 
@@ -71,7 +71,15 @@ impl<'a> Tx<'a> {
     pub fn postgres(&mut self) -> Option<&mut PgConnection> {
         match self.inner.as_conn() {
             Conn::Postgres(c) => Some(c),
-            Conn::Sqlite(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The MariaDB connection, when the store is MariaDB.
+    pub fn mysql(&mut self) -> Option<&mut herald_store::sqlx::MySqlConnection> {
+        match self.inner.as_conn() {
+            Conn::MySql(c) => Some(c),
+            _ => None,
         }
     }
 

@@ -323,8 +323,9 @@ async fn migrate_json_reports_backend_applied_and_version() {
 fn malformed_or_unsupported_db_is_one_error_line_and_creates_nothing() {
     // (--db value, a word the error must contain)
     let cases = [
-        ("mysql://root@localhost/test", "unsupported database scheme"),
-        ("mysql://root:hunter2@localhost/test", "unsupported database scheme"),
+        ("redis://root@localhost/test", "unsupported database scheme"),
+        ("oracle://root:hunter2@localhost/test", "unsupported database scheme"),
+        ("mariadb://u:hunter2@[::1", "invalid database URL"),
         ("postgres://[::1", "invalid database URL"),
         ("postgres://u:hunter2@[::1", "invalid database URL"),
         ("", "empty"),

@@ -274,6 +274,16 @@ async fn snapshot(herald: &Herald) -> Result<Snapshot, Error> {
                         sqlx::query_as(REPLAYS_SQL).fetch_all(&mut *c).await?,
                         sqlx::query_scalar(PAYLOADS_SQL).fetch_one(&mut *c).await?,
                     ),
+                    Conn::MySql(c) => (
+                        (
+                            sqlx::query_as(ACCOUNTS_SQL).fetch_all(&mut *c).await?,
+                            sqlx::query_as(JOURNAL_SQL).fetch_all(&mut *c).await?,
+                            sqlx::query_as(SQLITE_DELIVERIES_SQL).fetch_all(&mut *c).await?,
+                            sqlx::query_as(ATTEMPTS_SQL).fetch_all(&mut *c).await?,
+                        ),
+                        sqlx::query_as(REPLAYS_SQL).fetch_all(&mut *c).await?,
+                        sqlx::query_scalar(PAYLOADS_SQL).fetch_one(&mut *c).await?,
+                    ),
                 };
                 Ok(read)
             })

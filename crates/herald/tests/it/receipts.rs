@@ -11,6 +11,7 @@ async fn exec(conn: Conn<'_>, sql: &str) -> Result<(), Error> {
     match conn {
         Conn::Sqlite(c) => sqlx::raw_sql(sql).execute(c).await.map(drop)?,
         Conn::Postgres(c) => sqlx::raw_sql(sql).execute(c).await.map(drop)?,
+        Conn::MySql(c) => sqlx::raw_sql(sql).execute(c).await.map(drop)?,
     }
     Ok(())
 }
@@ -19,6 +20,7 @@ async fn scalar(conn: Conn<'_>, sql: &'static str) -> i64 {
     match conn {
         Conn::Sqlite(c) => sqlx::query_scalar(sql).fetch_one(c).await.unwrap(),
         Conn::Postgres(c) => sqlx::query_scalar(sql).fetch_one(c).await.unwrap(),
+        Conn::MySql(c) => sqlx::query_scalar(sql).fetch_one(c).await.unwrap(),
     }
 }
 

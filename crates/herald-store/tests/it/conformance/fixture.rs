@@ -20,7 +20,7 @@ pub const SECOND_MS: i64 = 1_000;
 /// The quota key and the channel of [`new_delivery`].
 pub const KEY: &str = "email";
 pub const CHANNEL: &str = "email";
-/// Written as PostgreSQL's `jsonb` prints it, so it reads back the same on every backend.
+/// A payload (stored as text on every backend, byte for byte).
 pub const PAYLOAD: &str = r#"{"to": "a@example.com"}"#;
 /// Units [`funded`] grants.
 pub const GRANTED: i64 = 100;
@@ -171,7 +171,29 @@ pub fn sqlite_placeholders(sql: &str) -> String {
     sql.replace('$', "?")
 }
 
-/// Runs one of the tests' own queries on either backend; `$n` placeholders.
+/// `$1`, `$2`… as MariaDB's positional `?`: each number once, in order.
+pub fn mysql_placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    let mut expect = 1;
+    while let Some(c) = chars.next() {
+        if c != '$' {
+            out.push(c);
+            continue;
+        }
+        let mut n = String::new();
+        while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+            n.push(*d);
+            chars.next();
+        }
+        assert_eq!(n.parse::<usize>().ok(), Some(expect), "placeholders in order, once: {sql}");
+        expect += 1;
+        out.push('?');
+    }
+    out
+}
+
+/// Runs one of the tests' own queries on any backend; `$n` placeholders.
 macro_rules! raw_query_as {
     ($conn:expr, $sql:expr, [$($bind:expr),*], $fetch:ident) => {
         match $conn {
@@ -184,6 +206,13 @@ macro_rules! raw_query_as {
             }
             herald_store::Conn::Postgres(c) => {
                 herald_store::sqlx::query_as(herald_store::sqlx::AssertSqlSafe($sql.to_string()))
+                    $(.bind($bind))*
+                    .$fetch(&mut *c)
+                    .await
+            }
+            herald_store::Conn::MySql(c) => {
+                let sql = $crate::conformance::mysql_placeholders($sql);
+                herald_store::sqlx::query_as(herald_store::sqlx::AssertSqlSafe(sql))
                     $(.bind($bind))*
                     .$fetch(&mut *c)
                     .await
@@ -207,6 +236,14 @@ macro_rules! raw_execute {
             }
             herald_store::Conn::Postgres(c) => {
                 herald_store::sqlx::query(herald_store::sqlx::AssertSqlSafe($sql.to_string()))
+                    $(.bind($bind))*
+                    .execute(&mut *c)
+                    .await
+                    .map(|r| r.rows_affected())
+            }
+            herald_store::Conn::MySql(c) => {
+                let sql = $crate::conformance::mysql_placeholders($sql);
+                herald_store::sqlx::query(herald_store::sqlx::AssertSqlSafe(sql))
                     $(.bind($bind))*
                     .execute(&mut *c)
                     .await

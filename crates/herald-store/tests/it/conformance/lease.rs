@@ -147,7 +147,7 @@ async fn a_held_lease_hides_its_rows_and_the_limit_counts_free_rows(db: &Db) {
     let mut held = Some(held);
     let mut second = match db.backend() {
         // A lease that waited for the held rows would run into this bound and fail.
-        Backend::Postgres => db.tx_waiting(Duration::from_secs(5)).await.unwrap(),
+        Backend::Postgres | Backend::MySql => db.tx_waiting(Duration::from_secs(5)).await.unwrap(),
         Backend::Sqlite => {
             let wait_max = Duration::from_millis(300);
             let refused = db.tx_waiting(wait_max).await.expect_err("a second writer began");

@@ -19,6 +19,7 @@ async fn open_applies_every_migration_this_build_knows(db: &Db) {
     let expected = match db.backend() {
         Backend::Sqlite => 4,
         Backend::Postgres => 5,
+        Backend::MySql => 1,
     };
     assert_eq!(known, expected, "a new migration: update this test and ARCHITECTURE.md");
     let versions = db.store.schema_versions().await.unwrap();
@@ -67,6 +68,10 @@ async fn herald_keeps_its_own_bookkeeping_table(db: &Db) {
         Backend::Sqlite => "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = $1",
         Backend::Postgres => {
             "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = $1"
+        }
+        Backend::MySql => {
+            "SELECT count(*) FROM information_schema.tables
+             WHERE table_schema = DATABASE() AND table_name = $1"
         }
     };
     let mut conn = db.conn().await;

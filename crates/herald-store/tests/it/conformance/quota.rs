@@ -209,7 +209,8 @@ async fn the_balance_checks_refuse_an_unbalanced_or_negative_account(db: &Db) {
     assert_eq!(db.balance(t).await, (GRANTED - 1, 0, 1));
 }
 
-/// PostgreSQL: a reserve on a locked account waits (here, until the transaction's bound).
+/// PostgreSQL, MariaDB: a reserve on a locked account waits (here, until the
+/// transaction's bound).
 /// SQLite: the writer's lock already holds every account.
 async fn quota_lock_holds_the_accounts_until_commit(db: &Db) {
     let t = funded(db).await;
@@ -220,7 +221,7 @@ async fn quota_lock_holds_the_accounts_until_commit(db: &Db) {
 
     let wait_max = Duration::from_millis(300);
     match db.backend() {
-        Backend::Postgres => {
+        Backend::Postgres | Backend::MySql => {
             let mut other = db.tx_waiting(wait_max).await.unwrap();
             let waited = quota_reserve(other.as_conn(), t, KEY, 1, Uuid::now_v7(), 1, at(0)).await;
             assert_eq!(

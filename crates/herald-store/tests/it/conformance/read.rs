@@ -196,7 +196,7 @@ async fn a_locked_read_holds_the_row_until_commit(db: &Db) {
 
     let wait_max = Duration::from_millis(300);
     match db.backend() {
-        Backend::Postgres => {
+        Backend::Postgres | Backend::MySql => {
             let mut other = db.tx_waiting(wait_max).await.unwrap();
             assert!(delivery_get(other.as_conn(), Some(t), id, false).await.unwrap().is_some());
             let waited = delivery_get(other.as_conn(), Some(t), id, true).await;

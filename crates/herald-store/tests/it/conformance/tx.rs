@@ -30,6 +30,41 @@ async fn a_transaction_carries_its_wait_bound_and_isolation(db: &Db) {
                 raw_query_as!(tx.as_conn(), "PRAGMA busy_timeout", [], fetch_one).unwrap();
             assert_eq!(busy, 1_234);
         }
+        Backend::MySql => {
+            let (lock_wait, statement): (i64, f64) = raw_query_as!(
+                tx.as_conn(),
+                "SELECT CAST(@@innodb_lock_wait_timeout AS SIGNED), @@max_statement_time",
+                [],
+                fetch_one
+            )
+            .unwrap();
+            assert_eq!((lock_wait, statement), (2, 1.234), "whole seconds up, and to the ms");
+            tx.commit().await.unwrap();
+            // READ COMMITTED by default, not MariaDB's REPEATABLE READ: a second read sees
+            // what another transaction committed after the first.
+            let mut plain = db.tx().await;
+            let count = "SELECT count(*) FROM tenants";
+            let (before,): (i64,) = raw_query_as!(plain.as_conn(), count, [], fetch_one).unwrap();
+            let other = uuid::Uuid::now_v7();
+            let mut writer = db.tx().await;
+            herald_store::tenants::tenant_insert(writer.as_conn(), other, "other", "s")
+                .await
+                .unwrap();
+            writer.commit().await.unwrap();
+            let (after,): (i64,) = raw_query_as!(plain.as_conn(), count, [], fetch_one).unwrap();
+            assert_eq!(after, before + 1, "the default isolation is READ COMMITTED");
+            plain.commit().await.unwrap();
+            // Back in the pool, the session has the server's bounds again.
+            let (lock_wait,): (i64,) = raw_query_as!(
+                db.conn().await.as_conn(),
+                "SELECT CAST(@@innodb_lock_wait_timeout AS SIGNED)",
+                [],
+                fetch_one
+            )
+            .unwrap();
+            assert_eq!(lock_wait, 50, "the server's default");
+            return;
+        }
         Backend::Postgres => {
             let settings = [
                 ("transaction_isolation", "serializable"),

@@ -182,6 +182,7 @@ async fn the_database_itself_refuses_a_second_final_movement_and_an_unbalanced_a
                     match tx.conn() {
                         herald::Conn::Sqlite(c) => herald::sqlx::query(sql).execute(c).await.map(drop)?,
                         herald::Conn::Postgres(c) => herald::sqlx::query(sql).execute(c).await.map(drop)?,
+                        herald::Conn::MySql(c) => herald::sqlx::query(sql).execute(c).await.map(drop)?,
                     }
                     Ok(())
                 })

@@ -4,7 +4,7 @@
 //! ledger whose balances and journal agree after every operation.
 
 use crate::common::backends;
-use herald::sqlx::{self, AssertSqlSafe, Postgres, Sqlite};
+use herald::sqlx::{self, AssertSqlSafe, MySql, Postgres, Sqlite};
 use herald::{
     AsConn, Channel, Conn, DeliveryState, EngineOptions, Error, Herald, Leased, Outcome,
     QuotaAccount, Settings, SubmitRequest, Submitted, Worker, WorkerOptions,
@@ -71,6 +71,7 @@ async fn exec(conn: Conn<'_>, sql: &str) -> Result<(), Error> {
     match conn {
         Conn::Sqlite(c) => sqlx::raw_sql(sql).execute(c).await.map(drop)?,
         Conn::Postgres(c) => sqlx::raw_sql(sql).execute(c).await.map(drop)?,
+        Conn::MySql(c) => sqlx::raw_sql(sql).execute(c).await.map(drop)?,
     }
     Ok(())
 }
@@ -91,6 +92,8 @@ trait Col:
     + sqlx::Type<Sqlite>
     + for<'r> sqlx::Decode<'r, Postgres>
     + sqlx::Type<Postgres>
+    + for<'r> sqlx::Decode<'r, MySql>
+    + sqlx::Type<MySql>
 {
 }
 impl<T> Col for T where
@@ -100,6 +103,8 @@ impl<T> Col for T where
         + sqlx::Type<Sqlite>
         + for<'r> sqlx::Decode<'r, Postgres>
         + sqlx::Type<Postgres>
+        + for<'r> sqlx::Decode<'r, MySql>
+        + sqlx::Type<MySql>
 {
 }
 
@@ -126,15 +131,45 @@ async fn one<T: Col>(conn: Conn<'_>, sql: &str, args: &[Arg<'_>]) -> Result<Opti
             }
             q.fetch_optional(c).await?
         }
+        Conn::MySql(c) => {
+            // Positional: each `$n` once, in order.
+            let positional: String = {
+                let mut out = String::new();
+                let mut digits = false;
+                for ch in sql.chars() {
+                    match ch {
+                        '$' => {
+                            out.push('?');
+                            digits = true;
+                        }
+                        d if digits && d.is_ascii_digit() => {}
+                        other => {
+                            digits = false;
+                            out.push(other);
+                        }
+                    }
+                }
+                out
+            };
+            let mut q = sqlx::query_scalar::<MySql, T>(AssertSqlSafe(positional));
+            for arg in args {
+                q = match *arg {
+                    Id(id) => q.bind(id),
+                    Text(text) => q.bind(text),
+                };
+            }
+            q.fetch_optional(c).await?
+        }
     })
 }
 
 /// [`one`] on a pooled connection, outside any transaction.
 async fn read<T: Col>(herald: &Herald, sql: &str, args: &[Arg<'_>]) -> Option<T> {
     let store = herald.store();
-    let result = match (store.sqlite_pool(), store.postgres_pool()) {
-        (Some(pool), _) => one(pool.acquire().await.unwrap().as_conn(), sql, args).await,
-        (_, Some(pool)) => one(pool.acquire().await.unwrap().as_conn(), sql, args).await,
+    let result = match (store.sqlite_pool(), store.postgres_pool(), store.mysql_pool()) {
+        (Some(pool), _, _) => one(pool.acquire().await.unwrap().as_conn(), sql, args).await,
+        (_, Some(pool), _) => one(pool.acquire().await.unwrap().as_conn(), sql, args).await,
+        (_, _, Some(pool)) => one(pool.acquire().await.unwrap().as_conn(), sql, args).await,
         _ => unreachable!(),
     };
     result.unwrap_or_else(|e| panic!("{sql}: {e:?}"))

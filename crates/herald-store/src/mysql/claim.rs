@@ -1,0 +1,106 @@
+use super::{end_savepoint, inserted, savepoint, sql};
+use crate::clock::Now;
+use crate::deliveries::{Claim, NewDelivery};
+use crate::error::StoreError;
+use sqlx::MySqlConnection;
+
+/// Budget first, then claim, as on PostgreSQL: the account row is locked (`FOR UPDATE`,
+/// which reads its latest version whatever the isolation) before the identity is
+/// inserted, so every claim locks the account before the identity and none inserted on
+/// short quota ever needs withdrawing. The writes — delivery, payload, reservation and its
+/// journal row — run in one savepoint: a statement MariaDB refuses is undone alone, and
+/// the claim must stand or fall whole in the caller's transaction.
+pub(crate) async fn delivery_claim(
+    c: &mut MySqlConnection,
+    new: &NewDelivery<'_>,
+    now: Now,
+    _notify: bool,
+) -> Result<Claim, StoreError> {
+    // The claim's times: one reading of the server's clock for all its rows.
+    let now_ms = match now {
+        Now::At(ms) => ms,
+        Now::Database => {
+            sqlx::query_scalar::<_, i64>(sql(format!("SELECT {}", crate::clock::MYSQL_NOW_MS)))
+                .fetch_one(&mut *c)
+                .await?
+        }
+    };
+    let now = Now::At(now_ms);
+    if new.cost > 0 {
+        let available: Option<i64> = sqlx::query_scalar(
+            "SELECT available FROM quota_accounts WHERE tenant_id = ? AND quota_key = ?
+             FOR UPDATE",
+        )
+        .bind(new.tenant_id)
+        .bind(new.quota_key)
+        .fetch_optional(&mut *c)
+        .await?;
+        match available {
+            Some(available) if available >= new.cost => {}
+            // An account exists only for a known tenant.
+            Some(_) => return Ok(Claim::QuotaShort),
+            None if super::tenants::tenant_exists(c, new.tenant_id).await? => {
+                return Ok(Claim::QuotaShort);
+            }
+            None => return Ok(Claim::UnknownTenant),
+        }
+    } else if !super::tenants::tenant_exists(c, new.tenant_id).await? {
+        return Ok(Claim::UnknownTenant);
+    }
+    savepoint(c).await?;
+    let claimed = claim_steps(c, new, now, now_ms).await;
+    end_savepoint(c, claimed).await
+}
+
+async fn claim_steps(
+    c: &mut MySqlConnection,
+    new: &NewDelivery<'_>,
+    now: Now,
+    now_ms: i64,
+) -> Result<Claim, StoreError> {
+    let due = new.send_at.unwrap_or(now_ms);
+    let fresh = inserted(
+        sqlx::query(
+            "INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
+                 fingerprint, fingerprint_version, quota_key, cost, state, max_attempts,
+                 next_attempt_at, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+        )
+        .bind(new.id)
+        .bind(new.tenant_id)
+        .bind(new.operation_key)
+        .bind(new.channel)
+        .bind(new.recipient)
+        .bind(new.fingerprint)
+        .bind(new.fingerprint_version)
+        .bind(new.quota_key)
+        .bind(new.cost)
+        .bind(new.max_attempts)
+        .bind(due)
+        .bind(now_ms)
+        .bind(now_ms)
+        .execute(&mut *c)
+        .await,
+    )?;
+    if !fresh {
+        return Ok(Claim::Exists);
+    }
+    sqlx::query("INSERT INTO delivery_payloads (delivery_id, payload) VALUES (?, ?)")
+        .bind(new.id)
+        .bind(new.payload)
+        .execute(&mut *c)
+        .await?;
+    if new.cost > 0 {
+        let reserved =
+            super::quota::reserve_steps(c, new.tenant_id, new.quota_key, new.cost, new.id, 1, now)
+                .await?;
+        if !reserved {
+            // The account is locked and covered the cost: this cannot happen. If it ever
+            // did, the savepoint undoes the claim rather than commit it unbudgeted.
+            return Err(StoreError::Database(sqlx::Error::Protocol(
+                "the locked account no longer covers the claim".into(),
+            )));
+        }
+    }
+    Ok(Claim::Inserted { created_at: now_ms, next_attempt_at: due })
+}

@@ -1,0 +1,162 @@
+use super::{DELIVERY_COLS, placeholders, sql};
+use crate::clock::Now;
+use crate::deliveries::{ExpiredLease, Lease, LeasedRow, delivery_row};
+use crate::error::StoreError;
+use sqlx::types::Uuid;
+use sqlx::{MySqlConnection, Row};
+use std::time::Duration;
+
+/// The due rows locked with `FOR UPDATE SKIP LOCKED` (concurrent workers never take the
+/// same row and never wait for each other), marked `sending`, then read back with their
+/// payloads: three statements in the worker's transaction, since MariaDB has no
+/// `UPDATE … RETURNING`.
+pub(crate) async fn deliveries_lease(
+    c: &mut MySqlConnection,
+    lease: &Lease<'_>,
+) -> Result<Vec<LeasedRow>, StoreError> {
+    if lease.channels.is_empty() || lease.limit == 0 {
+        return Ok(Vec::new());
+    }
+    let now = lease.now.mysql_sql();
+    let q = format!(
+        "SELECT id FROM deliveries
+         WHERE state = 'pending' AND next_attempt_at <= {now} AND channel IN ({})
+         ORDER BY next_attempt_at LIMIT ?
+         FOR UPDATE SKIP LOCKED",
+        placeholders(lease.channels.len())
+    );
+    let mut due = sqlx::query_scalar::<_, Uuid>(sql(q));
+    for channel in lease.channels {
+        due = due.bind(channel);
+    }
+    let ids = due.bind(lease.limit as i64).fetch_all(&mut *c).await?;
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let q = format!(
+        "UPDATE deliveries SET state = 'sending', attempts = attempts + 1, lease_owner = ?,
+             lease_until = {now} + ?, updated_at = {now}, attempt_worker = ?,
+             attempt_started_at = {now}
+         WHERE id IN ({})",
+        placeholders(ids.len())
+    );
+    let mut mark = sqlx::query(sql(q))
+        .bind(lease.worker)
+        .bind(lease.lease.as_millis() as i64)
+        .bind(lease.worker);
+    for id in &ids {
+        mark = mark.bind(id);
+    }
+    mark.execute(&mut *c).await?;
+    let cols = DELIVERY_COLS.split(", ").map(|c| format!("d.{c}")).collect::<Vec<_>>().join(", ");
+    let q = format!(
+        "SELECT {cols}, p.payload FROM deliveries d
+         JOIN delivery_payloads p ON p.delivery_id = d.id
+         WHERE d.id IN ({})
+         ORDER BY d.next_attempt_at, d.id",
+        placeholders(ids.len())
+    );
+    let mut read = sqlx::query(sql(q));
+    for id in &ids {
+        read = read.bind(id);
+    }
+    let rows = read.fetch_all(&mut *c).await?;
+    let mut leased = Vec::with_capacity(rows.len());
+    for row in rows {
+        let payload: String = row.try_get("payload")?;
+        leased.push(LeasedRow { delivery: delivery_row!(row), payload });
+    }
+    Ok(leased)
+}
+
+pub(crate) async fn delivery_lease_extend(
+    c: &mut MySqlConnection,
+    id: Uuid,
+    worker: &str,
+    n: i32,
+    lease: Duration,
+    now: Now,
+) -> Result<bool, StoreError> {
+    // CLIENT_FOUND_ROWS: a lease extended to the same instant still counts.
+    let q = format!(
+        "UPDATE deliveries SET lease_until = {} + ?
+         WHERE id = ? AND state = 'sending' AND lease_owner = ? AND attempts = ?",
+        now.mysql_sql()
+    );
+    let extended = sqlx::query(sql(q))
+        .bind(lease.as_millis() as i64)
+        .bind(id)
+        .bind(worker)
+        .bind(n)
+        .execute(c)
+        .await?
+        .rows_affected();
+    Ok(extended == 1)
+}
+
+pub(crate) async fn delivery_hand_back(
+    c: &mut MySqlConnection,
+    id: Uuid,
+    worker: &str,
+    n: i32,
+) -> Result<bool, StoreError> {
+    let handed = sqlx::query(
+        "UPDATE deliveries SET state = 'pending', attempts = attempts - 1,
+             lease_owner = NULL, lease_until = NULL, attempt_worker = NULL,
+             attempt_started_at = NULL
+         WHERE id = ? AND state = 'sending' AND lease_owner = ? AND attempts = ?",
+    )
+    .bind(id)
+    .bind(worker)
+    .bind(n)
+    .execute(&mut *c)
+    .await?
+    .rows_affected()
+        == 1;
+    if handed {
+        sqlx::query("DELETE FROM delivery_attempts WHERE delivery_id = ? AND n = ?")
+            .bind(id)
+            .bind(n)
+            .execute(&mut *c)
+            .await?;
+    }
+    Ok(handed)
+}
+
+pub(crate) async fn deliveries_expired(
+    c: &mut MySqlConnection,
+    now: Now,
+    limit: i64,
+) -> Result<Vec<ExpiredLease>, StoreError> {
+    let q = format!(
+        "SELECT id, lease_owner, attempts, tenant_id, quota_key FROM deliveries
+         WHERE state = 'sending' AND lease_until <= {} ORDER BY lease_until LIMIT ?",
+        now.mysql_sql()
+    );
+    let rows: Vec<(Uuid, String, i32, Uuid, String)> =
+        sqlx::query_as(sql(q)).bind(limit).fetch_all(c).await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, lease_owner, attempts, tenant_id, quota_key)| ExpiredLease {
+            id,
+            lease_owner,
+            attempts,
+            tenant_id,
+            quota_key,
+        })
+        .collect())
+}
+
+pub(crate) async fn deliveries_leased_by(
+    c: &mut MySqlConnection,
+    worker: &str,
+    now: Now,
+    limit: i64,
+) -> Result<Vec<(Uuid, i32)>, StoreError> {
+    let q = format!(
+        "SELECT id, attempts FROM deliveries
+         WHERE state = 'sending' AND lease_owner = ? AND lease_until > {} LIMIT ?",
+        now.mysql_sql()
+    );
+    Ok(sqlx::query_as(sql(q)).bind(worker).bind(limit).fetch_all(c).await?)
+}

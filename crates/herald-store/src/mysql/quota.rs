@@ -1,0 +1,250 @@
+use super::{end_savepoint, savepoint, sql};
+use crate::clock::Now;
+use crate::error::StoreError;
+use crate::quota::{ACCOUNT_COLS, GrantState, QuotaAccount, Settle, account_row};
+use sqlx::MySqlConnection;
+use sqlx::types::Uuid;
+
+pub(crate) async fn quota_grant_lock(
+    c: &mut MySqlConnection,
+    tenant: Uuid,
+    quota_key: &str,
+    idempotency_key: Option<&str>,
+    now: Now,
+) -> Result<GrantState, StoreError> {
+    // Created if missing. Not an insert whose duplicate is caught: a duplicate leaves a
+    // shared lock behind, and two grants upgrading theirs to the lock below would
+    // deadlock. An upsert's duplicate takes the exclusive lock at once (its row count is
+    // not read here, so CLIENT_FOUND_ROWS does not matter).
+    let q = format!(
+        "INSERT INTO quota_accounts (tenant_id, quota_key, updated_at) VALUES (?, ?, {})
+         ON DUPLICATE KEY UPDATE updated_at = updated_at",
+        now.mysql_sql()
+    );
+    sqlx::query(sql(q)).bind(tenant).bind(quota_key).execute(&mut *c).await?;
+    let granted: i64 = sqlx::query_scalar(
+        "SELECT granted FROM quota_accounts WHERE tenant_id = ? AND quota_key = ? FOR UPDATE",
+    )
+    .bind(tenant)
+    .bind(quota_key)
+    .fetch_one(&mut *c)
+    .await?;
+    // After the lock, and locking: under REPEATABLE READ a plain read would not see a
+    // grant a concurrent holder of the lock committed under this key.
+    let amount_first = match idempotency_key {
+        None => None,
+        Some(key) => {
+            sqlx::query_scalar(
+                "SELECT amount FROM quota_journal WHERE tenant_id = ? AND quota_key = ?
+                 AND kind = 'grant' AND idempotency_key = ? LOCK IN SHARE MODE",
+            )
+            .bind(tenant)
+            .bind(quota_key)
+            .bind(key)
+            .fetch_optional(&mut *c)
+            .await?
+        }
+    };
+    Ok(GrantState { granted, amount_first })
+}
+
+pub(crate) async fn quota_grant_apply(
+    c: &mut MySqlConnection,
+    tenant: Uuid,
+    quota_key: &str,
+    amount: i64,
+    idempotency_key: Option<&str>,
+    now: Now,
+) -> Result<(), StoreError> {
+    let now = now.mysql_sql();
+    savepoint(c).await?;
+    let applied = async {
+        let q = format!(
+            "INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, idempotency_key, at)
+             VALUES (?, ?, 'grant', ?, ?, {now})"
+        );
+        sqlx::query(sql(q))
+            .bind(tenant)
+            .bind(quota_key)
+            .bind(amount)
+            .bind(idempotency_key)
+            .execute(&mut *c)
+            .await?;
+        let q = format!(
+            "UPDATE quota_accounts SET granted = granted + ?, available = available + ?,
+                 updated_at = {now}
+             WHERE tenant_id = ? AND quota_key = ?"
+        );
+        sqlx::query(sql(q))
+            .bind(amount)
+            .bind(amount)
+            .bind(tenant)
+            .bind(quota_key)
+            .execute(&mut *c)
+            .await?;
+        Ok(())
+    }
+    .await;
+    end_savepoint(c, applied).await
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn quota_reserve(
+    c: &mut MySqlConnection,
+    tenant: Uuid,
+    quota_key: &str,
+    cost: i64,
+    delivery: Uuid,
+    seq: i32,
+    now: Now,
+) -> Result<bool, StoreError> {
+    savepoint(c).await?;
+    let reserved = reserve_steps(c, tenant, quota_key, cost, delivery, seq, now).await;
+    end_savepoint(c, reserved).await
+}
+
+/// Reserves `cost` on the account (which the caller has locked) and journals it; `false`
+/// when the account cannot cover it. Inside the caller's savepoint.
+pub(crate) async fn reserve_steps(
+    c: &mut MySqlConnection,
+    tenant: Uuid,
+    quota_key: &str,
+    cost: i64,
+    delivery: Uuid,
+    seq: i32,
+    now: Now,
+) -> Result<bool, StoreError> {
+    let q = format!(
+        "UPDATE quota_accounts SET available = available - ?, reserved = reserved + ?,
+             updated_at = {}
+         WHERE tenant_id = ? AND quota_key = ? AND available >= ?",
+        now.mysql_sql()
+    );
+    let reserved = sqlx::query(sql(q))
+        .bind(cost)
+        .bind(cost)
+        .bind(tenant)
+        .bind(quota_key)
+        .bind(cost)
+        .execute(&mut *c)
+        .await?
+        .rows_affected()
+        == 1;
+    if reserved {
+        journal_insert(c, tenant, quota_key, "reserve", &[(delivery, seq, cost)], now).await?;
+    }
+    Ok(reserved)
+}
+
+/// Moves `amount` of an account from reserved to spent (a commit) or to available (a
+/// release); the journal rows are the caller's.
+pub(crate) async fn account_settle(
+    c: &mut MySqlConnection,
+    tenant: Uuid,
+    quota_key: &str,
+    amount: i64,
+    settle: Settle,
+    now: Now,
+) -> Result<(), StoreError> {
+    let to = match settle {
+        Settle::Commit => "spent = spent + ?",
+        Settle::Release => "available = available + ?",
+    };
+    let q = format!(
+        "UPDATE quota_accounts SET reserved = reserved - ?, {to}, updated_at = {}
+         WHERE tenant_id = ? AND quota_key = ?",
+        now.mysql_sql()
+    );
+    sqlx::query(sql(q)).bind(amount).bind(amount).bind(tenant).bind(quota_key).execute(c).await?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn quota_settle(
+    c: &mut MySqlConnection,
+    tenant: Uuid,
+    quota_key: &str,
+    cost: i64,
+    delivery: Uuid,
+    seq: i32,
+    settle: Settle,
+    now: Now,
+) -> Result<(), StoreError> {
+    savepoint(c).await?;
+    let settled = async {
+        // Journal first: a second final movement fails here, before the balance moves.
+        journal_insert(c, tenant, quota_key, settle.kind(), &[(delivery, seq, cost)], now).await?;
+        account_settle(c, tenant, quota_key, cost, settle, now).await
+    }
+    .await;
+    end_savepoint(c, settled).await
+}
+
+/// Journal rows of one kind on one account, one per (delivery, reservation, amount), in
+/// one statement.
+pub(crate) async fn journal_insert(
+    c: &mut MySqlConnection,
+    tenant: Uuid,
+    quota_key: &str,
+    kind: &str,
+    movements: &[(Uuid, i32, i64)],
+    now: Now,
+) -> Result<(), StoreError> {
+    if movements.is_empty() {
+        return Ok(());
+    }
+    let row = format!("(?, ?, ?, ?, ?, ?, {})", now.mysql_sql());
+    let q = format!(
+        "INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+             reservation_seq, at)
+         VALUES {}",
+        vec![row; movements.len()].join(", ")
+    );
+    let mut query = sqlx::query(sql(q));
+    for (delivery, seq, amount) in movements {
+        query = query.bind(tenant).bind(quota_key).bind(kind).bind(amount).bind(delivery).bind(seq);
+    }
+    query.execute(c).await?;
+    Ok(())
+}
+
+pub(crate) async fn quota_accounts(
+    c: &mut MySqlConnection,
+    tenant: Uuid,
+) -> Result<Vec<QuotaAccount>, StoreError> {
+    let q =
+        format!("SELECT {ACCOUNT_COLS} FROM quota_accounts WHERE tenant_id = ? ORDER BY quota_key");
+    let mut accounts = Vec::new();
+    for row in sqlx::query(sql(q)).bind(tenant).fetch_all(c).await? {
+        accounts.push(account_row!(row));
+    }
+    Ok(accounts)
+}
+
+pub(crate) async fn quota_reserved_by_tenant(
+    c: &mut MySqlConnection,
+) -> Result<Vec<(Uuid, i64)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT tenant_id, CAST(SUM(reserved) AS SIGNED) FROM quota_accounts GROUP BY tenant_id",
+    )
+    .fetch_all(c)
+    .await?)
+}
+
+/// One account at a time, in the order given (sorted by the contract): InnoDB takes the
+/// locks of one statement in the order it scans, which need not be this one.
+pub(crate) async fn quota_lock(
+    c: &mut MySqlConnection,
+    accounts: &[(Uuid, String)],
+) -> Result<(), StoreError> {
+    for (tenant, quota_key) in accounts {
+        sqlx::query(
+            "SELECT 1 FROM quota_accounts WHERE tenant_id = ? AND quota_key = ? FOR UPDATE",
+        )
+        .bind(tenant)
+        .bind(quota_key)
+        .fetch_optional(&mut *c)
+        .await?;
+    }
+    Ok(())
+}

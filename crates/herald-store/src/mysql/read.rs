@@ -1,0 +1,122 @@
+use super::{DELIVERY_COLS, sql};
+use crate::clock::Now;
+use crate::deliveries::{AttemptRow, DeliveryRow, ListFilter, attempt_row, delivery_row};
+use crate::error::StoreError;
+use sqlx::MySqlConnection;
+use sqlx::types::Uuid;
+
+/// A locking read (`LOCK IN SHARE MODE`): it reads the latest committed row whatever the
+/// transaction's snapshot, so the identity a claim just ran into is found under
+/// REPEATABLE READ too.
+pub(crate) async fn delivery_by_identity(
+    c: &mut MySqlConnection,
+    tenant: Uuid,
+    operation_key: &str,
+    channel: &str,
+) -> Result<Option<DeliveryRow>, StoreError> {
+    let q = format!(
+        "SELECT {DELIVERY_COLS} FROM deliveries
+         WHERE tenant_id = ? AND operation_key = ? AND channel = ? LOCK IN SHARE MODE"
+    );
+    let row = sqlx::query(sql(q))
+        .bind(tenant)
+        .bind(operation_key)
+        .bind(channel)
+        .fetch_optional(c)
+        .await?;
+    Ok(match row {
+        Some(row) => Some(delivery_row!(row)),
+        None => None,
+    })
+}
+
+pub(crate) async fn delivery_get(
+    c: &mut MySqlConnection,
+    tenant: Option<Uuid>,
+    id: Uuid,
+    lock: bool,
+) -> Result<Option<DeliveryRow>, StoreError> {
+    let lock = if lock { "FOR UPDATE" } else { "" };
+    let q = format!(
+        "SELECT {DELIVERY_COLS} FROM deliveries WHERE id = ? AND (? IS NULL OR tenant_id = ?) {lock}"
+    );
+    Ok(match sqlx::query(sql(q)).bind(id).bind(tenant).bind(tenant).fetch_optional(c).await? {
+        Some(row) => Some(delivery_row!(row)),
+        None => None,
+    })
+}
+
+pub(crate) async fn delivery_attempts(
+    c: &mut MySqlConnection,
+    id: Uuid,
+) -> Result<Vec<AttemptRow>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT n, worker, started_at, finished_at, outcome, error_code, error_message
+         FROM delivery_attempts WHERE delivery_id = ?
+         UNION ALL
+         SELECT d.attempts, d.attempt_worker, d.attempt_started_at,
+             CASE WHEN d.state = 'sent' THEN d.sent_at END,
+             CASE WHEN d.state = 'sent' THEN 'sent' END, NULL, NULL
+         FROM deliveries d WHERE d.id = ? AND d.state IN ('sending', 'sent')
+           AND d.attempt_worker IS NOT NULL AND d.attempt_started_at IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM delivery_attempts a
+                           WHERE a.delivery_id = d.id AND a.n = d.attempts)
+         ORDER BY n",
+    )
+    .bind(id)
+    .bind(id)
+    .fetch_all(c)
+    .await?;
+    let mut attempts = Vec::with_capacity(rows.len());
+    for row in rows {
+        attempts.push(attempt_row!(row));
+    }
+    Ok(attempts)
+}
+
+pub(crate) async fn deliveries_list(
+    c: &mut MySqlConnection,
+    f: &ListFilter<'_>,
+) -> Result<Vec<DeliveryRow>, StoreError> {
+    let q = format!(
+        "SELECT {DELIVERY_COLS} FROM deliveries
+         WHERE tenant_id = ? AND (? IS NULL OR state = ?) AND (? IS NULL OR channel = ?)
+           AND (? IS NULL OR id < ?)
+         ORDER BY id DESC LIMIT ?"
+    );
+    let state = f.state.map(|s| s.as_str());
+    let rows = sqlx::query(sql(q))
+        .bind(f.tenant)
+        .bind(state)
+        .bind(state)
+        .bind(f.channel)
+        .bind(f.channel)
+        .bind(f.before)
+        .bind(f.before)
+        .bind(f.limit as i64)
+        .fetch_all(c)
+        .await?;
+    let mut page = Vec::with_capacity(rows.len());
+    for row in rows {
+        page.push(delivery_row!(row));
+    }
+    Ok(page)
+}
+
+pub(crate) async fn oldest_due_age_ms(
+    c: &mut MySqlConnection,
+    now: Now,
+) -> Result<Option<i64>, StoreError> {
+    let now = now.mysql_sql();
+    let q = format!(
+        "SELECT CAST({now} - MIN(next_attempt_at) AS SIGNED) FROM deliveries
+         WHERE state = 'pending' AND next_attempt_at <= {now}"
+    );
+    Ok(sqlx::query_scalar::<_, Option<i64>>(sql(q)).fetch_one(c).await?)
+}
+
+pub(crate) async fn deliveries_count_by_state(
+    c: &mut MySqlConnection,
+) -> Result<Vec<(String, i64)>, StoreError> {
+    Ok(sqlx::query_as("SELECT state, COUNT(*) FROM deliveries GROUP BY state").fetch_all(c).await?)
+}
