@@ -260,7 +260,7 @@ async fn collide(
     adversaries: &Adversaries,
 ) -> Result<(), Error> {
     match (conn.backend(), lock) {
-        (Backend::MySql, _) => Err(Error::app("the demo is not written for MariaDB yet")),
+        (Backend::MySql, _) => Err(Error::app("the demo is not available on MariaDB yet")),
         (Backend::Postgres, _) => {
             // We hold row 1; the adversary takes row 2, waits until we queue for row 2,
             // then asks for row 1. We started waiting first, so our deadlock_timeout

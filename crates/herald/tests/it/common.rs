@@ -1,8 +1,9 @@
 //! Test backends: every conformance test runs against each of them. SQLite (a fresh file
-//! in a temporary directory) always; PostgreSQL when `HERALD_TEST_POSTGRES_URL` is set —
-//! and then it is *required* when `CI` is set, so CI can never go green by skipping it.
-//! Each PostgreSQL test gets its own schema (via the connection's search_path), so tests
-//! run in parallel without seeing each other's rows.
+//! in a temporary directory) always; PostgreSQL when `HERALD_TEST_POSTGRES_URL` is set and
+//! MariaDB when `HERALD_TEST_MYSQL_URL` is — both *required* when `CI` is set, so CI can
+//! never go green by skipping them. Each PostgreSQL test gets its own schema (via the
+//! connection's search_path), each MariaDB test its own database, so tests run in
+//! parallel without seeing each other's rows.
 
 #![allow(dead_code)]
 
@@ -10,6 +11,7 @@ use herald::sqlx::{self, Connection};
 use herald::{Backend, Herald, StoreOptions};
 
 pub const POSTGRES_ENV: &str = "HERALD_TEST_POSTGRES_URL";
+pub const MYSQL_ENV: &str = "HERALD_TEST_MYSQL_URL";
 
 /// One database for one test.
 #[derive(Debug)]
@@ -18,6 +20,8 @@ pub struct TestDb {
     pub url: String,
     _dir: Option<tempfile::TempDir>,
     pg_cleanup: Option<(String, String)>,
+    /// (server URL, database) of a MariaDB test.
+    my_cleanup: Option<(String, String)>,
 }
 
 /// The PostgreSQL base URL, if tests should use PostgreSQL.
@@ -31,11 +35,25 @@ pub fn postgres_url() -> Option<String> {
     }
 }
 
+/// The MariaDB server URL, if tests should use MariaDB.
+pub fn mysql_url() -> Option<String> {
+    match std::env::var(MYSQL_ENV) {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but {MYSQL_ENV} is not: MariaDB tests must run in CI")
+        }
+        _ => None,
+    }
+}
+
 /// Every backend available to this run.
 pub async fn backends() -> Vec<TestDb> {
     let mut dbs = vec![sqlite()];
     if let Some(base) = postgres_url() {
         dbs.push(postgres(&base).await);
+    }
+    if let Some(base) = mysql_url() {
+        dbs.push(mysql(&base).await);
     }
     dbs
 }
@@ -43,7 +61,7 @@ pub async fn backends() -> Vec<TestDb> {
 pub fn sqlite() -> TestDb {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite://{}", dir.path().join("herald.db").display());
-    TestDb { backend: Backend::Sqlite, url, _dir: Some(dir), pg_cleanup: None }
+    TestDb { backend: Backend::Sqlite, url, _dir: Some(dir), pg_cleanup: None, my_cleanup: None }
 }
 
 pub async fn postgres(base: &str) -> TestDb {
@@ -58,7 +76,35 @@ pub async fn postgres(base: &str) -> TestDb {
     conn.close().await.ok();
     let sep = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-    TestDb { backend: Backend::Postgres, url, _dir: None, pg_cleanup: Some((base.into(), schema)) }
+    TestDb {
+        backend: Backend::Postgres,
+        url,
+        _dir: None,
+        pg_cleanup: Some((base.into(), schema)),
+        my_cleanup: None,
+    }
+}
+
+/// A fresh database `t_<uuid>` on the MariaDB server at `base`.
+pub async fn mysql(base: &str) -> TestDb {
+    let database = format!("t_{}", uuid::Uuid::now_v7().simple());
+    let mut conn = sqlx::MySqlConnection::connect(base)
+        .await
+        .unwrap_or_else(|e| panic!("MariaDB at {base} is unreachable: {e}"));
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+        .execute(&mut conn)
+        .await
+        .expect("create database");
+    conn.close().await.ok();
+    let (head, _) = base.rsplit_once('/').expect("a MariaDB URL has a path");
+    let url = format!("{head}/{database}");
+    TestDb {
+        backend: Backend::MySql,
+        url,
+        _dir: None,
+        pg_cleanup: None,
+        my_cleanup: Some((base.into(), database)),
+    }
 }
 
 impl TestDb {
@@ -76,6 +122,22 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
+        if let Some((base, database)) = self.my_cleanup.take() {
+            let _ = std::thread::spawn(move || {
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build()
+                else {
+                    return;
+                };
+                rt.block_on(async move {
+                    if let Ok(mut conn) = sqlx::MySqlConnection::connect(&base).await {
+                        let sql = format!("DROP DATABASE IF EXISTS {database}");
+                        let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+                        let _ = conn.close().await;
+                    }
+                });
+            })
+            .join();
+        }
         let Some((base, schema)) = self.pg_cleanup.take() else { return };
         // Dropping runs outside any runtime we could borrow: use a small one of our own.
         let _ = std::thread::spawn(move || {

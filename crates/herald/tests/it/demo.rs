@@ -7,6 +7,12 @@ use herald::demo::Runs;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_shows_the_article_counts() {
     for db in common::backends().await {
+        // The demo on MariaDB (issue 16, point 3) is not written yet; it says so.
+        if db.backend == Backend::MySql {
+            let refused = herald::demo::run(&db.url).await.expect_err("the demo on MariaDB");
+            assert!(refused.to_string().contains("not available on MariaDB yet"), "{refused}");
+            continue;
+        }
         let report =
             herald::demo::run(&db.url).await.unwrap_or_else(|e| panic!("{}: {e:?}", db.name()));
         let name = db.name();

@@ -153,8 +153,8 @@ async fn a_duplicate_leaves_the_callers_transaction_usable_and_its_writes_commit
 
         // Through the application's own sqlx transaction (no herald runner at all).
         let store = herald.store();
-        match (store.sqlite_pool(), store.postgres_pool()) {
-            (Some(pool), _) => {
+        match (store.sqlite_pool(), store.postgres_pool(), store.mysql_pool()) {
+            (Some(pool), _, _) => {
                 let mut own = pool.begin().await.unwrap();
                 exec(own.as_conn(), "INSERT INTO t_notes (note) VALUES ('own')").await.unwrap();
                 let dup = once(&mut own, "invoice-adjustments", "evt-17", |_c| {
@@ -165,7 +165,18 @@ async fn a_duplicate_leaves_the_callers_transaction_usable_and_its_writes_commit
                 assert_eq!(dup, Once::AlreadyApplied);
                 own.commit().await.unwrap();
             }
-            (_, Some(pool)) => {
+            (_, Some(pool), _) => {
+                let mut own = pool.begin().await.unwrap();
+                exec(own.as_conn(), "INSERT INTO t_notes (note) VALUES ('own')").await.unwrap();
+                let dup = once(&mut own, "invoice-adjustments", "evt-17", |_c| {
+                    Box::pin(async move { Ok(()) })
+                })
+                .await
+                .unwrap();
+                assert_eq!(dup, Once::AlreadyApplied);
+                own.commit().await.unwrap();
+            }
+            (_, _, Some(pool)) => {
                 let mut own = pool.begin().await.unwrap();
                 exec(own.as_conn(), "INSERT INTO t_notes (note) VALUES ('own')").await.unwrap();
                 let dup = once(&mut own, "invoice-adjustments", "evt-17", |_c| {
@@ -233,15 +244,22 @@ async fn bad_ids_and_connections_outside_a_transaction_are_refused_and_write_not
             assert!(result.is_ok(), "{}: {result:?}", db.name());
         }
         let store = herald.store();
-        let refused = match (store.sqlite_pool(), store.postgres_pool()) {
-            (Some(pool), _) => {
+        let refused = match (store.sqlite_pool(), store.postgres_pool(), store.mysql_pool()) {
+            (Some(pool), _, _) => {
                 let mut conn = pool.acquire().await.unwrap();
                 once(&mut conn, "invoice-adjustments", "evt-1", |_c| {
                     Box::pin(async move { Ok(()) })
                 })
                 .await
             }
-            (_, Some(pool)) => {
+            (_, Some(pool), _) => {
+                let mut conn = pool.acquire().await.unwrap();
+                once(&mut conn, "invoice-adjustments", "evt-1", |_c| {
+                    Box::pin(async move { Ok(()) })
+                })
+                .await
+            }
+            (_, _, Some(pool)) => {
                 let mut conn = pool.acquire().await.unwrap();
                 once(&mut conn, "invoice-adjustments", "evt-1", |_c| {
                     Box::pin(async move { Ok(()) })

@@ -29,7 +29,13 @@ async fn submit_in_own_tx(herald: &Herald, req: &SubmitRequest) -> Result<Submit
         tx.commit().await.map_err(|e| Error::Store(e.into()))?;
         return Ok(submitted);
     }
-    let pool = store.sqlite_pool().expect("a SQLite or a PostgreSQL store");
+    if let Some(pool) = store.mysql_pool() {
+        let mut tx = pool.begin().await.map_err(|e| Error::Store(e.into()))?;
+        let submitted = herald.submit_in(&mut tx, req).await?;
+        tx.commit().await.map_err(|e| Error::Store(e.into()))?;
+        return Ok(submitted);
+    }
+    let pool = store.sqlite_pool().expect("a SQLite, PostgreSQL or MariaDB store");
     // SQLite's own transactions take the write lock late (BEGIN DEFERRED); herald's runner
     // would wait for it, an application's transaction gets BUSY instead. Not the point
     // here: take it at BEGIN.
@@ -231,6 +237,12 @@ async fn journal_kinds(herald: &Herald, ids: &[herald::DeliveryId]) -> Vec<Vec<S
         let store = herald.store();
         let mut kinds: Vec<String> = if let Some(pool) = store.postgres_pool() {
             sqlx::query_scalar("SELECT kind FROM quota_journal WHERE delivery_id = $1")
+                .bind(id.as_uuid())
+                .fetch_all(pool)
+                .await
+                .unwrap()
+        } else if let Some(pool) = store.mysql_pool() {
+            sqlx::query_scalar("SELECT kind FROM quota_journal WHERE delivery_id = ?")
                 .bind(id.as_uuid())
                 .fetch_all(pool)
                 .await

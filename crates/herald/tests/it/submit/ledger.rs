@@ -48,14 +48,18 @@ pub(super) async fn journal_of(herald: &Herald, id: herald::DeliveryId) -> Vec<S
     let sql = "SELECT kind || ':' || CAST(reservation_seq AS TEXT) || ':' || CAST(amount AS TEXT)
                FROM quota_journal WHERE delivery_id = $1 ORDER BY id";
     let store = herald.store();
-    match (store.sqlite_pool(), store.postgres_pool()) {
-        (Some(pool), _) => sqlx::query_scalar(AssertSqlSafe(sql.replace('$', "?")))
+    match (store.sqlite_pool(), store.postgres_pool(), store.mysql_pool()) {
+        (Some(pool), _, _) => sqlx::query_scalar(AssertSqlSafe(sql.replace('$', "?")))
             .bind(id.as_uuid())
             .fetch_all(pool)
             .await
             .unwrap(),
-        (_, Some(pool)) => {
+        (_, Some(pool), _) => {
             sqlx::query_scalar(sql).bind(id.as_uuid()).fetch_all(pool).await.unwrap()
+        }
+        (_, _, Some(pool)) => {
+            let sql = sql.replace("AS TEXT)", "AS CHAR)").replace("$1", "?");
+            sqlx::query_scalar(AssertSqlSafe(sql)).bind(id.as_uuid()).fetch_all(pool).await.unwrap()
         }
         _ => unreachable!(),
     }

@@ -151,6 +151,9 @@ async fn one<T: Col>(conn: Conn<'_>, sql: &str, args: &[Arg<'_>]) -> Result<Opti
                 }
                 out
             };
+            // The tests' SQL spells casts the PostgreSQL way.
+            let positional =
+                positional.replace("AS BIGINT)", "AS SIGNED)").replace("AS TEXT)", "AS CHAR)");
             let mut q = sqlx::query_scalar::<MySql, T>(AssertSqlSafe(positional));
             for arg in args {
                 q = match *arg {
@@ -255,9 +258,10 @@ fn insert_order(id: i64, note: &str) -> String {
 async fn order_notes(herald: &Herald) -> Vec<String> {
     let sql = "SELECT note FROM t_orders ORDER BY id";
     let store = herald.store();
-    match (store.sqlite_pool(), store.postgres_pool()) {
-        (Some(pool), _) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
-        (_, Some(pool)) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
+    match (store.sqlite_pool(), store.postgres_pool(), store.mysql_pool()) {
+        (Some(pool), _, _) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
+        (_, Some(pool), _) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
+        (_, _, Some(pool)) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
         _ => unreachable!(),
     }
 }
@@ -267,14 +271,20 @@ async fn order_notes(herald: &Herald) -> Vec<String> {
 macro_rules! own_tx {
     ($herald:expr, $end:ident, |$tx:ident| $body:block) => {{
         let store = $herald.store();
-        match (store.sqlite_pool(), store.postgres_pool()) {
-            (Some(pool), _) => {
+        match (store.sqlite_pool(), store.postgres_pool(), store.mysql_pool()) {
+            (Some(pool), _, _) => {
                 let mut $tx = pool.begin().await.unwrap();
                 let out = $body;
                 $tx.$end().await.unwrap();
                 out
             }
-            (_, Some(pool)) => {
+            (_, Some(pool), _) => {
+                let mut $tx = pool.begin().await.unwrap();
+                let out = $body;
+                $tx.$end().await.unwrap();
+                out
+            }
+            (_, _, Some(pool)) => {
                 let mut $tx = pool.begin().await.unwrap();
                 let out = $body;
                 $tx.$end().await.unwrap();

@@ -158,9 +158,10 @@ async fn bad_input_is_refused_writes_nothing_and_leaves_the_transaction_usable()
 
         // A connection outside a transaction is refused, before anything is written.
         let store = herald.store();
-        let outside = match (store.sqlite_pool(), store.postgres_pool()) {
-            (Some(pool), _) => herald.submit_in(&mut pool.acquire().await.unwrap(), &base).await,
-            (_, Some(pool)) => herald.submit_in(&mut pool.acquire().await.unwrap(), &base).await,
+        let outside = match (store.sqlite_pool(), store.postgres_pool(), store.mysql_pool()) {
+            (Some(pool), _, _) => herald.submit_in(&mut pool.acquire().await.unwrap(), &base).await,
+            (_, Some(pool), _) => herald.submit_in(&mut pool.acquire().await.unwrap(), &base).await,
+            (_, _, Some(pool)) => herald.submit_in(&mut pool.acquire().await.unwrap(), &base).await,
             _ => unreachable!(),
         };
         assert_eq!(kind(&outside), "not in transaction", "{name}: {outside:?}");
