@@ -42,11 +42,7 @@ async fn an_empty_pool_is_503_busy_with_retry_after_and_changes_nothing() {
                 &config(Some(ADMIN_KEY), None),
             )),
         };
-        let held = match (small.store().sqlite_pool(), small.store().postgres_pool()) {
-            (Some(p), _) => (Some((p.acquire().await.unwrap(), p.acquire().await.unwrap())), None),
-            (_, Some(p)) => (None, Some((p.acquire().await.unwrap(), p.acquire().await.unwrap()))),
-            _ => unreachable!(),
-        };
+        let held = (small.store().acquire().await.unwrap(), small.store().acquire().await.unwrap());
 
         for request in [submit(&tenant.key, "busy-1"), get("/v1/deliveries").bearer(&tenant.key)] {
             let resp = api.send(request).await;

@@ -1,5 +1,6 @@
 //! Helpers for the HTTP tests: one database per backend (SQLite always, PostgreSQL when
-//! `HERALD_TEST_POSTGRES_URL` is set, required when `CI` is set), the real router driven
+//! `HERALD_TEST_POSTGRES_URL` is set and MariaDB when `HERALD_TEST_MYSQL_URL` is, both
+//! required when `CI` is set), the real router driven
 //! with `tower::ServiceExt::oneshot`, and small request/response helpers.
 
 #![allow(dead_code)]
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use tower::ServiceExt as _;
 
 pub const POSTGRES_ENV: &str = "HERALD_TEST_POSTGRES_URL";
+pub const MYSQL_ENV: &str = "HERALD_TEST_MYSQL_URL";
 pub const ADMIN_KEY: &str = "admin-secret";
 
 /// `email`: every send succeeds.
@@ -91,6 +93,7 @@ pub struct TestDb {
     pub url: String,
     _dir: Option<tempfile::TempDir>,
     pg_cleanup: Option<(String, String)>,
+    my_cleanup: Option<(String, String)>,
 }
 
 pub fn postgres_url() -> Option<String> {
@@ -103,10 +106,41 @@ pub fn postgres_url() -> Option<String> {
     }
 }
 
+pub fn mysql_url() -> Option<String> {
+    match std::env::var(MYSQL_ENV) {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but {MYSQL_ENV} is not: MariaDB tests must run in CI")
+        }
+        _ => None,
+    }
+}
+
+async fn mysql(base: &str) -> TestDb {
+    let database = format!("t_{}", uuid::Uuid::now_v7().simple());
+    let mut conn = sqlx::MySqlConnection::connect(base)
+        .await
+        .unwrap_or_else(|e| panic!("MariaDB at {base} is unreachable: {e}"));
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+        .execute(&mut conn)
+        .await
+        .expect("create database");
+    conn.close().await.ok();
+    let (head, _) = base.rsplit_once('/').expect("a MariaDB URL has a path");
+    let url = format!("{head}/{database}");
+    TestDb {
+        backend: "mysql",
+        url,
+        _dir: None,
+        pg_cleanup: None,
+        my_cleanup: Some((base.into(), database)),
+    }
+}
+
 fn sqlite() -> TestDb {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite://{}", dir.path().join("herald.db").display());
-    TestDb { backend: "sqlite", url, _dir: Some(dir), pg_cleanup: None }
+    TestDb { backend: "sqlite", url, _dir: Some(dir), pg_cleanup: None, my_cleanup: None }
 }
 
 async fn postgres(base: &str) -> TestDb {
@@ -121,11 +155,33 @@ async fn postgres(base: &str) -> TestDb {
     conn.close().await.ok();
     let sep = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-    TestDb { backend: "postgres", url, _dir: None, pg_cleanup: Some((base.into(), schema)) }
+    TestDb {
+        backend: "postgres",
+        url,
+        _dir: None,
+        pg_cleanup: Some((base.into(), schema)),
+        my_cleanup: None,
+    }
 }
 
 impl Drop for TestDb {
     fn drop(&mut self) {
+        if let Some((base, database)) = self.my_cleanup.take() {
+            let _ = std::thread::spawn(move || {
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build()
+                else {
+                    return;
+                };
+                rt.block_on(async move {
+                    if let Ok(mut conn) = sqlx::MySqlConnection::connect(&base).await {
+                        let sql = format!("DROP DATABASE IF EXISTS {database}");
+                        let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+                        let _ = conn.close().await;
+                    }
+                });
+            })
+            .join();
+        }
         let Some((base, schema)) = self.pg_cleanup.take() else { return };
         let _ = std::thread::spawn(move || {
             let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
@@ -178,6 +234,9 @@ pub async fn envs() -> Vec<Env> {
     let mut dbs = vec![sqlite()];
     if let Some(base) = postgres_url() {
         dbs.push(postgres(&base).await);
+    }
+    if let Some(base) = mysql_url() {
+        dbs.push(mysql(&base).await);
     }
     let mut envs = Vec::new();
     for db in dbs {

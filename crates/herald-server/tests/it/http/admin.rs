@@ -222,8 +222,20 @@ async fn system_routes_and_the_openapi_document() {
 async fn set_granted(env: &Env, tenant: &str, quota_key: &str, granted: i64) {
     let tenant = uuid::Uuid::try_parse(tenant).unwrap();
     let store = env.herald.store();
-    let done = match (store.sqlite_pool(), store.postgres_pool()) {
-        (Some(pool), _) => herald::sqlx::query(
+    let done = match (store.sqlite_pool(), store.postgres_pool(), store.mysql_pool()) {
+        (_, _, Some(pool)) => herald::sqlx::query(
+            "UPDATE quota_accounts SET granted = ?, available = ?
+             WHERE tenant_id = ? AND quota_key = ?",
+        )
+        .bind(granted)
+        .bind(granted)
+        .bind(tenant)
+        .bind(quota_key)
+        .execute(pool)
+        .await
+        .unwrap()
+        .rows_affected(),
+        (Some(pool), _, _) => herald::sqlx::query(
             "UPDATE quota_accounts SET granted = ?1, available = ?1
              WHERE tenant_id = ?2 AND quota_key = ?3",
         )
@@ -234,7 +246,7 @@ async fn set_granted(env: &Env, tenant: &str, quota_key: &str, granted: i64) {
         .await
         .unwrap()
         .rows_affected(),
-        (_, Some(pool)) => herald::sqlx::query(
+        (_, Some(pool), _) => herald::sqlx::query(
             "UPDATE quota_accounts SET granted = $1, available = $1
              WHERE tenant_id = $2 AND quota_key = $3",
         )
