@@ -155,14 +155,9 @@ async fn submit_all(
 }
 
 /// Live leases held by the `herald` process `pid` (its worker id is `w<pid>-…`).
-async fn leases_held(conn: &mut PgConnection, pid: u32) -> i64 {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM deliveries WHERE state = 'sending' AND lease_owner LIKE $1",
-    )
-    .bind(format!("w{pid}-%"))
-    .fetch_one(conn)
-    .await
-    .expect("count leases")
+async fn leases_held(db: &SharedDb, pid: u32) -> i64 {
+    let sql = "SELECT count(*) FROM deliveries WHERE state = 'sending' AND lease_owner LIKE $1";
+    db.count(sql, Some(&format!("w{pid}-%"))).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -171,14 +166,32 @@ async fn two_servers_on_postgres_finish_the_work_of_a_sigkilled_one() {
         eprintln!("skipped: {POSTGRES_ENV} is not set");
         return;
     };
+    two_servers_finish_the_work_of_a_sigkilled_one(SharedDb::Postgres(
+        PgSchema::create(&base).await,
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_servers_on_mariadb_finish_the_work_of_a_sigkilled_one() {
+    let Some(base) = mysql_url() else {
+        eprintln!("skipped: {MYSQL_ENV} is not set");
+        return;
+    };
+    two_servers_finish_the_work_of_a_sigkilled_one(SharedDb::MySql(
+        MyDatabase::create(&base).await,
+    ))
+    .await;
+}
+
+async fn two_servers_finish_the_work_of_a_sigkilled_one(db: SharedDb) {
     let started = Instant::now();
-    let db = PgSchema::create(&base).await;
     let (cwd_a, cwd_b) =
         (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
     let mut receiver = Receiver::start(false).await;
     let mut env = FAST.to_vec();
     env.push(("HERALD_SHUTDOWN_GRACE", "5s"));
-    let db_args = ["--db", db.url.as_str()];
+    let db_args = ["--db", db.url()];
     let mut a = Proc::serve("A", cwd_a.path(), &db_args, &env).await;
     let mut b = Proc::serve("B", cwd_b.path(), &db_args, &env).await;
 
@@ -192,7 +205,6 @@ async fn two_servers_on_postgres_finish_the_work_of_a_sigkilled_one() {
     // as the database shows it holding a lease (so the survivor has work to reclaim), or
     // at KILL_LATEST regardless.
     let a_pid = a.pid();
-    let mut probe = db.connect().await;
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut killed: Option<(Duration, usize, i64)> = None;
     let run = tokio::time::timeout(Duration::from_secs(90), async {
@@ -202,7 +214,7 @@ async fn two_servers_on_postgres_finish_the_work_of_a_sigkilled_one() {
                     let hit = hit.expect("the receiver stopped");
                     *seen.entry(hit.id).or_default() += 1;
                     if killed.is_none() && seen.len() >= KILL_AFTER {
-                        let held = leases_held(&mut probe, a_pid).await;
+                        let held = leases_held(&db, a_pid).await;
                         if held > 0 || seen.len() >= KILL_LATEST {
                             a.child.kill().await.expect("SIGKILL A");
                             killed = Some((started.elapsed(), seen.len(), held));
@@ -234,7 +246,6 @@ async fn two_servers_on_postgres_finish_the_work_of_a_sigkilled_one() {
     );
     let all_received = started.elapsed();
     let (killed_at, distinct_at_kill, held_at_kill) = killed.expect("A was killed");
-    probe.close().await.ok();
     let (ids, fallbacks, submit_took) = submitted.expect("submitted");
     let submitted_ids: BTreeSet<&String> = ids.iter().collect();
     assert_eq!(submitted_ids.len(), DELIVERIES, "every submit created its own delivery");
@@ -243,10 +254,9 @@ async fn two_servers_on_postgres_finish_the_work_of_a_sigkilled_one() {
 
     // A send interrupted after the receiver answered is re-sent once its lease expires;
     // take those duplicates in until the database says every delivery is sent.
-    let mut conn = db.connect().await;
     let settle = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
-            let by_state = states(&mut conn).await;
+            let by_state = db.states().await;
             if by_state.get("sent") == Some(&(DELIVERIES as i64)) {
                 return by_state;
             }
@@ -262,7 +272,7 @@ async fn two_servers_on_postgres_finish_the_work_of_a_sigkilled_one() {
         Ok(by_state) => by_state,
         Err(_) => panic!(
             "not every delivery is sent in the database a minute later: {:?}; B's stderr:\n{}",
-            states(&mut conn).await,
+            db.states().await,
             b.stderr()
         ),
     };
@@ -270,12 +280,8 @@ async fn two_servers_on_postgres_finish_the_work_of_a_sigkilled_one() {
     while let Ok(hit) = receiver.hits.try_recv() {
         *seen.entry(hit.id).or_default() += 1;
     }
-    let lost: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM delivery_attempts WHERE outcome = 'lost'")
-            .fetch_one(&mut conn)
-            .await
-            .expect("count lost attempts");
-    conn.close().await.ok();
+    let lost =
+        db.count("SELECT count(*) FROM delivery_attempts WHERE outcome = 'lost'", None).await;
 
     assert!(lost <= SLOTS as i64, "{lost} lost attempts from one process with {SLOTS} slots");
     let duplicated: Vec<(&String, &usize)> = seen.iter().filter(|(_, n)| **n > 1).collect();
@@ -319,10 +325,11 @@ async fn two_servers_on_postgres_finish_the_work_of_a_sigkilled_one() {
 
     let stop = b.stop(Duration::from_secs(15)).await;
     eprintln!(
-        "two servers on PostgreSQL: {DELIVERIES} submitted in {submit_took:?} ({fallbacks} fell \
+        "two servers on {}: {DELIVERIES} submitted in {submit_took:?} ({fallbacks} fell \
          back to B); A SIGKILLed at {killed_at:?} after {distinct_at_kill} distinct ids, holding \
          {held_at_kill} lease(s); all received at {all_received:?}; {duplicates} duplicate request(s) {duplicated:?}; {lost} \
          lost attempt(s) reclaimed; B stopped in {stop:?}; total {:?}",
+        db.name(),
         started.elapsed()
     );
 }
