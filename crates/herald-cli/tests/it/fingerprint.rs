@@ -1,4 +1,5 @@
-//! Issue 15's acceptance through real `herald serve` processes, on SQLite and PostgreSQL:
+//! Issue 15's acceptance through real `herald serve` processes, on SQLite, PostgreSQL and
+//! MariaDB:
 //! payloads reach a real webhook receiver byte for byte; two servers started with
 //! different `HERALD_MAX_ATTEMPTS` on one database answer a repeat as a duplicate; and a
 //! database written by herald before fingerprint version 2 (`testdata/upgrade`, dumped
@@ -7,13 +8,17 @@
 
 use crate::support::*;
 
-/// One database per backend: a fresh SQLite file in `dir`, and a fresh PostgreSQL schema
-/// when PostgreSQL is configured (required when `CI` is set).
-async fn databases(dir: &Path) -> Vec<(String, String, Option<PgSchema>)> {
+/// One database per backend: a fresh SQLite file in `dir`, a fresh PostgreSQL schema and
+/// a fresh MariaDB database when those are configured (required when `CI` is set).
+async fn databases(dir: &Path) -> Vec<(String, String, Option<SharedDb>)> {
     let mut dbs = vec![("sqlite".to_string(), dir.join("herald.db").display().to_string(), None)];
     if let Some(base) = postgres_url() {
-        let schema = PgSchema::create(&base).await;
-        dbs.push(("postgres".to_string(), schema.url.clone(), Some(schema)));
+        let db = SharedDb::Postgres(PgSchema::create(&base).await);
+        dbs.push(("postgres".to_string(), db.url().to_string(), Some(db)));
+    }
+    if let Some(base) = mysql_url() {
+        let db = SharedDb::MySql(MyDatabase::create(&base).await);
+        dbs.push(("mariadb".to_string(), db.url().to_string(), Some(db)));
     }
     dbs
 }
