@@ -63,7 +63,9 @@ fn human(r: &DemoReport) -> String {
         herald::Backend::Sqlite => {
             "a second connection commits a write under the closure's read snapshot (SQLITE_BUSY_SNAPSHOT)"
         }
-        herald::Backend::MySql => "not written for MariaDB yet",
+        herald::Backend::MySql => {
+            "a second connection locks two rows in the opposite order; InnoDB rolls back the closure's transaction (1213)"
+        }
     };
     let mut out = format!("herald demo on {}\n\n", r.backend.name());
     out += "1. A retried transaction with the side effect inline (a framework's `attempts: 5`)\n";

@@ -17,12 +17,16 @@ pub async fn demo_setup(conn: Conn<'_>) -> Result<(), StoreError> {
         CREATE TABLE IF NOT EXISTS demo_jobs (run_id text NOT NULL, label text NOT NULL);
         CREATE TABLE IF NOT EXISTS demo_invoices (id integer PRIMARY KEY, total bigint NOT NULL);
         INSERT INTO demo_accounts (id, balance) VALUES (1, 0), (2, 0) ON CONFLICT DO NOTHING;";
+    const MYSQL: &str = "
+        CREATE TABLE IF NOT EXISTS demo_accounts (id INT PRIMARY KEY, balance BIGINT NOT NULL) ENGINE = InnoDB;
+        CREATE TABLE IF NOT EXISTS demo_jobs (run_id VARCHAR(64) NOT NULL, label VARCHAR(64) NOT NULL) ENGINE = InnoDB;
+        CREATE TABLE IF NOT EXISTS demo_invoices (id INT PRIMARY KEY, total BIGINT NOT NULL) ENGINE = InnoDB;
+        INSERT INTO demo_accounts (id, balance) VALUES (1, 0), (2, 0)
+            ON DUPLICATE KEY UPDATE id = id;";
     match conn {
-        Conn::MySql(_) => {
-            return Err(StoreError::NotOnBackend { what: "the demo", backend: "MariaDB" });
-        }
         Conn::Sqlite(c) => sqlx::raw_sql(SQLITE).execute(c).await?.rows_affected(),
         Conn::Postgres(c) => sqlx::raw_sql(POSTGRES).execute(c).await?.rows_affected(),
+        Conn::MySql(c) => sqlx::raw_sql(MYSQL).execute(c).await?.rows_affected(),
     };
     Ok(())
 }
@@ -30,9 +34,6 @@ pub async fn demo_setup(conn: Conn<'_>) -> Result<(), StoreError> {
 /// Reads an account's balance (on SQLite this starts the transaction's read snapshot).
 pub async fn demo_account_read(conn: Conn<'_>, id: i32) -> Result<i64, StoreError> {
     Ok(match conn {
-        Conn::MySql(_) => {
-            return Err(StoreError::NotOnBackend { what: "the demo", backend: "MariaDB" });
-        }
         Conn::Sqlite(c) => {
             sqlx::query_scalar("SELECT balance FROM demo_accounts WHERE id = ?1")
                 .bind(id)
@@ -45,6 +46,12 @@ pub async fn demo_account_read(conn: Conn<'_>, id: i32) -> Result<i64, StoreErro
                 .fetch_one(c)
                 .await?
         }
+        Conn::MySql(c) => {
+            sqlx::query_scalar("SELECT balance FROM demo_accounts WHERE id = ?")
+                .bind(id)
+                .fetch_one(c)
+                .await?
+        }
     })
 }
 
@@ -52,9 +59,6 @@ pub async fn demo_account_read(conn: Conn<'_>, id: i32) -> Result<i64, StoreErro
 /// transaction).
 pub async fn demo_account_touch(conn: Conn<'_>, id: i32) -> Result<(), StoreError> {
     match conn {
-        Conn::MySql(_) => {
-            return Err(StoreError::NotOnBackend { what: "the demo", backend: "MariaDB" });
-        }
         Conn::Sqlite(c) => {
             sqlx::query("UPDATE demo_accounts SET balance = balance + 1 WHERE id = ?1")
                 .bind(id)
@@ -69,6 +73,13 @@ pub async fn demo_account_touch(conn: Conn<'_>, id: i32) -> Result<(), StoreErro
                 .await?
                 .rows_affected()
         }
+        Conn::MySql(c) => {
+            sqlx::query("UPDATE demo_accounts SET balance = balance + 1 WHERE id = ?")
+                .bind(id)
+                .execute(c)
+                .await?
+                .rows_affected()
+        }
     };
     Ok(())
 }
@@ -76,9 +87,6 @@ pub async fn demo_account_touch(conn: Conn<'_>, id: i32) -> Result<(), StoreErro
 /// Enqueues a demo job row.
 pub async fn demo_job_insert(conn: Conn<'_>, run_id: &str, label: &str) -> Result<(), StoreError> {
     match conn {
-        Conn::MySql(_) => {
-            return Err(StoreError::NotOnBackend { what: "the demo", backend: "MariaDB" });
-        }
         Conn::Sqlite(c) => sqlx::query("INSERT INTO demo_jobs (run_id, label) VALUES (?1, ?2)")
             .bind(run_id)
             .bind(label)
@@ -91,6 +99,12 @@ pub async fn demo_job_insert(conn: Conn<'_>, run_id: &str, label: &str) -> Resul
             .execute(c)
             .await?
             .rows_affected(),
+        Conn::MySql(c) => sqlx::query("INSERT INTO demo_jobs (run_id, label) VALUES (?, ?)")
+            .bind(run_id)
+            .bind(label)
+            .execute(c)
+            .await?
+            .rows_affected(),
     };
     Ok(())
 }
@@ -98,9 +112,6 @@ pub async fn demo_job_insert(conn: Conn<'_>, run_id: &str, label: &str) -> Resul
 /// Counts the demo job rows of one run and label.
 pub async fn demo_jobs_count(conn: Conn<'_>, run_id: &str, label: &str) -> Result<i64, StoreError> {
     Ok(match conn {
-        Conn::MySql(_) => {
-            return Err(StoreError::NotOnBackend { what: "the demo", backend: "MariaDB" });
-        }
         Conn::Sqlite(c) => {
             sqlx::query_scalar("SELECT count(*) FROM demo_jobs WHERE run_id = ?1 AND label = ?2")
                 .bind(run_id)
@@ -115,15 +126,19 @@ pub async fn demo_jobs_count(conn: Conn<'_>, run_id: &str, label: &str) -> Resul
                 .fetch_one(c)
                 .await?
         }
+        Conn::MySql(c) => {
+            sqlx::query_scalar("SELECT count(*) FROM demo_jobs WHERE run_id = ? AND label = ?")
+                .bind(run_id)
+                .bind(label)
+                .fetch_one(c)
+                .await?
+        }
     })
 }
 
 /// Adds `units` to an invoice total (creating the invoice at 0 first).
 pub async fn demo_invoice_add(conn: Conn<'_>, id: i32, units: i64) -> Result<(), StoreError> {
     match conn {
-        Conn::MySql(_) => {
-            return Err(StoreError::NotOnBackend { what: "the demo", backend: "MariaDB" });
-        }
         Conn::Sqlite(c) => sqlx::query(
             "INSERT INTO demo_invoices (id, total) VALUES (?1, ?2)
                  ON CONFLICT (id) DO UPDATE SET total = total + excluded.total",
@@ -142,6 +157,15 @@ pub async fn demo_invoice_add(conn: Conn<'_>, id: i32, units: i64) -> Result<(),
         .execute(c)
         .await?
         .rows_affected(),
+        Conn::MySql(c) => sqlx::query(
+            "INSERT INTO demo_invoices (id, total) VALUES (?, ?)
+                 ON DUPLICATE KEY UPDATE total = total + VALUES(total)",
+        )
+        .bind(id)
+        .bind(units)
+        .execute(c)
+        .await?
+        .rows_affected(),
     };
     Ok(())
 }
@@ -149,9 +173,6 @@ pub async fn demo_invoice_add(conn: Conn<'_>, id: i32, units: i64) -> Result<(),
 /// An invoice's total (0 when it does not exist yet).
 pub async fn demo_invoice_total(conn: Conn<'_>, id: i32) -> Result<i64, StoreError> {
     let total: Option<i64> = match conn {
-        Conn::MySql(_) => {
-            return Err(StoreError::NotOnBackend { what: "the demo", backend: "MariaDB" });
-        }
         Conn::Sqlite(c) => {
             sqlx::query_scalar("SELECT total FROM demo_invoices WHERE id = ?1")
                 .bind(id)
@@ -160,6 +181,12 @@ pub async fn demo_invoice_total(conn: Conn<'_>, id: i32) -> Result<i64, StoreErr
         }
         Conn::Postgres(c) => {
             sqlx::query_scalar("SELECT total FROM demo_invoices WHERE id = $1")
+                .bind(id)
+                .fetch_optional(c)
+                .await?
+        }
+        Conn::MySql(c) => {
+            sqlx::query_scalar("SELECT total FROM demo_invoices WHERE id = ?")
                 .bind(id)
                 .fetch_optional(c)
                 .await?

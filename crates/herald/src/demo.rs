@@ -260,7 +260,19 @@ async fn collide(
     adversaries: &Adversaries,
 ) -> Result<(), Error> {
     match (conn.backend(), lock) {
-        (Backend::MySql, _) => Err(Error::app("the demo is not available on MariaDB yet")),
+        (Backend::MySql, _) => {
+            // As on PostgreSQL: we hold row 1, the adversary row 2 and then asks for row 1
+            // while we ask for row 2. InnoDB finds the cycle the moment it closes, whoever
+            // closes it, and rolls back the lighter transaction: the adversary also writes
+            // a few rows, so that is ours (1213, the whole transaction rolled back).
+            demo_account_touch(conn.reborrow(), 1).await?;
+            let (locked, row2_locked) = tokio::sync::oneshot::channel();
+            let adversary = tokio::spawn(mysql_adversary(store.clone(), locked));
+            push(adversaries, adversary);
+            row2_locked.await.map_err(|_| Error::app("adversary did not lock row 2"))?;
+            demo_account_touch(conn.reborrow(), 2).await?;
+            Ok(())
+        }
         (Backend::Postgres, _) => {
             // We hold row 1; the adversary takes row 2, waits until we queue for row 2,
             // then asks for row 1. We started waiting first, so our deadlock_timeout
@@ -326,6 +338,28 @@ async fn postgres_adversary(
     tx.rollback().await?;
     match result {
         // If the server picked us instead, the demo's counts show it honestly.
+        Err(e) if e.class() != herald_store::ErrorClass::Other => Ok(None),
+        Err(e) => Err(e.into()),
+        Ok(()) => Ok(None),
+    }
+}
+
+async fn mysql_adversary(
+    store: Store,
+    locked: tokio::sync::oneshot::Sender<()>,
+) -> Result<Option<Duration>, Error> {
+    let mut tx = store.begin(&BeginOptions::default()).await?;
+    demo_account_touch(conn(&mut tx), 2).await?;
+    // Heavier than the victim (InnoDB's deadlock victim is the transaction that changed
+    // fewer rows); rolled back with the rest.
+    for _ in 0..4 {
+        demo_job_insert(conn(&mut tx), "adversary", "weight").await?;
+    }
+    let _ = locked.send(());
+    // Waits for row 1 until the victim is rolled back (or closes the cycle itself).
+    let result = demo_account_touch(conn(&mut tx), 1).await;
+    tx.rollback().await?;
+    match result {
         Err(e) if e.class() != herald_store::ErrorClass::Other => Ok(None),
         Err(e) => Err(e.into()),
         Ok(()) => Ok(None),
