@@ -23,13 +23,15 @@ pub(crate) async fn settings_init(
             .execute(&mut *c)
             .await,
     )?;
-    // A locking read: the row as committed, whoever wrote it first.
-    let max_attempts: i32 = sqlx::query_scalar(
-        "SELECT max_attempts FROM herald_settings WHERE id = 1 LOCK IN SHARE MODE",
-    )
-    .fetch_one(c)
-    .await?;
-    Ok(SettingsRow { max_attempts })
+    // A plain read, not a locking one: under `innodb_snapshot_isolation` a locking read of
+    // a row committed after this transaction's snapshot fails (1020). Under REPEATABLE
+    // READ the snapshot may predate the row another process just wrote; then this
+    // process's seed stands until its next read of the settings.
+    let max_attempts: Option<i32> =
+        sqlx::query_scalar("SELECT max_attempts FROM herald_settings WHERE id = 1")
+            .fetch_optional(c)
+            .await?;
+    Ok(SettingsRow { max_attempts: max_attempts.unwrap_or(seed.max_attempts) })
 }
 
 pub(crate) async fn settings_set(

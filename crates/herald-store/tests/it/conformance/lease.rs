@@ -115,11 +115,24 @@ async fn concurrent_leases_never_take_one_row_twice(db: &Db) {
         let (store, start) = (db.store.clone(), start.clone());
         leasers.push(tokio::spawn(async move {
             start.wait().await;
-            let mut tx = store.begin(&Default::default()).await.unwrap();
             let worker = format!("worker-{n}");
-            let leased = lease_on(tx.as_conn(), &worker, LIMIT, at(1_000)).await.unwrap();
-            tx.commit().await.unwrap();
-            (worker, ids(&leased))
+            // MariaDB may answer a deadlock (1213) between leases racing over the due
+            // index's entries: a concurrency error, which the worker's runner retries, as
+            // here. Never a row taken twice.
+            loop {
+                let mut tx = store.begin(&Default::default()).await.unwrap();
+                match lease_on(tx.as_conn(), &worker, LIMIT, at(1_000)).await {
+                    Ok(leased) => {
+                        tx.commit().await.unwrap();
+                        return (worker, ids(&leased));
+                    }
+                    Err(e) if matches!(e.class(), ErrorClass::Concurrency(_)) => {
+                        assert_eq!(store.backend(), Backend::MySql, "{e:?}");
+                        let _ = tx.rollback().await;
+                    }
+                    Err(e) => panic!("{worker}: {e:?}"),
+                }
+            }
         }));
     }
     let mut seen = HashSet::new();
@@ -129,6 +142,13 @@ async fn concurrent_leases_never_take_one_row_twice(db: &Db) {
         for id in leased {
             assert!(seen.insert(id), "{id} leased twice");
             assert_eq!(db.row(id).await.lease_owner.as_deref(), Some(worker.as_str()));
+        }
+    }
+    if db.backend() == Backend::MySql {
+        // A leaser rolled back by a deadlock gave its rows back after the others had
+        // skipped them: they are still due, and the next lease takes them — once.
+        for id in ids(&lease(db, "worker-late", ROWS, at(1_000)).await) {
+            assert!(seen.insert(id), "{id} leased twice");
         }
     }
     assert_eq!(seen, claimed.into_iter().collect::<HashSet<_>>(), "not every row was leased");
