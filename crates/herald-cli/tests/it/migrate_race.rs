@@ -2,6 +2,7 @@
 //! succeed, and the schema is applied once: exactly one of them reports applying it.
 //! (Each `herald serve` and `Herald::open` migrates the same way on start.)
 
+use crate::support::{MyDatabase, SharedDb};
 use std::process::{Command, Output, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_herald");
@@ -102,26 +103,11 @@ fn processes_migrating_one_fresh_postgres_schema_at_once_all_succeed() {
 /// the processes from applying the schema twice or reading it half-built.
 #[test]
 fn processes_migrating_one_fresh_mariadb_database_at_once_all_succeed() {
-    let Some(base) = std::env::var("HERALD_TEST_MYSQL_URL").ok().filter(|u| !u.is_empty()) else {
-        assert!(std::env::var_os("CI").is_none(), "CI needs HERALD_TEST_MYSQL_URL");
-        return;
-    };
+    let Some(base) = crate::support::mysql_url() else { return };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     for round in 0..ROUNDS {
-        let database = format!("t_{}", uuid::Uuid::now_v7().simple());
-        let admin = |sql: String| {
-            runtime.block_on(async {
-                use herald::sqlx::{self, Connection};
-                let mut conn = sqlx::MySqlConnection::connect(&base).await.expect("connect");
-                sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await.expect("sql");
-                conn.close().await.ok();
-            })
-        };
-        admin(format!("CREATE DATABASE {database}"));
-        let (head, _) = base.rsplit_once('/').expect("a MariaDB URL has a path");
-        let db = format!("{head}/{database}");
-        check(&race(&db), &format!("mariadb round {round}"));
-        admin(format!("DROP DATABASE {database}"));
+        let db = runtime.block_on(MyDatabase::create(&base));
+        check(&race(&db.url), &format!("mariadb round {round}"));
     }
 }
 
@@ -130,52 +116,26 @@ fn processes_migrating_one_fresh_mariadb_database_at_once_all_succeed() {
 /// and not refused.
 #[test]
 fn a_half_applied_mariadb_migration_is_finished_by_the_next_start() {
-    let Some(base) = std::env::var("HERALD_TEST_MYSQL_URL").ok().filter(|u| !u.is_empty()) else {
-        assert!(std::env::var_os("CI").is_none(), "CI needs HERALD_TEST_MYSQL_URL");
-        return;
-    };
+    let Some(base) = crate::support::mysql_url() else { return };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let database = format!("t_{}", uuid::Uuid::now_v7().simple());
-    let (head, _) = base.rsplit_once('/').expect("a MariaDB URL has a path");
-    let db = format!("{head}/{database}");
-    let admin = |url: &str, sql: &str| {
-        runtime.block_on(async {
-            use herald::sqlx::{self, Connection};
-            let mut conn = sqlx::MySqlConnection::connect(url).await.expect("connect");
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
-                .execute(&mut conn)
-                .await
-                .expect("sql");
-            conn.close().await.ok();
-        })
-    };
-    admin(&base, &format!("CREATE DATABASE {database}"));
-    check(&race(&db), "mariadb before the crash");
+    let db = runtime.block_on(MyDatabase::create(&base));
+    check(&race(&db.url), "mariadb before the crash");
     // As a process killed in the middle of migration 1 leaves it: the row says it failed,
     // and some of its tables are gone (never created).
-    admin(
-        &db,
+    runtime.block_on(db.execute(
         "UPDATE herald_migrations SET success = FALSE WHERE version = 1;
          DROP TABLE delivery_replays; DROP TABLE herald_settings;",
-    );
+    ));
     let again =
-        Command::new(BIN).args(["migrate", "--json", "--db", &db]).output().expect("migrate");
+        Command::new(BIN).args(["migrate", "--json", "--db", &db.url]).output().expect("migrate");
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
     let report: serde_json::Value = serde_json::from_slice(&again.stdout).expect("json");
     assert_eq!(report["applied"], serde_json::json!([1]), "{report}");
-    let tables = runtime.block_on(async {
-        use herald::sqlx::{self, Connection};
-        let mut conn = sqlx::MySqlConnection::connect(&db).await.expect("connect");
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE()
-             AND table_name IN ('delivery_replays', 'herald_settings')",
-        )
-        .fetch_one(&mut conn)
-        .await
-        .expect("count");
-        conn.close().await.ok();
-        n
-    });
+    let shared = SharedDb::MySql(db);
+    let tables = runtime.block_on(shared.count(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE()
+         AND table_name IN ('delivery_replays', 'herald_settings')",
+        None,
+    ));
     assert_eq!(tables, 2, "the migration was run to its end");
-    admin(&base, &format!("DROP DATABASE {database}"));
 }

@@ -53,6 +53,18 @@ impl MyDatabase {
     }
 }
 
+impl MyDatabase {
+    /// Runs `sql` (any number of statements) on this database.
+    pub async fn execute(&self, sql: &str) {
+        let mut conn = sqlx::MySqlConnection::connect(&self.url).await.expect("connect");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+            .execute(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        conn.close().await.ok();
+    }
+}
+
 impl Drop for MyDatabase {
     fn drop(&mut self) {
         let (base, name) = (self.base.clone(), self.name.clone());
