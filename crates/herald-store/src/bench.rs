@@ -1,6 +1,7 @@
 //! The SQL of `herald bench`, all of it: the floor — the least work any engine must do per
 //! delivery on herald's own tables, hand-written, one statement each on PostgreSQL, the
-//! fewest in-process statements on SQLite (no writing CTEs there) — with the transactions
+//! fewest in-process statements on SQLite (no writing CTEs there), the fewest round trips
+//! on MariaDB (the same, in `mysql/bench.rs`) — with the transactions
 //! around it, and the bench's housekeeping (a scratch schema on the server, emptied tables,
 //! fresh statistics, counts). The bench runs the floor with the same harness and
 //! concurrency as herald and prints herald as a ratio to it; it reaches this module only
@@ -9,8 +10,11 @@
 use crate::clock::sqlite_now;
 use crate::conn::{AsConn, Conn};
 use crate::error::{ErrorClass, StoreError};
+use crate::mysql::bench as mysql;
 use crate::store::{Backend, PooledConn, Store};
+use crate::url::DbUrl;
 use sqlx::Connection;
+use sqlx::mysql::MySqlConnection;
 use sqlx::postgres::PgConnection;
 use sqlx::types::Uuid;
 
@@ -31,9 +35,7 @@ pub async fn floor_submit(
     operation_key: &str,
 ) -> Result<bool, StoreError> {
     let c = match conn {
-        Conn::MySql(_) => {
-            return Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" });
-        }
+        Conn::MySql(c) => return mysql::floor_submit(c, id, tenant, operation_key).await,
         Conn::Postgres(c) => c,
         Conn::Sqlite(c) => return floor_submit_sqlite(c, id, tenant, operation_key).await,
     };
@@ -71,9 +73,7 @@ pub async fn floor_drain(
     parts: i64,
 ) -> Result<u64, StoreError> {
     let c = match conn {
-        Conn::MySql(_) => {
-            return Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" });
-        }
+        Conn::MySql(c) => return mysql::floor_drain(c, limit, part, parts).await,
         Conn::Postgres(c) => c,
         // One writer at a time: a part of the tenants would change nothing.
         Conn::Sqlite(c) => return floor_drain_sqlite(c, limit).await,
@@ -103,9 +103,7 @@ pub async fn floor_drain(
 /// Deliveries in `state`.
 pub async fn count_state(conn: Conn<'_>, state: &str) -> Result<i64, StoreError> {
     Ok(match conn {
-        Conn::MySql(_) => {
-            return Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" });
-        }
+        Conn::MySql(c) => mysql::count_state(c, state).await?,
         Conn::Postgres(c) => {
             sqlx::query_scalar("SELECT count(*) FROM deliveries WHERE state = $1")
                 .bind(state)
@@ -129,9 +127,7 @@ pub async fn bench_analyze(conn: Conn<'_>) -> Result<(), StoreError> {
     const TABLES: &str =
         "ANALYZE deliveries, delivery_payloads, delivery_attempts, quota_journal, quota_accounts";
     match conn {
-        Conn::MySql(_) => {
-            return Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" });
-        }
+        Conn::MySql(c) => mysql::analyze(c).await?,
         Conn::Postgres(c) => {
             sqlx::raw_sql(TABLES).execute(c).await?;
         }
@@ -147,9 +143,7 @@ pub async fn bench_analyze(conn: Conn<'_>) -> Result<(), StoreError> {
 /// schemas only, never a real database).
 pub async fn bench_reset(conn: Conn<'_>) -> Result<(), StoreError> {
     match conn {
-        Conn::MySql(_) => {
-            return Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" });
-        }
+        Conn::MySql(c) => mysql::reset(c).await?,
         Conn::Postgres(c) => {
             sqlx::raw_sql(
                 "TRUNCATE delivery_attempts, delivery_payloads, delivery_replays, quota_journal,
@@ -283,8 +277,13 @@ pub async fn floor_submit_pooled(
     // PostgreSQL's id: taken before the connection, where the bench always took it.
     let id = Uuid::now_v7();
     match store.acquire().await? {
-        PooledConn::MySql(_) => {
-            Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" })
+        // No writing CTEs: the floor is four statements, in a transaction whichever
+        // `commit` is asked for, in herald's isolation.
+        PooledConn::MySql(mut c) => {
+            let mut tx = c.begin_with(mysql::FLOOR_BEGIN).await?;
+            let claimed = floor_submit(tx.as_conn(), id, tenant, operation_key).await?;
+            tx.commit().await?;
+            Ok(claimed)
         }
         PooledConn::Postgres(mut c) => match commit {
             Commit::InTransaction => {
@@ -325,8 +324,18 @@ pub async fn floor_drain_pooled(
 ) -> Result<Option<u64>, StoreError> {
     let conflict = |e: &StoreError| matches!(e.class(), ErrorClass::Concurrency(_));
     match store.acquire().await? {
-        PooledConn::MySql(_) => {
-            Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" })
+        PooledConn::MySql(mut c) => {
+            let mut tx = c.begin_with(mysql::FLOOR_BEGIN).await?;
+            let n = match floor_drain(tx.as_conn(), limit, part, parts).await {
+                Ok(n) => n,
+                Err(e) if conflict(&e) => {
+                    let _ = tx.rollback().await;
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
+            };
+            tx.commit().await?;
+            Ok(Some(n))
         }
         PooledConn::Postgres(mut c) => {
             let mut tx = c.begin().await?;
@@ -369,9 +378,7 @@ pub async fn floor_drain_serial(
     let begin = match store.backend() {
         Backend::Sqlite => "BEGIN IMMEDIATE",
         Backend::Postgres => "BEGIN",
-        Backend::MySql => {
-            return Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" });
-        }
+        Backend::MySql => mysql::FLOOR_BEGIN,
     };
     let mut c = store.acquire().await?;
     let mut drained = 0;
@@ -399,33 +406,37 @@ pub async fn pool_fill(store: &Store, connections: usize) -> Result<(), StoreErr
 
 async fn execute(conn: Conn<'_>, sql: &'static str) -> Result<(), StoreError> {
     match conn {
-        Conn::MySql(_) => {
-            return Err(StoreError::NotOnBackend { what: "the bench floor", backend: "MariaDB" });
-        }
+        Conn::MySql(c) => sqlx::raw_sql(sql).execute(c).await?.rows_affected(),
         Conn::Sqlite(c) => sqlx::raw_sql(sql).execute(c).await?.rows_affected(),
         Conn::Postgres(c) => sqlx::raw_sql(sql).execute(c).await?.rows_affected(),
     };
     Ok(())
 }
 
-/// A connection straight to a PostgreSQL server, outside any store: the bench measures in
-/// a scratch schema it creates with this before herald opens a store there, and drops
-/// after.
+/// A connection straight to the server (PostgreSQL or MariaDB), outside any store: the
+/// bench measures in a scratch schema (PostgreSQL) or database (MariaDB) it creates with
+/// this before herald opens a store there, and drops after.
 #[derive(Debug)]
-pub struct BenchServer {
-    conn: PgConnection,
+pub enum BenchServer {
+    Postgres(PgConnection),
+    MySql(MySqlConnection),
 }
 
-/// A scratch schema made by [`BenchServer::schema_create`]; only its own name is ever
-/// spliced into SQL.
+/// A scratch schema or database made by [`BenchServer::schema_create`]; only its own name
+/// is ever spliced into SQL.
 #[derive(Debug)]
 pub struct BenchSchema {
     name: String,
+    backend: Backend,
 }
 
 impl BenchSchema {
-    /// `url` (the server's) with this schema as every connection's `search_path`.
+    /// `url` (the server's) pointed at this schema: as every connection's `search_path` on
+    /// PostgreSQL, as the URL's database on MariaDB.
     pub fn url(&self, url: &str) -> String {
+        if self.backend == Backend::MySql {
+            return mysql::url_with_database(url, &self.name);
+        }
         let sep = if url.contains('?') { '&' } else { '?' };
         format!("{url}{sep}options=-c%20search_path%3D{}", self.name)
     }
@@ -433,37 +444,84 @@ impl BenchSchema {
 
 impl BenchServer {
     pub async fn connect(url: &str) -> Result<BenchServer, StoreError> {
-        Ok(BenchServer { conn: PgConnection::connect(url).await? })
+        Ok(match DbUrl::parse(url)? {
+            DbUrl::MySql(_) => BenchServer::MySql(mysql::server_connect(url).await?),
+            _ => BenchServer::Postgres(PgConnection::connect(url).await?),
+        })
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self {
+            BenchServer::Postgres(_) => Backend::Postgres,
+            BenchServer::MySql(_) => Backend::MySql,
+        }
     }
 
     /// The server's `max_connections`.
     pub async fn connections_max(&mut self) -> Result<i64, StoreError> {
-        let value: String =
-            sqlx::query_scalar("SHOW max_connections").fetch_one(&mut self.conn).await?;
+        let c = match self {
+            BenchServer::MySql(c) => return mysql::connections_max(c).await,
+            BenchServer::Postgres(c) => c,
+        };
+        let value: String = sqlx::query_scalar("SHOW max_connections").fetch_one(c).await?;
         value.parse().map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))
     }
 
-    /// The server's `server_version`, e.g. "15.20 (Debian 15.20-0+deb12u1)".
+    /// The server's version, e.g. "15.20 (Debian 15.20-0+deb12u1)" or
+    /// "10.11.19-MariaDB-0+deb12u1".
     pub async fn version(&mut self) -> Result<String, StoreError> {
-        Ok(sqlx::query_scalar("SHOW server_version").fetch_one(&mut self.conn).await?)
+        match self {
+            BenchServer::MySql(c) => mysql::version(c).await,
+            BenchServer::Postgres(c) => {
+                Ok(sqlx::query_scalar("SHOW server_version").fetch_one(c).await?)
+            }
+        }
     }
 
-    /// Creates an empty schema named `herald_bench_<uuid>`.
+    /// Creates an empty schema (a database on MariaDB) named `herald_bench_<uuid>`.
     pub async fn schema_create(&mut self) -> Result<BenchSchema, StoreError> {
-        let schema = BenchSchema { name: format!("herald_bench_{}", Uuid::now_v7().simple()) };
-        let sql = format!("CREATE SCHEMA {}", schema.name);
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut self.conn).await?;
+        let name = format!("herald_bench_{}", Uuid::now_v7().simple());
+        let schema = BenchSchema { name, backend: self.backend() };
+        match self {
+            BenchServer::Postgres(c) => {
+                execute_owned(c, format!("CREATE SCHEMA {}", schema.name)).await?
+            }
+            BenchServer::MySql(c) => {
+                execute_owned(c, format!("CREATE DATABASE {}", schema.name)).await?
+            }
+        }
         Ok(schema)
     }
 
-    /// Drops the schema and everything in it.
+    /// Drops the schema (or database) and everything in it.
     pub async fn schema_drop(&mut self, schema: BenchSchema) -> Result<(), StoreError> {
-        let sql = format!("DROP SCHEMA {} CASCADE", schema.name);
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut self.conn).await?;
-        Ok(())
+        match self {
+            BenchServer::Postgres(c) => {
+                execute_owned(c, format!("DROP SCHEMA {} CASCADE", schema.name)).await
+            }
+            BenchServer::MySql(c) => {
+                execute_owned(c, format!("DROP DATABASE {}", schema.name)).await
+            }
+        }
     }
 
     pub async fn close(self) {
-        let _ = self.conn.close().await;
+        let _ = match self {
+            BenchServer::Postgres(c) => c.close().await,
+            BenchServer::MySql(c) => c.close().await,
+        };
     }
+}
+
+async fn execute_owned<C: AsConn>(c: &mut C, sql: String) -> Result<(), StoreError> {
+    match c.as_conn() {
+        Conn::Postgres(c) => {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(c).await?.rows_affected()
+        }
+        Conn::MySql(c) => sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(c).await?.rows_affected(),
+        Conn::Sqlite(c) => {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(c).await?.rows_affected()
+        }
+    };
+    Ok(())
 }

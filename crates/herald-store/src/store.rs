@@ -30,6 +30,9 @@ const OPEN_BUSY_PAUSE: Duration = Duration::from_millis(20);
 /// The longest `Store::close` waits for connections in use to come back.
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Prepared statements kept per MariaDB connection (sqlx's default is 100).
+pub const MYSQL_STATEMENT_CACHE: usize = 256;
+
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Backend {
@@ -270,7 +273,10 @@ impl Store {
             }
             DbUrl::MySql(o) => {
                 let _ = rustls::crypto::ring::default_provider().install_default();
-                let o = (**o).clone();
+                // Room for every statement text herald prepares on MariaDB (a hundred or so,
+                // and a dozen of each IN-list statement: see `Now::mysql_sql`), so none is
+                // ever evicted in steady state.
+                let o = (**o).clone().statement_cache_capacity(MYSQL_STATEMENT_CACHE);
                 match tokio::time::timeout(
                     options.connect_timeout,
                     MySqlConnection::connect_with(&o),

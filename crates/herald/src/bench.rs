@@ -84,8 +84,8 @@ pub async fn pool_fill(herald: &Herald, connections: usize) -> Result<(), Error>
     Ok(herald_store::bench::pool_fill(herald.store(), connections).await?)
 }
 
-/// A connection straight to a PostgreSQL server (no store, no migrations), to make the
-/// scratch schema the bench measures in.
+/// A connection straight to a PostgreSQL or MariaDB server (no store, no migrations), to
+/// make the scratch schema (a database, on MariaDB) the bench measures in.
 #[derive(Debug)]
 pub struct Server {
     inner: BenchServer,
@@ -106,9 +106,14 @@ impl Schema {
 }
 
 impl Server {
-    /// Connects to the PostgreSQL server at `url`.
+    /// Connects to the PostgreSQL or MariaDB server at `url`.
     pub async fn connect(url: &str) -> Result<Server, Error> {
         Ok(Server { inner: BenchServer::connect(url).await? })
+    }
+
+    /// Which server this is.
+    pub fn backend(&self) -> herald_store::Backend {
+        self.inner.backend()
     }
 
     /// The server's `max_connections`.
@@ -116,12 +121,13 @@ impl Server {
         Ok(self.inner.connections_max().await?)
     }
 
-    /// The server's version, as `SHOW server_version` prints it.
+    /// The server's version, as `SHOW server_version` (PostgreSQL) or `VERSION()`
+    /// (MariaDB) prints it.
     pub async fn version(&mut self) -> Result<String, Error> {
         Ok(self.inner.version().await?)
     }
 
-    /// A fresh, empty schema with a name of its own.
+    /// A fresh, empty schema (a database, on MariaDB) with a name of its own.
     pub async fn schema_create(&mut self) -> Result<Schema, Error> {
         Ok(Schema { inner: self.inner.schema_create().await? })
     }

@@ -70,7 +70,8 @@ use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// PostgreSQL to measure on (a fresh schema is created and dropped).
+    /// PostgreSQL or MariaDB to measure on (a fresh schema, or on MariaDB a fresh
+    /// database, is created and dropped; the user needs the right to create one).
     #[arg(long, env = "HERALD_DB", default_value = "postgres://postgres@127.0.0.1:5432/test")]
     db: String,
     /// A short run (under three minutes, peers included).
@@ -129,8 +130,17 @@ impl std::fmt::Debug for Args {
 }
 
 pub async fn run(args: Args) -> Result<()> {
-    if !args.db.starts_with("postgres") {
-        bail!("herald bench measures on PostgreSQL: pass --db postgres://…");
+    let server_name = match herald::DbUrl::parse(&args.db) {
+        Ok(herald::DbUrl::Postgres(_)) => "PostgreSQL",
+        Ok(herald::DbUrl::MySql(_)) => "MariaDB",
+        _ => bail!(
+            "herald bench measures on a server: pass --db postgres://… or --db mariadb://… \
+             (the SQLite phases run on a file of their own after PostgreSQL's)"
+        ),
+    };
+    let mariadb = server_name == "MariaDB";
+    if mariadb && args.peers.is_some() {
+        bail!("--peers: the peer queues run on PostgreSQL only; pass --db postgres://…");
     }
     if args.tenants < 1 || args.clients < 1 || args.workers < 1 {
         bail!("--tenants, --clients and --workers must be at least 1");
@@ -141,17 +151,21 @@ pub async fn run(args: Args) -> Result<()> {
     WorkerOptions { slots: args.workers, ..WorkerOptions::default() }
         .validate()
         .context("--workers")?;
-    let peers = peers_dir(&args)?;
+    let peers = if mariadb { None } else { peers_dir(&args)? };
     let n = args.n.unwrap_or(if args.quick { 2_000 } else { 20_000 });
-    let mut server =
-        herald::bench::Server::connect(&args.db).await.context("connecting to PostgreSQL")?;
-    let max_connections = server.connections_max().await.context("PostgreSQL's max_connections")?;
+    let mut server = herald::bench::Server::connect(&args.db)
+        .await
+        .with_context(|| format!("connecting to {server_name}"))?;
+    let max_connections = server
+        .connections_max()
+        .await
+        .with_context(|| format!("{server_name}'s max_connections"))?;
     // The end-to-end floor holds 2 × clients connections at once; herald's pool gets room
-    // for that plus the worker, within what PostgreSQL allows (a few kept spare).
+    // for that plus the worker, within what the server allows (a few kept spare).
     let available = (max_connections - 10).max(1) as usize;
     if 2 * args.clients + 4 > available {
         bail!(
-            "--clients {} needs about {} connections, PostgreSQL allows {max_connections} \
+            "--clients {} needs about {} connections, {server_name} allows {max_connections} \
              (max_connections): use at most {} clients",
             args.clients,
             2 * args.clients + 4,
@@ -160,7 +174,7 @@ pub async fn run(args: Args) -> Result<()> {
     }
     let connections = (2 * args.clients + 24).min(available);
     let schema = server.schema_create().await?;
-    let version = server.version().await?;
+    let version = format!("{server_name} {}", server.version().await?);
     let url = schema.url(&args.db);
     let result = measure(&args, n, &url, connections, &version, peers.as_deref()).await;
     let dropped = server.schema_drop(schema).await;
@@ -168,7 +182,7 @@ pub async fn run(args: Args) -> Result<()> {
     let mut figures = result?;
     dropped?;
     let mut peer_runs = Vec::new();
-    if !args.drain_only && !args.e2e_only {
+    if !args.drain_only && !args.e2e_only && !mariadb {
         figures.extend(sqlite_phases(&args, n).await?);
         if let Some(dir) = &peers {
             peer_runs = run_peers(&args, n, dir).await?;
@@ -201,7 +215,7 @@ async fn measure(
     herald::bench::pool_fill(&herald, connections)
         .await
         .context("opening the pool's connections")?;
-    let result = phases(args, n, &herald, version, peers).await;
+    let result = phases(args, n, &herald, url, version, peers).await;
     herald.close().await;
     result
 }

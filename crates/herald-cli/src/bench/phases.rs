@@ -147,6 +147,7 @@ pub(super) async fn phases(
     args: &Args,
     n: usize,
     herald: &Herald,
+    url: &str,
     version: &str,
     peers: Option<&Path>,
 ) -> Result<Vec<Figure>> {
@@ -162,7 +163,7 @@ pub(super) async fn phases(
         return Ok(vec![end_to_end_figure(args, &bench, herald, n).await?]);
     }
     println!(
-        "herald bench{}: PostgreSQL {version}, {} clients, {} send slots, {} tenants, \
+        "herald bench{}: {version}, {} clients, {} send slots, {} tenants, \
          {n} deliveries per phase; peers: {}\n",
         if args.quick { " --quick" } else { "" },
         args.clients,
@@ -247,7 +248,7 @@ pub(super) async fn phases(
     figures.push(vs_alone("submit, half the keys repeat", dup, n, None));
 
     bench.reset().await?; // the hot and duplicate submits' deliveries are never sent
-    let (p50, p99, count) = latency(args, &bench, herald).await?;
+    let (p50, p99, count) = latency(args, &bench, herald, "").await?;
     figures.push(figure(
         "commit-to-start p50 at 200/s",
         p50,
@@ -264,6 +265,31 @@ pub(super) async fn phases(
         count,
         Some(PeerMetric::LatencyP99),
     ));
+    // The same with the worker in a second Herald on the same database: none of the
+    // submitting process's in-process wake-ups reach it, only what crosses processes
+    // (NOTIFY on PostgreSQL; polling on MariaDB, every second when idle, every 10 ms for
+    // a while after a lease).
+    bench.reset().await?;
+    let second = Herald::open_with(url, &herald::StoreOptions::default()).await?;
+    let measured = latency(args, &bench, &second, ", worker in a second Herald").await;
+    second.close().await;
+    let (p50, p99, count) = measured?;
+    figures.push(figure(
+        "commit-to-start p50 at 200/s, worker in a second process",
+        p50,
+        "ms",
+        None,
+        count,
+        None,
+    ));
+    figures.push(figure(
+        "commit-to-start p99 at 200/s, worker in a second process",
+        p99,
+        "ms",
+        None,
+        count,
+        None,
+    ));
 
     bench.reset().await?;
     let http = submit_http(&bench, herald, webhook_channel(herald)?, n).await?;
@@ -276,15 +302,22 @@ pub(super) async fn phases(
     Ok(figures)
 }
 
-/// Commit-to-start latency at a moderate fixed rate, the worker idle between submits.
-/// Returns (p50 ms, p99 ms, deliveries).
-async fn latency(args: &Args, bench: &Bench, herald: &Herald) -> Result<(f64, f64, usize)> {
+/// Commit-to-start latency at a moderate fixed rate, the worker (on `worker_on`: the
+/// bench's own Herald, or a second one standing for another process) idle between
+/// submits. Returns (p50 ms, p99 ms, deliveries).
+async fn latency(
+    args: &Args,
+    bench: &Bench,
+    worker_on: &Herald,
+    label: &str,
+) -> Result<(f64, f64, usize)> {
+    let herald = &bench.herald;
     let per_second = 200usize;
     let count = if args.quick { 600 } else { 3_000 };
     let count = args.n.map_or(count, |n| count.min(n));
-    let b = bar(count, "commit-to-start latency at 200/s");
+    let b = bar(count, &format!("commit-to-start latency at 200/s{label}"));
     let channel = noop(count, ProgressBar::hidden());
-    let w = worker(herald, channel.clone(), args.workers, Duration::from_secs(1))?;
+    let w = worker(worker_on, channel.clone(), args.workers, Duration::from_secs(1))?;
     let running = start(&w);
     let committed: Arc<Mutex<HashMap<herald::DeliveryId, Instant>>> = Arc::default();
     let mut ticker = tokio::time::interval(Duration::from_secs(1) / per_second as u32);

@@ -195,9 +195,11 @@ pub(super) fn print_table(figures: &[Figure], peers: &[PeerRun]) {
         }
     }
     println!(
-        "\nfloor: submit = the claim's CTE as one statement (\"in a transaction\": between BEGIN and \
-         COMMIT); drain = one CTE per 100 rows (PostgreSQL: the mean of a pass before herald's \
-         submit and drain phases and one after); end-to-end = both at once, no HTTP call."
+        "\nfloor: submit = the claim (PostgreSQL: its CTE as one statement, \"in a transaction\": \
+         between BEGIN and COMMIT; MariaDB: four statements between BEGIN and COMMIT); drain = \
+         100 rows per transaction (PostgreSQL: one CTE; MariaDB: four statements), the mean of \
+         a pass before herald's submit and drain phases and one after; end-to-end = both at \
+         once, no HTTP call."
     );
     if !peers.is_empty() {
         println!(

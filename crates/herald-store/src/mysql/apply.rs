@@ -1,4 +1,4 @@
-use super::{end_savepoint, placeholders, savepoint, sql};
+use super::{Bind, bind_in_list, end_savepoint, in_list_len, placeholders, savepoint, sql};
 use crate::clock::{MYSQL_NOW_MS, Now};
 use crate::deliveries::{AttemptEnd, StateChange, truncate_error};
 use crate::error::StoreError;
@@ -17,23 +17,26 @@ pub(crate) async fn set_state(
     now: Now,
 ) -> Result<(), StoreError> {
     let (state, delay_ms, error, own_attempt) = change.columns();
-    let now = now.mysql_sql();
+    let t = now.mysql_sql();
     let q = format!(
         "UPDATE deliveries SET state = ?, lease_owner = NULL, lease_until = NULL,
-             next_attempt_at = CASE WHEN ? IS NULL THEN next_attempt_at ELSE {now} + ? END,
+             next_attempt_at = CASE WHEN ? IS NULL THEN next_attempt_at ELSE {t} + ? END,
              last_error = CASE WHEN ? = 'sent' THEN NULL ELSE COALESCE(?, last_error) END,
-             sent_at = CASE WHEN ? = 'sent' THEN {now} ELSE sent_at END,
-             updated_at = {now},
+             sent_at = CASE WHEN ? = 'sent' THEN {t} ELSE sent_at END,
+             updated_at = {t},
              attempt_worker = CASE WHEN ? THEN attempt_worker END
          WHERE id = ?"
     );
     sqlx::query(sql(q))
         .bind(state)
         .bind(delay_ms)
+        .bind_now(now)
         .bind(delay_ms)
         .bind(state)
         .bind(error)
         .bind(state)
+        .bind_now(now)
+        .bind_now(now)
         .bind(own_attempt)
         .bind(id)
         .execute(c)
@@ -47,11 +50,11 @@ pub(crate) async fn attempt_close(
     a: &AttemptEnd<'_>,
     now: Now,
 ) -> Result<(), StoreError> {
-    let now = now.mysql_sql();
+    let t = now.mysql_sql();
     let q = format!(
         "INSERT INTO delivery_attempts (delivery_id, n, worker, started_at, finished_at,
              outcome, error_code, error_message)
-         VALUES (?, ?, ?, COALESCE(?, {now}), {now}, ?, ?, ?)
+         VALUES (?, ?, ?, COALESCE(?, {t}), {t}, ?, ?, ?)
          ON DUPLICATE KEY UPDATE finished_at = VALUES(finished_at),
              outcome = VALUES(outcome), error_code = VALUES(error_code),
              error_message = VALUES(error_message)"
@@ -61,6 +64,8 @@ pub(crate) async fn attempt_close(
         .bind(a.n)
         .bind(a.worker)
         .bind(a.started_at)
+        .bind_now(now)
+        .bind_now(now)
         .bind(a.outcome)
         .bind(a.error_code)
         .bind(a.error_message.map(truncate_error))
@@ -97,31 +102,27 @@ pub(crate) async fn deliveries_sent_fenced(
     let q = format!(
         "SELECT id, attempts, tenant_id, quota_key, cost, reservation_seq FROM deliveries
          WHERE id IN ({}) AND lease_owner = ? FOR UPDATE",
-        placeholders(wanted.len())
+        placeholders(in_list_len(wanted.len()))
     );
-    let mut locked = sqlx::query_as::<_, (Uuid, i32, Uuid, String, i64, i32)>(sql(q));
-    for id in wanted.keys() {
-        locked = locked.bind(id);
-    }
-    let rows = locked.bind(worker).fetch_all(&mut *c).await?;
+    let ids: Vec<Uuid> = wanted.keys().copied().collect();
+    let locked = sqlx::query_as::<_, (Uuid, i32, Uuid, String, i64, i32)>(sql(q));
+    let rows = bind_in_list(locked, &ids).bind(worker).fetch_all(&mut *c).await?;
     let fenced: Vec<_> = rows.into_iter().filter(|r| wanted.get(&r.0) == Some(&r.1)).collect();
     if fenced.is_empty() {
         return Ok(Vec::new());
     }
     savepoint(c).await?;
     let marked = async {
-        let now_sql = now.mysql_sql();
+        let t = now.mysql_sql();
         let q = format!(
             "UPDATE deliveries SET state = 'sent', lease_owner = NULL, lease_until = NULL,
-                 last_error = NULL, sent_at = {now_sql}, updated_at = {now_sql}
+                 last_error = NULL, sent_at = {t}, updated_at = {t}
              WHERE id IN ({})",
-            placeholders(fenced.len())
+            placeholders(in_list_len(fenced.len()))
         );
-        let mut mark = sqlx::query(sql(q));
-        for row in &fenced {
-            mark = mark.bind(row.0);
-        }
-        mark.execute(&mut *c).await?;
+        let ids: Vec<Uuid> = fenced.iter().map(|row| row.0).collect();
+        let mark = sqlx::query(sql(q)).bind_now(now).bind_now(now);
+        bind_in_list(mark, &ids).execute(&mut *c).await?;
         let mut accounts = BTreeMap::<(Uuid, String), Vec<(Uuid, i32, i64)>>::new();
         for (id, _, tenant, quota_key, cost, seq) in &fenced {
             if *cost > 0 {

@@ -1,3 +1,4 @@
+use super::Bind;
 use crate::clock::Now;
 use crate::error::StoreError;
 use crate::keys::{KeyRow, key_row};
@@ -15,7 +16,13 @@ pub(crate) async fn api_key_insert(
         "INSERT INTO api_keys (key_id, tenant_id, secret_sha256, created_at) VALUES (?, ?, ?, {})",
         now.mysql_sql()
     );
-    sqlx::query(super::sql(q)).bind(key_id).bind(tenant).bind(secret_sha256).execute(c).await?;
+    sqlx::query(super::sql(q))
+        .bind(key_id)
+        .bind(tenant)
+        .bind(secret_sha256)
+        .bind_now(now)
+        .execute(c)
+        .await?;
     Ok(())
 }
 
@@ -48,7 +55,12 @@ pub(crate) async fn api_key_revoke(
          WHERE key_id = ? AND tenant_id = ?",
         now.mysql_sql()
     );
-    let revoked =
-        sqlx::query(super::sql(q)).bind(key_id).bind(tenant).execute(c).await?.rows_affected();
+    let revoked = sqlx::query(super::sql(q))
+        .bind_now(now)
+        .bind(key_id)
+        .bind(tenant)
+        .execute(c)
+        .await?
+        .rows_affected();
     Ok(revoked == 1)
 }

@@ -1,4 +1,4 @@
-use super::{DELIVERY_COLS, placeholders, sql};
+use super::{Bind, DELIVERY_COLS, bind_in_list, in_list_len, placeholders, sql};
 use crate::clock::Now;
 use crate::deliveries::{ExpiredLease, Lease, LeasedRow, delivery_row};
 use crate::error::StoreError;
@@ -17,50 +17,44 @@ pub(crate) async fn deliveries_lease(
     if lease.channels.is_empty() || lease.limit == 0 {
         return Ok(Vec::new());
     }
-    let now = lease.now.mysql_sql();
+    let (now, t) = (lease.now, lease.now.mysql_sql());
     let q = format!(
         "SELECT id FROM deliveries
-         WHERE state = 'pending' AND next_attempt_at <= {now} AND channel IN ({})
+         WHERE state = 'pending' AND next_attempt_at <= {t} AND channel IN ({})
          ORDER BY next_attempt_at LIMIT ?
          FOR UPDATE SKIP LOCKED",
-        placeholders(lease.channels.len())
+        placeholders(in_list_len(lease.channels.len()))
     );
-    let mut due = sqlx::query_scalar::<_, Uuid>(sql(q));
-    for channel in lease.channels {
-        due = due.bind(channel);
-    }
-    let ids = due.bind(lease.limit as i64).fetch_all(&mut *c).await?;
+    let channels: Vec<&str> = lease.channels.iter().map(|c| c.as_ref()).collect();
+    let due = sqlx::query_scalar::<_, Uuid>(sql(q)).bind_now(now);
+    let ids = bind_in_list(due, &channels).bind(lease.limit as i64).fetch_all(&mut *c).await?;
     if ids.is_empty() {
         return Ok(Vec::new());
     }
     let q = format!(
         "UPDATE deliveries SET state = 'sending', attempts = attempts + 1, lease_owner = ?,
-             lease_until = {now} + ?, updated_at = {now}, attempt_worker = ?,
-             attempt_started_at = {now}
+             lease_until = {t} + ?, updated_at = {t}, attempt_worker = ?,
+             attempt_started_at = {t}
          WHERE id IN ({})",
-        placeholders(ids.len())
+        placeholders(in_list_len(ids.len()))
     );
-    let mut mark = sqlx::query(sql(q))
+    let mark = sqlx::query(sql(q))
         .bind(lease.worker)
+        .bind_now(now)
         .bind(lease.lease.as_millis() as i64)
-        .bind(lease.worker);
-    for id in &ids {
-        mark = mark.bind(id);
-    }
-    mark.execute(&mut *c).await?;
+        .bind_now(now)
+        .bind(lease.worker)
+        .bind_now(now);
+    bind_in_list(mark, &ids).execute(&mut *c).await?;
     let cols = DELIVERY_COLS.split(", ").map(|c| format!("d.{c}")).collect::<Vec<_>>().join(", ");
     let q = format!(
         "SELECT {cols}, p.payload FROM deliveries d
          JOIN delivery_payloads p ON p.delivery_id = d.id
          WHERE d.id IN ({})
          ORDER BY d.next_attempt_at, d.id",
-        placeholders(ids.len())
+        placeholders(in_list_len(ids.len()))
     );
-    let mut read = sqlx::query(sql(q));
-    for id in &ids {
-        read = read.bind(id);
-    }
-    let rows = read.fetch_all(&mut *c).await?;
+    let rows = bind_in_list(sqlx::query(sql(q)), &ids).fetch_all(&mut *c).await?;
     let mut leased = Vec::with_capacity(rows.len());
     for row in rows {
         let payload: String = row.try_get("payload")?;
@@ -84,6 +78,7 @@ pub(crate) async fn delivery_lease_extend(
         now.mysql_sql()
     );
     let extended = sqlx::query(sql(q))
+        .bind_now(now)
         .bind(lease.as_millis() as i64)
         .bind(id)
         .bind(worker)
@@ -134,7 +129,7 @@ pub(crate) async fn deliveries_expired(
         now.mysql_sql()
     );
     let rows: Vec<(Uuid, String, i32, Uuid, String)> =
-        sqlx::query_as(sql(q)).bind(limit).fetch_all(c).await?;
+        sqlx::query_as(sql(q)).bind_now(now).bind(limit).fetch_all(c).await?;
     Ok(rows
         .into_iter()
         .map(|(id, lease_owner, attempts, tenant_id, quota_key)| ExpiredLease {
@@ -158,5 +153,5 @@ pub(crate) async fn deliveries_leased_by(
          WHERE state = 'sending' AND lease_owner = ? AND lease_until > {} LIMIT ?",
         now.mysql_sql()
     );
-    Ok(sqlx::query_as(sql(q)).bind(worker).bind(limit).fetch_all(c).await?)
+    Ok(sqlx::query_as(sql(q)).bind(worker).bind_now(now).bind(limit).fetch_all(c).await?)
 }

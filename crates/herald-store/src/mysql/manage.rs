@@ -1,3 +1,4 @@
+use super::Bind;
 use crate::clock::Now;
 use crate::error::StoreError;
 use sqlx::MySqlConnection;
@@ -9,17 +10,23 @@ pub(crate) async fn delivery_replay_apply(
     seq: i32,
     now: Now,
 ) -> Result<(), StoreError> {
-    let now = now.mysql_sql();
+    let t = now.mysql_sql();
     let q = format!(
         "UPDATE deliveries SET state = 'pending', reservation_seq = ?,
-             attempts_base = attempts, next_attempt_at = {now}, last_error = NULL,
-             sent_at = NULL, updated_at = {now}
+             attempts_base = attempts, next_attempt_at = {t}, last_error = NULL,
+             sent_at = NULL, updated_at = {t}
          WHERE id = ?"
     );
-    sqlx::query(super::sql(q)).bind(seq).bind(id).execute(&mut *c).await?;
+    sqlx::query(super::sql(q))
+        .bind(seq)
+        .bind_now(now)
+        .bind_now(now)
+        .bind(id)
+        .execute(&mut *c)
+        .await?;
     let q = format!(
-        "INSERT INTO delivery_replays (delivery_id, reservation_seq, at) VALUES (?, ?, {now})"
+        "INSERT INTO delivery_replays (delivery_id, reservation_seq, at) VALUES (?, ?, {t})"
     );
-    sqlx::query(super::sql(q)).bind(id).bind(seq).execute(&mut *c).await?;
+    sqlx::query(super::sql(q)).bind(id).bind(seq).bind_now(now).execute(&mut *c).await?;
     Ok(())
 }

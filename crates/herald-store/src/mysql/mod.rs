@@ -18,6 +18,7 @@
 //! - placeholders are positional (`?`), so a value used twice is bound twice.
 
 pub(crate) mod apply;
+pub(crate) mod bench;
 pub(crate) mod claim;
 pub(crate) mod keys;
 pub(crate) mod lease;
@@ -29,9 +30,10 @@ pub(crate) mod retention;
 pub(crate) mod settings;
 pub(crate) mod tenants;
 
+use crate::clock::Now;
 use crate::error::StoreError;
-use sqlx::MySqlConnection;
-use sqlx::mysql::MySqlQueryResult;
+use sqlx::mysql::{MySqlArguments, MySqlQueryResult};
+use sqlx::{MySql, MySqlConnection};
 
 /// The columns of a [`crate::deliveries::DeliveryRow`].
 pub(crate) const DELIVERY_COLS: &str = "id, tenant_id, operation_key, channel, recipient, \
@@ -58,6 +60,58 @@ pub(crate) fn placeholders(n: usize) -> String {
     vec!["?"; n].join(", ")
 }
 
+/// How many values an `IN (…)` list of `n` is padded to: the next power of two, so a
+/// statement over lists of any length has a dozen texts, not a thousand (see
+/// `Now::mysql_sql` for what a new text costs). The padding repeats the last value,
+/// which changes nothing in an `IN` list.
+pub(crate) fn in_list_len(n: usize) -> usize {
+    n.next_power_of_two()
+}
+
+/// Binds `values`, padded to [`in_list_len`] by repeating the last one.
+pub(crate) fn bind_in_list<'q, Q, T>(mut query: Q, values: &[T]) -> Q
+where
+    Q: Bind<'q>,
+    T: Clone + sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + Send + 'q,
+{
+    for i in 0..in_list_len(values.len()) {
+        query = query.bind_value(values[i.min(values.len() - 1)].clone());
+    }
+    query
+}
+
+/// The query types' `bind`, as one trait, so helpers can bind whatever they are given.
+pub(crate) trait Bind<'q>: Sized {
+    fn bind_value<T: sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + Send + 'q>(self, v: T) -> Self;
+
+    /// Binds the fixed instant where [`Now::mysql_sql`] wrote a placeholder; nothing for
+    /// the server's clock.
+    fn bind_now(self, now: Now) -> Self {
+        match now {
+            Now::At(ms) => self.bind_value(ms),
+            Now::Database => self,
+        }
+    }
+}
+
+impl<'q> Bind<'q> for sqlx::query::Query<'q, MySql, MySqlArguments> {
+    fn bind_value<T: sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + Send + 'q>(self, v: T) -> Self {
+        self.bind(v)
+    }
+}
+
+impl<'q, O> Bind<'q> for sqlx::query::QueryAs<'q, MySql, O, MySqlArguments> {
+    fn bind_value<T: sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + Send + 'q>(self, v: T) -> Self {
+        self.bind(v)
+    }
+}
+
+impl<'q, O> Bind<'q> for sqlx::query::QueryScalar<'q, MySql, O, MySqlArguments> {
+    fn bind_value<T: sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + Send + 'q>(self, v: T) -> Self {
+        self.bind(v)
+    }
+}
+
 /// Opens the savepoint that makes a group of statements one (see the module's notes).
 pub(crate) async fn savepoint(c: &mut MySqlConnection) -> Result<(), StoreError> {
     sqlx::raw_sql("SAVEPOINT herald_step").execute(c).await?;
@@ -66,16 +120,15 @@ pub(crate) async fn savepoint(c: &mut MySqlConnection) -> Result<(), StoreError>
 
 /// Keeps the group when it worked, undoes all of it when it did not. After a deadlock
 /// the server has already rolled back the whole transaction, savepoint included: the
-/// group's own error is what the caller gets.
+/// group's own error is what the caller gets. A kept group's savepoint is left in place,
+/// not released (a round trip for nothing): the next `SAVEPOINT herald_step` replaces it,
+/// and the transaction's end discards it. (Groups never nest.)
 pub(crate) async fn end_savepoint<T>(
     c: &mut MySqlConnection,
     result: Result<T, StoreError>,
 ) -> Result<T, StoreError> {
     match result {
-        Ok(value) => {
-            sqlx::raw_sql("RELEASE SAVEPOINT herald_step").execute(c).await?;
-            Ok(value)
-        }
+        Ok(value) => Ok(value),
         Err(e) => {
             let _ =
                 sqlx::raw_sql("ROLLBACK TO SAVEPOINT herald_step; RELEASE SAVEPOINT herald_step")

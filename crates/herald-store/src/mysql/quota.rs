@@ -1,4 +1,4 @@
-use super::{end_savepoint, savepoint, sql};
+use super::{Bind, end_savepoint, savepoint, sql};
 use crate::clock::Now;
 use crate::error::StoreError;
 use crate::quota::{ACCOUNT_COLS, GrantState, QuotaAccount, Settle, account_row};
@@ -21,7 +21,7 @@ pub(crate) async fn quota_grant_lock(
          ON DUPLICATE KEY UPDATE updated_at = updated_at",
         now.mysql_sql()
     );
-    sqlx::query(sql(q)).bind(tenant).bind(quota_key).execute(&mut *c).await?;
+    sqlx::query(sql(q)).bind(tenant).bind(quota_key).bind_now(now).execute(&mut *c).await?;
     let granted: i64 = sqlx::query_scalar(
         "SELECT granted FROM quota_accounts WHERE tenant_id = ? AND quota_key = ? FOR UPDATE",
     )
@@ -56,28 +56,30 @@ pub(crate) async fn quota_grant_apply(
     idempotency_key: Option<&str>,
     now: Now,
 ) -> Result<(), StoreError> {
-    let now = now.mysql_sql();
+    let t = now.mysql_sql();
     savepoint(c).await?;
     let applied = async {
         let q = format!(
             "INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, idempotency_key, at)
-             VALUES (?, ?, 'grant', ?, ?, {now})"
+             VALUES (?, ?, 'grant', ?, ?, {t})"
         );
         sqlx::query(sql(q))
             .bind(tenant)
             .bind(quota_key)
             .bind(amount)
             .bind(idempotency_key)
+            .bind_now(now)
             .execute(&mut *c)
             .await?;
         let q = format!(
             "UPDATE quota_accounts SET granted = granted + ?, available = available + ?,
-                 updated_at = {now}
+                 updated_at = {t}
              WHERE tenant_id = ? AND quota_key = ?"
         );
         sqlx::query(sql(q))
             .bind(amount)
             .bind(amount)
+            .bind_now(now)
             .bind(tenant)
             .bind(quota_key)
             .execute(&mut *c)
@@ -123,6 +125,7 @@ pub(crate) async fn reserve_steps(
     let reserved = sqlx::query(sql(q))
         .bind(cost)
         .bind(cost)
+        .bind_now(now)
         .bind(tenant)
         .bind(quota_key)
         .bind(cost)
@@ -155,7 +158,14 @@ pub(crate) async fn account_settle(
          WHERE tenant_id = ? AND quota_key = ?",
         now.mysql_sql()
     );
-    sqlx::query(sql(q)).bind(amount).bind(amount).bind(tenant).bind(quota_key).execute(c).await?;
+    sqlx::query(sql(q))
+        .bind(amount)
+        .bind(amount)
+        .bind_now(now)
+        .bind(tenant)
+        .bind(quota_key)
+        .execute(c)
+        .await?;
     Ok(())
 }
 
@@ -181,7 +191,8 @@ pub(crate) async fn quota_settle(
 }
 
 /// Journal rows of one kind on one account, one per (delivery, reservation, amount), in
-/// one statement.
+/// as few statements as keep the texts few: one per power of two in the count (13 rows:
+/// 8, 4 and 1), so a statement of every length is not prepared (see `Now::mysql_sql`).
 pub(crate) async fn journal_insert(
     c: &mut MySqlConnection,
     tenant: Uuid,
@@ -190,21 +201,31 @@ pub(crate) async fn journal_insert(
     movements: &[(Uuid, i32, i64)],
     now: Now,
 ) -> Result<(), StoreError> {
-    if movements.is_empty() {
-        return Ok(());
+    let mut rest = movements;
+    while !rest.is_empty() {
+        let n = 1 << rest.len().ilog2();
+        let (chunk, after) = rest.split_at(n);
+        rest = after;
+        let row = format!("(?, ?, ?, ?, ?, ?, {})", now.mysql_sql());
+        let q = format!(
+            "INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+                 reservation_seq, at)
+             VALUES {}",
+            vec![row; chunk.len()].join(", ")
+        );
+        let mut query = sqlx::query(sql(q));
+        for (delivery, seq, amount) in chunk {
+            query = query
+                .bind(tenant)
+                .bind(quota_key)
+                .bind(kind)
+                .bind(amount)
+                .bind(delivery)
+                .bind(seq)
+                .bind_now(now);
+        }
+        query.execute(&mut *c).await?;
     }
-    let row = format!("(?, ?, ?, ?, ?, ?, {})", now.mysql_sql());
-    let q = format!(
-        "INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
-             reservation_seq, at)
-         VALUES {}",
-        vec![row; movements.len()].join(", ")
-    );
-    let mut query = sqlx::query(sql(q));
-    for (delivery, seq, amount) in movements {
-        query = query.bind(tenant).bind(quota_key).bind(kind).bind(amount).bind(delivery).bind(seq);
-    }
-    query.execute(c).await?;
     Ok(())
 }
 

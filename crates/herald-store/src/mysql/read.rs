@@ -1,4 +1,4 @@
-use super::{DELIVERY_COLS, sql};
+use super::{Bind, DELIVERY_COLS, sql};
 use crate::clock::Now;
 use crate::deliveries::{AttemptRow, DeliveryRow, ListFilter, attempt_row, delivery_row};
 use crate::error::StoreError;
@@ -107,12 +107,16 @@ pub(crate) async fn oldest_due_age_ms(
     c: &mut MySqlConnection,
     now: Now,
 ) -> Result<Option<i64>, StoreError> {
-    let now = now.mysql_sql();
+    let t = now.mysql_sql();
     let q = format!(
-        "SELECT CAST({now} - MIN(next_attempt_at) AS SIGNED) FROM deliveries
-         WHERE state = 'pending' AND next_attempt_at <= {now}"
+        "SELECT CAST({t} - MIN(next_attempt_at) AS SIGNED) FROM deliveries
+         WHERE state = 'pending' AND next_attempt_at <= {t}"
     );
-    Ok(sqlx::query_scalar::<_, Option<i64>>(sql(q)).fetch_one(c).await?)
+    Ok(sqlx::query_scalar::<_, Option<i64>>(sql(q))
+        .bind_now(now)
+        .bind_now(now)
+        .fetch_one(c)
+        .await?)
 }
 
 pub(crate) async fn deliveries_count_by_state(

@@ -1,3 +1,4 @@
+use super::Bind;
 use crate::clock::Now;
 use crate::deliveries::Pruned;
 use crate::error::StoreError;
@@ -17,6 +18,7 @@ pub(crate) async fn retention_prune(
         now.mysql_sql()
     );
     let deliveries = sqlx::query(super::sql(q))
+        .bind_now(now)
         .bind(keep_ms)
         .bind(limit)
         .execute(&mut *c)
@@ -27,6 +29,7 @@ pub(crate) async fn retention_prune(
         now.mysql_sql()
     );
     let receipts = sqlx::query(super::sql(q))
+        .bind_now(now)
         .bind(keep_ms)
         .bind(limit)
         .execute(&mut *c)
