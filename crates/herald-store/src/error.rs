@@ -157,15 +157,16 @@ pub fn classify_sqlite_code(code: i32) -> ErrorClass {
 /// MariaDB/MySQL error number → class. 1205 is a lock wait that ran out
 /// (`innodb_lock_wait_timeout`, which the runner sets to its time left, in whole seconds);
 /// it is retryable, but each attempt is bounded by the runner's remaining time, or five
-/// attempts would become minutes. 1969 is `max_statement_time` (the runner's wait bound,
-/// to the millisecond) and 1317 a statement interrupted (KILL QUERY). A lost connection
+/// attempts would become minutes. 1969 is MariaDB's `max_statement_time` (the runner's
+/// wait bound, to the millisecond), 3024 MySQL's `max_execution_time`, and 1317 a
+/// statement interrupted (KILL QUERY). A lost connection
 /// is an I/O error of the driver, or 1927 (the connection was killed).
 pub fn classify_mysql_error_number(number: u16) -> ErrorClass {
     match number {
         1213 => ErrorClass::Concurrency(Concurrency::MysqlDeadlock),
         1205 => ErrorClass::Concurrency(Concurrency::MysqlLockWaitTimeout),
         1020 => ErrorClass::Concurrency(Concurrency::MysqlRecordChanged),
-        1969 | 1317 => ErrorClass::WaitTimeout,
+        1969 | 3024 | 1317 => ErrorClass::WaitTimeout,
         1927 | 1053 => ErrorClass::ConnectionLost,
         _ => ErrorClass::Other,
     }

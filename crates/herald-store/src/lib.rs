@@ -47,6 +47,7 @@ pub mod url;
 pub use clock::Now;
 pub use conn::{AsConn, Conn};
 pub use error::{Concurrency, ErrorClass, StoreError};
+pub use mysql::dialect::Flavor as MySqlFlavor;
 pub use store::{Backend, PooledConn, Store, StoreOptions};
 pub use tx::{BeginOptions, Isolation, SqliteLock, StoreTx};
 pub use url::DbUrl;

@@ -6,9 +6,10 @@
 //! A database migrated by a newer herald is refused before anything is written.
 
 use crate::error::StoreError;
+use crate::mysql::dialect::Flavor;
 use crate::store::{Backend, Store};
-use sqlx::SqlSafeStr;
 use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
+use sqlx::{AssertSqlSafe, SqlSafeStr};
 use std::borrow::Cow;
 
 const TABLE: &str = "herald_migrations";
@@ -46,17 +47,17 @@ fn files(backend: Backend) -> &'static [(i64, &'static str, &'static str)] {
     }
 }
 
-fn migrator(backend: Backend) -> Migrator {
+/// The migrations as this store's server runs them: the files as they are, but on MySQL
+/// with MariaDB's names rewritten (`mysql::dialect`).
+fn migrator(backend: Backend, flavor: Option<Flavor>) -> Migrator {
     let migrations = files(backend)
         .iter()
         .map(|(version, description, sql)| {
-            Migration::new(
-                *version,
-                Cow::Borrowed(*description),
-                MigrationType::Simple,
-                sql.into_sql_str(),
-                false,
-            )
+            let sql = match flavor.map(|f| f.migration_sql(sql)) {
+                Some(Cow::Owned(rewritten)) => AssertSqlSafe(rewritten).into_sql_str(),
+                _ => sql.into_sql_str(),
+            };
+            Migration::new(*version, Cow::Borrowed(*description), MigrationType::Simple, sql, false)
         })
         .collect::<Vec<_>>();
     Migrator {
@@ -88,11 +89,12 @@ impl Store {
     /// session advisory lock held by the migrating connection.
     pub async fn migrate(&self) -> Result<MigrateReport, StoreError> {
         let backend = self.backend();
-        let migrator = migrator(backend);
+        let flavor = self.mysql_flavor();
+        let migrator = migrator(backend, flavor);
         let result = match (self.sqlite_pool(), self.postgres_pool(), self.mysql_pool()) {
             (Some(p), _, _) => migrate_sqlite(p, &migrator).await,
             (_, Some(p), _) => migrate_postgres(p, &migrator).await,
-            (_, _, Some(p)) => migrate_mysql(p, &migrator).await,
+            (_, _, Some(p)) => migrate_mysql(p, flavor, &migrator).await,
             _ => Ok((Vec::new(), Vec::new())),
         };
         let (before, after) = match result {
@@ -213,12 +215,14 @@ async fn migrate_postgres(
 /// migration run again, to its end — never skipped.
 async fn migrate_mysql(
     pool: &sqlx::MySqlPool,
+    flavor: Option<Flavor>,
     migrator: &Migrator,
 ) -> Result<(Vec<i64>, Vec<i64>), Failed> {
+    let flavor = flavor.unwrap_or(Flavor::MariaDb);
     let mut conn = pool.acquire().await?;
     let result = async {
         // No statement bound left on the session while a migration runs.
-        sqlx::raw_sql("SET SESSION max_statement_time = 0").execute(&mut *conn).await?;
+        sqlx::raw_sql(flavor.unbounded_statements()).execute(&mut *conn).await?;
         let locked: Option<i64> =
             sqlx::query_scalar("SELECT GET_LOCK(CONCAT('herald_migrate:', DATABASE()), 31536000)")
                 .fetch_one(&mut *conn)

@@ -2,6 +2,7 @@
 
 use crate::conn::{AsConn, Conn};
 use crate::error::{ErrorClass, StoreError};
+use crate::mysql::dialect::Flavor;
 use crate::url::DbUrl;
 use herald_core::limits::{CONNECT_TIMEOUT, SQLITE_BUSY_TIMEOUT_DEFAULT};
 use sqlx::mysql::{MySqlConnection, MySqlPool, MySqlPoolOptions};
@@ -13,11 +14,6 @@ use sqlx::{MySql, Postgres, Sqlite};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-
-/// What a MariaDB connection's session gets back when it returns to the pool: the server's
-/// own wait bounds, whatever a transaction set.
-const MYSQL_SESSION_DEFAULTS: &str = "SET SESSION innodb_lock_wait_timeout = DEFAULT, \
-    lock_wait_timeout = DEFAULT, max_statement_time = DEFAULT";
 
 /// A pooled PostgreSQL connection idle longer than this is pinged before it is used.
 const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
@@ -125,7 +121,7 @@ impl Losses {
 enum Pool {
     Sqlite(SqlitePool),
     Postgres(PgPool),
-    MySql(MySqlPool),
+    MySql(MySqlPool, Flavor),
 }
 
 /// A connection taken from the pool, returned to it when dropped.
@@ -277,18 +273,19 @@ impl Store {
                 // and a dozen of each IN-list statement: see `Now::mysql_sql`), so none is
                 // ever evicted in steady state.
                 let o = (**o).clone().statement_cache_capacity(MYSQL_STATEMENT_CACHE);
-                match tokio::time::timeout(
-                    options.connect_timeout,
-                    MySqlConnection::connect_with(&o),
-                )
-                .await
-                {
-                    Ok(Ok(probe)) => {
-                        let _ = probe.close().await;
-                    }
+                // The probe also tells MariaDB from MySQL (see `mysql::dialect`).
+                let probe = async {
+                    let mut c = MySqlConnection::connect_with(&o).await?;
+                    let version: String =
+                        sqlx::query_scalar("SELECT VERSION()").fetch_one(&mut c).await?;
+                    let _ = c.close().await;
+                    Ok::<_, sqlx::Error>(version)
+                };
+                let flavor = match tokio::time::timeout(options.connect_timeout, probe).await {
+                    Ok(Ok(version)) => Flavor::of_version(&version),
                     Ok(Err(source)) => return Err(connect_error(source)),
                     Err(_elapsed) => return Err(connect_error(sqlx::Error::PoolTimedOut)),
-                }
+                };
                 // A transaction sets its wait bounds on the session (`Store::begin`); the
                 // server's defaults go back when the connection returns to the pool (in
                 // sqlx's release task, off the caller's path), so a bound never outlives
@@ -311,16 +308,16 @@ impl Store {
                             })
                         }
                     })
-                    .after_release(|conn, _meta| {
+                    .after_release(move |conn, _meta| {
                         Box::pin(async move {
-                            sqlx::raw_sql(MYSQL_SESSION_DEFAULTS).execute(conn).await?;
+                            sqlx::raw_sql(flavor.session_defaults()).execute(conn).await?;
                             Ok(true)
                         })
                     })
                     .connect_with(o)
                     .await
                     .map_err(connect_error)?;
-                Pool::MySql(pool)
+                Pool::MySql(pool, flavor)
             }
         };
         Ok(Store { pool, target, losses })
@@ -341,7 +338,7 @@ impl Store {
         match self.pool {
             Pool::Sqlite(_) => Backend::Sqlite,
             Pool::Postgres(_) => Backend::Postgres,
-            Pool::MySql(_) => Backend::MySql,
+            Pool::MySql(..) => Backend::MySql,
         }
     }
 
@@ -361,10 +358,18 @@ impl Store {
         }
     }
 
+    /// MariaDB or MySQL, for a store on either (`None` on SQLite and PostgreSQL).
+    pub fn mysql_flavor(&self) -> Option<Flavor> {
+        match &self.pool {
+            Pool::MySql(_, flavor) => Some(*flavor),
+            _ => None,
+        }
+    }
+
     /// The MariaDB pool, for applications that run their own SQL next to herald's.
     pub fn mysql_pool(&self) -> Option<&MySqlPool> {
         match &self.pool {
-            Pool::MySql(p) => Some(p),
+            Pool::MySql(p, _) => Some(p),
             _ => None,
         }
     }
@@ -375,7 +380,7 @@ impl Store {
         let closed = match &self.pool {
             Pool::Sqlite(p) => tokio::time::timeout(CLOSE_TIMEOUT, p.close()).await,
             Pool::Postgres(p) => tokio::time::timeout(CLOSE_TIMEOUT, p.close()).await,
-            Pool::MySql(p) => tokio::time::timeout(CLOSE_TIMEOUT, p.close()).await,
+            Pool::MySql(p, _) => tokio::time::timeout(CLOSE_TIMEOUT, p.close()).await,
         };
         if closed.is_err() {
             tracing::warn!("connections still in use after {CLOSE_TIMEOUT:?}; closing anyway");
@@ -388,7 +393,7 @@ impl Store {
         Ok(match &self.pool {
             Pool::Sqlite(p) => PooledConn::Sqlite(p.acquire().await?),
             Pool::Postgres(p) => PooledConn::Postgres(p.acquire().await?),
-            Pool::MySql(p) => PooledConn::MySql(p.acquire().await?),
+            Pool::MySql(p, _) => PooledConn::MySql(p.acquire().await?),
         })
     }
 

@@ -192,20 +192,13 @@ impl Store {
             let conn = pool.acquire().await?;
             return Ok(StoreTx::Postgres(PooledTx::begin(conn, sql).await?));
         }
-        if let Some(pool) = self.mysql_pool() {
+        if let (Some(pool), Some(flavor)) = (self.mysql_pool(), self.mysql_flavor()) {
             // InnoDB's lock wait takes whole seconds; MariaDB's statement bound takes
             // fractions, and also covers metadata-lock waits (`lock_wait_timeout`, a year
             // by default), so no wait outlives the caller's deadline by more than its
-            // rounding. The session values go back to the server's when the connection
-            // returns to the pool.
-            let lock_s = wait_ms.div_ceil(1000).max(1);
-            let statement_s = wait_ms as f64 / 1000.0;
-            let sql = format!(
-                "SET SESSION innodb_lock_wait_timeout = {lock_s}, lock_wait_timeout = {lock_s}, \
-                 max_statement_time = {statement_s:.3}; \
-                 SET TRANSACTION ISOLATION LEVEL {}; BEGIN",
-                options.isolation.sql()
-            );
+            // rounding (MySQL's bounds: `mysql::dialect`). The session values go back to
+            // the server's when the connection returns to the pool.
+            let sql = flavor.begin_sql(wait_ms, options.isolation.sql());
             let conn = pool.acquire().await?;
             return Ok(StoreTx::MySql(PooledTx::begin(conn, sql).await?));
         }

@@ -20,6 +20,7 @@
 pub(crate) mod apply;
 pub(crate) mod bench;
 pub(crate) mod claim;
+pub mod dialect;
 pub(crate) mod keys;
 pub(crate) mod lease;
 pub(crate) mod manage;
