@@ -1,21 +1,10 @@
-//! `herald bench` as a real process on PostgreSQL: a short run (no peers, small N) writes
-//! every figure to its JSON file, and bad input is one `error:` line, never a panic.
+//! `herald bench` as a real process on PostgreSQL and on MariaDB: a short run (no peers,
+//! small N) writes every figure to its JSON file, and bad input is one `error:` line,
+//! never a panic.
 
+use crate::support::{mysql_url, postgres_url};
 use serde_json::Value;
 use std::process::Command;
-
-const POSTGRES_ENV: &str = "HERALD_TEST_POSTGRES_URL";
-
-/// The PostgreSQL base URL, if tests should use PostgreSQL (required when `CI` is set).
-fn postgres_url() -> Option<String> {
-    match std::env::var(POSTGRES_ENV) {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("CI is set but {POSTGRES_ENV} is not: PostgreSQL tests must run in CI")
-        }
-        _ => None,
-    }
-}
 
 fn herald(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_herald"))
@@ -26,12 +15,24 @@ fn herald(args: &[&str]) -> std::process::Output {
         .expect("run herald")
 }
 
-#[test]
-fn a_short_run_reports_every_figure_as_json() {
-    let Some(db) = postgres_url() else {
-        eprintln!("skipped: {POSTGRES_ENV} is not set");
-        return;
-    };
+/// The figures every short run has, whichever server it measures.
+const FIGURES: &[&str] = &[
+    "submit, library, submit_alone (one statement)",
+    "submit, library, in a transaction (BEGIN, submit, COMMIT)",
+    "submit, one tenant (hot quota row)",
+    "submit, half the keys repeat",
+    "drain, no-op channel, 2048 slots",
+    "commit-to-start p50 at 200/s",
+    "commit-to-start p99 at 200/s",
+    "commit-to-start p50 at 200/s, worker in a second process",
+    "commit-to-start p99 at 200/s, worker in a second process",
+    "submit, HTTP API",
+    "end-to-end: submit + webhook drain",
+];
+
+/// Runs a short bench on `db` and checks that it wrote `expected` and every figure has a
+/// value (and a rate a floor); returns the figures' names.
+fn short_run(db: &str, expected: &[&str]) -> Vec<String> {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("bench.json");
     let json_arg = json.to_str().expect("utf-8 path");
@@ -44,7 +45,7 @@ fn a_short_run_reports_every_figure_as_json() {
         "--tenants",
         "10",
         "--db",
-        &db,
+        db,
         "--json",
         json_arg,
     ]);
@@ -54,21 +55,10 @@ fn a_short_run_reports_every_figure_as_json() {
     let figures: Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON file")).unwrap();
     let figures = figures.as_array().expect("an array of figures");
-    let names: Vec<&str> = figures.iter().filter_map(|f| f["name"].as_str()).collect();
-    for expected in [
-        "submit, library, submit_alone (one statement)",
-        "submit, library, in a transaction (BEGIN, submit, COMMIT)",
-        "submit, one tenant (hot quota row)",
-        "submit, half the keys repeat",
-        "drain, no-op channel, 2048 slots",
-        "commit-to-start p50 at 200/s",
-        "commit-to-start p99 at 200/s",
-        "submit, HTTP API",
-        "end-to-end: submit + webhook drain",
-        "SQLite: submit, library, single-delivery transactions",
-        "SQLite: drain, no-op channel, 2048 slots",
-    ] {
-        assert!(names.contains(&expected), "no {expected:?} in {names:?}");
+    let names: Vec<String> =
+        figures.iter().filter_map(|f| f["name"].as_str().map(str::to_string)).collect();
+    for expected in expected {
+        assert!(names.iter().any(|n| n == expected), "no {expected:?} in {names:?}");
     }
     for f in figures {
         let value = f["value"].as_f64().unwrap_or(f64::NAN);
@@ -78,9 +68,35 @@ fn a_short_run_reports_every_figure_as_json() {
             assert!(f["floor"].as_f64().is_some_and(|v| v > 0.0), "rate without a floor: {f}");
         }
     }
-    for name in names {
-        assert!(stdout.contains(name), "{name:?} is not in the table:\n{stdout}");
+    for name in &names {
+        assert!(stdout.contains(name.as_str()), "{name:?} is not in the table:\n{stdout}");
     }
+    names
+}
+
+#[test]
+fn a_short_run_reports_every_figure_as_json() {
+    let Some(db) = postgres_url() else {
+        eprintln!("skipped: HERALD_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let sqlite = [
+        "SQLite: submit, library, single-delivery transactions",
+        "SQLite: drain, no-op channel, 2048 slots",
+    ];
+    short_run(&db, &[FIGURES, &sqlite[..]].concat());
+}
+
+/// On MariaDB: the same phases against MariaDB's floor, in a database the run creates and
+/// drops; no SQLite rows (they come with PostgreSQL runs).
+#[test]
+fn a_short_run_on_mariadb_reports_every_figure_against_its_floor() {
+    let Some(url) = mysql_url() else {
+        eprintln!("skipped: HERALD_TEST_MYSQL_URL is not set");
+        return;
+    };
+    let names = short_run(&url, FIGURES);
+    assert!(!names.iter().any(|n| n.starts_with("SQLite")), "{names:?}");
 }
 
 #[test]
@@ -90,6 +106,7 @@ fn bad_input_is_one_error_line() {
         &["bench", "--workers", "0", "--no-peers"],
         &["bench", "--db", "sqlite://x.db", "--no-peers"],
         &["bench", "--peers", "/nonexistent/peers", "--db", "postgres://127.0.0.1:1/x"],
+        &["bench", "--peers", "/tmp", "--db", "mariadb://127.0.0.1:1/x"],
     ] {
         let out = herald(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
