@@ -52,6 +52,13 @@ fn json(r: &DemoReport) -> serde_json::Value {
         "plain_error": { "closure_runs": r.plain_error_runs, "error": r.plain_error },
         "receipts": { "total": r.receipts.0, "identities": r.receipts.1 },
         "receipts_reopened": { "total": r.receipts_reopened.0, "identities": r.receipts_reopened.1 },
+        "lock_wait": {
+            "deadline_ms": r.lock_wait.deadline.as_millis() as u64,
+            "elapsed_ms": r.lock_wait.elapsed.as_millis() as u64,
+            "closure_runs": r.lock_wait.closure_runs,
+            "error": r.lock_wait.error,
+            "server_lock_wait_ms": r.lock_wait.server_lock_wait.map(|d| d.as_millis() as u64),
+        },
     })
 }
 
@@ -95,5 +102,26 @@ fn human(r: &DemoReport) -> String {
         "   after closing and reopening the database: {} {}\n",
         r.receipts_reopened.0, r.receipts_reopened.1
     );
+    let w = &r.lock_wait;
+    out += "\n5. A lock another connection holds past the call's deadline\n";
+    out += &format!(
+        "   deadline: {} ms | answered after: {} ms | closure ran: {} | error: {}\n",
+        w.deadline.as_millis(),
+        w.elapsed.as_millis(),
+        w.closure_runs,
+        w.error
+    );
+    out += &match (r.backend, w.server_lock_wait) {
+        (herald::Backend::Sqlite, _) => {
+            "   (a writer waits at BEGIN IMMEDIATE for the busy timeout, which herald sets to the time left)\n"
+                .to_string()
+        }
+        (_, Some(server)) => format!(
+            "   (the server's own bound on one lock wait is {} s: a framework's `attempts: 5` behind this lock would wait up to {} s)\n",
+            server.as_secs(),
+            5 * server.as_secs()
+        ),
+        (_, None) => "   (the server's own bound on one lock wait: none — a framework's `attempts: 5` behind this lock would wait until it is released)\n".to_string(),
+    };
     out
 }

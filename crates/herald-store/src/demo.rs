@@ -194,3 +194,27 @@ pub async fn demo_invoice_total(conn: Conn<'_>, id: i32) -> Result<i64, StoreErr
     };
     Ok(total.unwrap_or(0))
 }
+
+/// The server's own bound on one lock wait, as a connection gets it by default: what each
+/// attempt of a framework's retry loop waits behind a held lock. MariaDB's
+/// `innodb_lock_wait_timeout` (50 s unless configured); PostgreSQL's `lock_timeout` (0:
+/// no bound, `None`); SQLite has no server (`None`: the wait is the connection's busy
+/// timeout, which herald sets).
+pub async fn demo_server_lock_wait(
+    conn: Conn<'_>,
+) -> Result<Option<std::time::Duration>, StoreError> {
+    let ms: i64 = match conn {
+        Conn::Sqlite(_) => 0,
+        Conn::Postgres(c) => sqlx::query_scalar(
+            "SELECT EXTRACT(EPOCH FROM current_setting('lock_timeout')::interval)::bigint * 1000",
+        )
+        .fetch_one(c)
+        .await?,
+        Conn::MySql(c) => {
+            sqlx::query_scalar("SELECT CAST(@@GLOBAL.innodb_lock_wait_timeout * 1000 AS SIGNED)")
+                .fetch_one(c)
+                .await?
+        }
+    };
+    Ok((ms > 0).then(|| std::time::Duration::from_millis(ms as u64)))
+}

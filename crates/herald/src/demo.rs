@@ -1,7 +1,9 @@
 //! `herald demo`: the seed article's experiment, run for real. A retried transaction with
 //! an inline side effect fires it once per attempt; the same work through herald's runner
 //! with `after_commit` fires it once; a non-concurrency error is not retried; receipts
-//! apply an event once, also after the database is closed and reopened.
+//! apply an event once, also after the database is closed and reopened; and a lock held
+//! by another connection past the caller's deadline ends the call at that deadline — not
+//! after the seed's five attempts of `innodb_lock_wait_timeout` each.
 //!
 //! The conflicts are real: on PostgreSQL a second connection takes two rows in the
 //! opposite order and the server's deadlock detector picks the closure as its victim; on
@@ -15,7 +17,7 @@ use crate::once::once;
 use herald_core::Scope;
 use herald_store::demo::{
     demo_account_read, demo_account_touch, demo_invoice_add, demo_invoice_total, demo_job_insert,
-    demo_jobs_count, demo_setup,
+    demo_jobs_count, demo_server_lock_wait, demo_setup,
 };
 use herald_store::diag::{backend_pid, postgres_waiting_on_lock};
 use herald_store::receipts::receipts_count;
@@ -33,6 +35,10 @@ const NAIVE_ATTEMPTS: u32 = 5;
 pub const RECEIPT_EVENTS: [(&str, i64); 3] = [("evt-17", 10), ("evt-17", 10), ("evt-18", 5)];
 const RECEIPT_SCOPE: &str = "demo-invoice-adjustments";
 const INVOICE_ID: i32 = 17;
+/// The deadline of part 5's call, behind a lock held longer.
+pub const LOCK_WAIT_DEADLINE: Duration = Duration::from_secs(2);
+/// How long part 5's other connection would hold the lock if nothing released it.
+const LOCK_HELD_AT_MOST: Duration = Duration::from_secs(30);
 
 /// What the demo observed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +59,23 @@ pub struct DemoReport {
     pub receipts: (i64, i64),
     /// The same after closing and reopening the database.
     pub receipts_reopened: (i64, i64),
+    /// A lock held past the call's deadline.
+    pub lock_wait: LockWait,
+}
+
+/// Part 5: herald's call behind a lock another connection holds, with a deadline of
+/// [`LOCK_WAIT_DEADLINE`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockWait {
+    pub deadline: Duration,
+    /// From the call to its answer.
+    pub elapsed: Duration,
+    pub closure_runs: u32,
+    pub error: String,
+    /// The server's default bound on one lock wait (`None`: none, it waits for ever; on
+    /// SQLite, the busy timeout herald sets): what each attempt of a framework's
+    /// `attempts: 5` would wait instead.
+    pub server_lock_wait: Option<Duration>,
 }
 
 /// Counters of one part of the demo.
@@ -81,6 +104,7 @@ pub async fn run(url: &str) -> Result<DemoReport, Error> {
     let (herald_runs, herald_attempts, waited) = herald_part(&herald, &run_id).await?;
     let (plain_error_runs, plain_error) = plain_error_part(&herald).await?;
     let receipts = receipts_part(&herald).await?;
+    let lock_wait = lock_wait_part(&herald).await?;
     herald.close().await;
     let reopened = Herald::open(url).await?;
     let receipts_reopened = receipts_part(&reopened).await?;
@@ -95,6 +119,61 @@ pub async fn run(url: &str) -> Result<DemoReport, Error> {
         plain_error,
         receipts,
         receipts_reopened,
+        lock_wait,
+    })
+}
+
+/// Part 5: another connection takes account 1's lock (on SQLite, the write lock) and keeps
+/// it; herald's runner, given [`LOCK_WAIT_DEADLINE`], runs a closure that needs it. Every
+/// wait inside an attempt is bounded by the time left (`innodb_lock_wait_timeout` and
+/// `max_statement_time` on MariaDB, `statement_timeout` on PostgreSQL, the busy timeout on
+/// SQLite), so the call ends at its deadline with an error that says so.
+async fn lock_wait_part(herald: &Herald) -> Result<LockWait, Error> {
+    let store = herald.store().clone();
+    let server_lock_wait = {
+        let mut tx = store.begin(&BeginOptions::default()).await?;
+        let wait = demo_server_lock_wait(conn(&mut tx)).await?;
+        tx.rollback().await?;
+        wait
+    };
+    let (locked, held) = tokio::sync::oneshot::channel();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let holder = tokio::spawn(async move {
+        let begin = BeginOptions { wait_max: LOCK_HELD_AT_MOST, ..BeginOptions::default() };
+        let mut tx = store.begin(&begin).await?;
+        demo_account_touch(conn(&mut tx), 1).await?;
+        let _ = locked.send(());
+        let _ = tokio::time::timeout(LOCK_HELD_AT_MOST, released).await;
+        tx.rollback().await?;
+        Ok::<_, Error>(())
+    });
+    held.await.map_err(|_| Error::app("the other connection did not take the lock"))?;
+    let runs = Arc::new(AtomicU32::new(0));
+    let options = crate::TxOptions { deadline: LOCK_WAIT_DEADLINE, ..crate::TxOptions::default() };
+    let started = Instant::now();
+    let result = herald
+        .transaction_with(&options, |tx| {
+            let runs = runs.clone();
+            Box::pin(async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                demo_account_touch(tx.conn(), 1).await?;
+                Ok(())
+            })
+        })
+        .await;
+    let elapsed = started.elapsed();
+    let _ = release.send(());
+    holder.await.map_err(|e| Error::app(format!("the lock holder failed: {e}")))??;
+    let error = match result {
+        Ok(_) => "none: the lock was free".to_string(),
+        Err(e) => e.to_string(),
+    };
+    Ok(LockWait {
+        deadline: LOCK_WAIT_DEADLINE,
+        elapsed,
+        closure_runs: runs.load(Ordering::SeqCst),
+        error,
+        server_lock_wait,
     })
 }
 

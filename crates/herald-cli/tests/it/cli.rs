@@ -479,6 +479,12 @@ fn check_demo_json(json: &Value, backend: &str, what: &str) {
     for (pointer, value) in expected {
         assert_eq!(json.pointer(pointer), Some(&value), "{what}: {pointer} in {json}");
     }
+    // A lock held past the call's deadline: answered at the deadline, with its error.
+    let deadline = json.pointer("/lock_wait/deadline_ms").and_then(Value::as_u64).unwrap_or(0);
+    let elapsed = json.pointer("/lock_wait/elapsed_ms").and_then(Value::as_u64).unwrap_or(0);
+    assert!(deadline > 0 && elapsed < deadline + 1_500, "{what}: lock_wait in {json}");
+    let error = json.pointer("/lock_wait/error").and_then(Value::as_str).unwrap_or("");
+    assert!(error.contains("deadline"), "{what}: lock_wait in {json}");
 }
 
 #[test]

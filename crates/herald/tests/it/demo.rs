@@ -3,6 +3,7 @@
 use crate::common;
 use herald::Backend;
 use herald::demo::Runs;
+use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_shows_the_article_counts() {
@@ -29,5 +30,20 @@ async fn the_demo_shows_the_article_counts() {
         assert_eq!((report.plain_error_runs, report.plain_error.as_str()), (1, "card declined"));
         assert_eq!(report.receipts, (15, 2), "{name}");
         assert_eq!(report.receipts_reopened, (15, 2), "{name}");
+        // Behind a held lock the call ends at its deadline (within the bound's rounding
+        // and a little scheduling), never at the server's own lock wait.
+        let w = &report.lock_wait;
+        assert!(
+            w.elapsed >= w.deadline.saturating_sub(Duration::from_millis(100))
+                && w.elapsed < w.deadline + Duration::from_millis(1_500),
+            "{name}: answered after {:?} for a deadline of {:?}",
+            w.elapsed,
+            w.deadline
+        );
+        assert!(w.error.contains("deadline"), "{name}: {}", w.error);
+        assert!(w.closure_runs <= 1, "{name}: {w:?}");
+        if db.backend == Backend::MySql {
+            assert!(w.server_lock_wait.is_some_and(|s| s > w.deadline), "{name}: {w:?}");
+        }
     }
 }
