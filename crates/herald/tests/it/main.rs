@@ -9,6 +9,7 @@ mod common;
 mod demo;
 mod email;
 mod engine;
+mod exact;
 mod faults;
 mod properties;
 mod receipts;
