@@ -1,5 +1,5 @@
-//! Database faults against `herald serve` as a real process: its PostgreSQL connections go
-//! through herald-faults' TCP proxy, which resets one at random every 100 ms while clients
+//! Database faults against `herald serve` as a real process: its PostgreSQL (or MariaDB)
+//! connections go through herald-faults' TCP proxy, which resets one at random every 100 ms while clients
 //! submit webhooks over HTTP and the workers drain them. Once the faults stop, every
 //! delivery must be sent (no stalled worker, recorder or reconciler, no pool starved by
 //! broken connections), no request may have been a 500 or have waited without bound, the
@@ -39,7 +39,7 @@ const SUBMIT_TRIES_MAX: usize = 200;
 /// `url` with its `host:port` replaced by `addr`.
 fn through(url: &str, addr: SocketAddr) -> String {
     let start = url.find('@').map(|at| at + 1).or_else(|| url.find("://").map(|s| s + 3));
-    let start = start.expect("a postgres:// URL");
+    let start = start.expect("a server URL");
     let end = url[start..].find('/').map_or(url.len(), |e| start + e);
     format!("{}{addr}{}", &url[..start], &url[end..])
 }
@@ -47,11 +47,12 @@ fn through(url: &str, addr: SocketAddr) -> String {
 /// The server's `host:port` in `url`, resolved.
 async fn upstream_of(url: &str) -> SocketAddr {
     let start = url.find('@').map(|at| at + 1).or_else(|| url.find("://").map(|s| s + 3));
-    let start = start.expect("a postgres:// URL");
+    let start = start.expect("a server URL");
     let end = url[start..].find('/').map_or(url.len(), |e| start + e);
     let authority = &url[start..end];
+    let port = if url.starts_with("postgres") { 5432 } else { 3306 };
     let authority =
-        if authority.contains(':') { authority.to_string() } else { format!("{authority}:5432") };
+        if authority.contains(':') { authority.to_string() } else { format!("{authority}:{port}") };
     tokio::net::lookup_host(&authority)
         .await
         .unwrap_or_else(|e| panic!("resolve {authority}: {e}"))
@@ -128,9 +129,24 @@ async fn connection_resets_during_submit_and_drain_lose_nothing_and_stall_nothin
         eprintln!("skipped: {POSTGRES_ENV} is not set");
         return;
     };
-    let schema = PgSchema::create(&base).await;
-    let proxy = FaultProxy::start(upstream_of(&base).await).await.expect("start the proxy");
-    let db = through(&schema.url, proxy.addr());
+    resets_lose_nothing(&base, SharedDb::Postgres(PgSchema::create(&base).await)).await;
+}
+
+/// The same on MariaDB: resets mid-statement and mid-COMMIT, silent connections, and the
+/// pool, the runner (1927/2013 and I/O errors are lost connections; a COMMIT that never
+/// answered is an unknown outcome) and the reconciler recover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_mariadb_connection_resets_during_submit_and_drain_lose_nothing_and_stall_nothing() {
+    let Some(base) = mysql_url() else {
+        eprintln!("skipped: {MYSQL_ENV} is not set");
+        return;
+    };
+    resets_lose_nothing(&base, SharedDb::MySql(MyDatabase::create(&base).await)).await;
+}
+
+async fn resets_lose_nothing(base: &str, shared: SharedDb) {
+    let proxy = FaultProxy::start(upstream_of(base).await).await.expect("start the proxy");
+    let db = through(shared.url(), proxy.addr());
     let cwd = tempfile::tempdir().expect("tempdir");
     let mut receiver = Receiver::start(false).await;
     let env: Vec<(&str, &str)> =
@@ -219,23 +235,14 @@ async fn connection_resets_during_submit_and_drain_lose_nothing_and_stall_nothin
         }
     })
     .await;
-    let mut conn = schema.connect().await;
     if recovered.is_err() || seen.len() < ids.len() {
-        let unsent: Vec<(String, i32, i64, Option<String>)> = sqlx::query_as(
-            "SELECT state, attempts,
-                    (extract(epoch FROM next_attempt_at - now()) * 1000)::bigint, last_error
-             FROM deliveries WHERE state <> 'sent'",
-        )
-        .fetch_all(&mut conn)
-        .await
-        .expect("read the unsent deliveries");
         panic!(
             "{} of {} deliveries reached the receiver within {RECOVERY_BOUND:?} of the last \
-             fault; states {:?}; unsent (state, attempts, due in ms, last error) {unsent:?}; \
-             stderr:\n{}",
+             fault ({}); states {:?}; stderr:\n{}",
             seen.len(),
             ids.len(),
-            states(&mut conn).await,
+            shared.name(),
+            shared.states().await,
             server.stderr()
         );
     }
@@ -247,7 +254,7 @@ async fn connection_resets_during_submit_and_drain_lose_nothing_and_stall_nothin
     let mut reads = 0;
     loop {
         reads += 1;
-        let by_state = states(&mut conn).await;
+        let by_state = shared.states().await;
         if by_state.get("sent").copied() == Some(DELIVERIES as i64) && by_state.len() == 1 {
             break;
         }
@@ -263,14 +270,16 @@ async fn connection_resets_during_submit_and_drain_lose_nothing_and_stall_nothin
     assert_eq!(
         quota,
         json!({"quota_key": "webhook", "granted": n, "available": 0, "reserved": 0, "spent": n}),
-        "the ledger after {} resets",
+        "{}: the ledger after {} resets",
+        shared.name(),
         proxy.faults()
     );
 
     let took = server.stop(SHUTDOWN_BOUND).await;
     eprintln!(
-        "{} resets over {} connections; HTTP {:?}, {} unanswered, slowest {:?}; \
+        "{}: {} resets over {} connections; HTTP {:?}, {} unanswered, slowest {:?}; \
          {} webhook requests for {} deliveries; SIGTERM to exit {took:?}",
+        shared.name(),
         proxy.faults(),
         proxy.accepted(),
         statuses.by_status,

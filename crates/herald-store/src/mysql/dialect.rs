@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | byte-for-byte collation, no padding | `utf8mb4_nopad_bin` | `utf8mb4_0900_bin` |
 //! | a statement's time bound, lock waits included | `max_statement_time` (seconds, fractional) | `max_execution_time` (ms; read-only SELECTs only) |
+//! | a transaction whose client went silent ends | `idle_transaction_timeout` (s) | `wait_timeout` (s; any idle session) |
 //!
 //! On MySQL, then, a write waiting for a row lock is bounded by `innodb_lock_wait_timeout`
 //! alone, in whole seconds: a wait may outlast the caller's deadline by up to a second
@@ -43,16 +44,28 @@ impl Flavor {
 
     /// What opens a transaction whose every wait must end within `wait_ms`: the session's
     /// wait bounds, the isolation, BEGIN — one round trip.
+    ///
+    /// The server also ends the transaction (and the session) if its client goes silent
+    /// for `idle_s`, a little longer than the wait bound: a connection whose flow was
+    /// dropped sends no FIN, TCP keepalive takes hours and `wait_timeout` is 8 hours by
+    /// default, and until then its row locks — an account's, say — would make every
+    /// other claim on that account wait out its deadline (found by the fault test, whose
+    /// proxy silences connections mid-transaction). PostgreSQL's counterpart is
+    /// `idle_in_transaction_session_timeout` (`Store::begin`).
     pub fn begin_sql(self, wait_ms: u128, isolation: &str) -> String {
         // InnoDB's lock wait, and the metadata-lock wait, take whole seconds (at least 1).
         let lock_s = wait_ms.div_ceil(1000).max(1);
-        let statement = match self {
-            Flavor::MariaDb => format!("max_statement_time = {:.3}", wait_ms as f64 / 1000.0),
-            Flavor::MySql => format!("max_execution_time = {wait_ms}"),
+        let idle_s = lock_s + crate::tx::IDLE_IN_TRANSACTION_GRACE.as_secs() as u128;
+        let bounds = match self {
+            Flavor::MariaDb => format!(
+                "max_statement_time = {:.3}, idle_transaction_timeout = {idle_s}",
+                wait_ms as f64 / 1000.0
+            ),
+            Flavor::MySql => format!("max_execution_time = {wait_ms}, wait_timeout = {idle_s}"),
         };
         format!(
             "SET SESSION innodb_lock_wait_timeout = {lock_s}, lock_wait_timeout = {lock_s}, \
-             {statement}; SET TRANSACTION ISOLATION LEVEL {isolation}; BEGIN"
+             {bounds}; SET TRANSACTION ISOLATION LEVEL {isolation}; BEGIN"
         )
     }
 
@@ -62,11 +75,11 @@ impl Flavor {
         match self {
             Flavor::MariaDb => {
                 "SET SESSION innodb_lock_wait_timeout = DEFAULT, lock_wait_timeout = DEFAULT, \
-                 max_statement_time = DEFAULT"
+                 max_statement_time = DEFAULT, idle_transaction_timeout = DEFAULT"
             }
             Flavor::MySql => {
                 "SET SESSION innodb_lock_wait_timeout = DEFAULT, lock_wait_timeout = DEFAULT, \
-                 max_execution_time = DEFAULT"
+                 max_execution_time = DEFAULT, wait_timeout = DEFAULT"
             }
         }
     }
@@ -156,7 +169,8 @@ mod tests {
         assert_eq!(
             Flavor::MariaDb.begin_sql(2_500, "READ COMMITTED"),
             "SET SESSION innodb_lock_wait_timeout = 3, lock_wait_timeout = 3, \
-             max_statement_time = 2.500; SET TRANSACTION ISOLATION LEVEL READ COMMITTED; BEGIN"
+             max_statement_time = 2.500, idle_transaction_timeout = 6; \
+             SET TRANSACTION ISOLATION LEVEL READ COMMITTED; BEGIN"
         );
         assert!(Flavor::MySql.begin_sql(1, "READ COMMITTED").contains("= 1, lock_wait"));
         assert_eq!(Flavor::of_version("10.11.19-MariaDB-0+deb12u1"), Flavor::MariaDb);

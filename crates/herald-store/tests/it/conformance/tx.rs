@@ -7,6 +7,7 @@ use super::*;
 use herald_store::conn::{savepoint_begin, savepoint_release, savepoint_rollback};
 use herald_store::deliveries::{Claim, NewDelivery, delivery_claim};
 use herald_store::keys::{api_key_insert, api_key_lookup};
+use herald_store::tx::IDLE_IN_TRANSACTION_GRACE;
 use herald_store::{AsConn, Backend, BeginOptions, Isolation, Now, StoreTx};
 use std::time::Duration;
 
@@ -31,14 +32,17 @@ async fn a_transaction_carries_its_wait_bound_and_isolation(db: &Db) {
             assert_eq!(busy, 1_234);
         }
         Backend::MySql => {
-            let (lock_wait, statement): (i64, f64) = raw_query_as!(
+            let (lock_wait, statement, idle): (i64, f64, i64) = raw_query_as!(
                 tx.as_conn(),
-                "SELECT CAST(@@innodb_lock_wait_timeout AS SIGNED), @@max_statement_time",
+                "SELECT CAST(@@innodb_lock_wait_timeout AS SIGNED), @@max_statement_time,
+                     CAST(@@idle_transaction_timeout AS SIGNED)",
                 [],
                 fetch_one
             )
             .unwrap();
             assert_eq!((lock_wait, statement), (2, 1.234), "whole seconds up, and to the ms");
+            // A transaction whose client goes silent is ended by the server soon after.
+            assert_eq!(idle, 2 + IDLE_IN_TRANSACTION_GRACE.as_secs() as i64);
             tx.commit().await.unwrap();
             // READ COMMITTED by default, not MariaDB's REPEATABLE READ: a second read sees
             // what another transaction committed after the first.
