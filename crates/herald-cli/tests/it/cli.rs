@@ -97,12 +97,12 @@ fn postgres_url() -> Option<String> {
     }
 }
 
-/// One empty database for one test: an SQLite file in its own directory, or a fresh
-/// PostgreSQL schema (dropped on drop).
-#[derive(Debug)]
+/// One empty database for one test: an SQLite file in its own directory, a fresh
+/// PostgreSQL schema or a fresh MariaDB database (each dropped on drop).
 enum TestDb {
     Sqlite { _dir: tempfile::TempDir, path: PathBuf },
     Postgres { base: String, schema: String, url: String },
+    MySql(crate::support::MyDatabase),
 }
 
 impl TestDb {
@@ -127,11 +127,14 @@ impl TestDb {
         TestDb::Postgres { base: base.to_string(), schema, url }
     }
 
-    /// SQLite always; PostgreSQL too when it is configured.
+    /// SQLite always; PostgreSQL and MariaDB too when they are configured.
     async fn all() -> Vec<TestDb> {
         let mut dbs = vec![TestDb::sqlite()];
         if let Some(base) = postgres_url() {
             dbs.push(TestDb::postgres(&base).await);
+        }
+        if let Some(base) = crate::support::mysql_url() {
+            dbs.push(TestDb::MySql(crate::support::MyDatabase::create(&base).await));
         }
         dbs
     }
@@ -140,6 +143,7 @@ impl TestDb {
         match self {
             TestDb::Sqlite { .. } => "sqlite",
             TestDb::Postgres { .. } => "postgres",
+            TestDb::MySql(_) => "mysql",
         }
     }
 
@@ -148,6 +152,7 @@ impl TestDb {
         match self {
             TestDb::Sqlite { path, .. } => path.display().to_string(),
             TestDb::Postgres { url, .. } => url.clone(),
+            TestDb::MySql(db) => db.url.clone(),
         }
     }
 
@@ -166,6 +171,13 @@ impl TestDb {
             TestDb::Postgres { url, .. } => {
                 let mut c = PgConnection::connect(url).await.expect("connect");
                 sqlx::query(SQL).bind(checksum).execute(&mut c).await.expect(SQL);
+                c.close().await.expect("close");
+            }
+            TestDb::MySql(db) => {
+                let mut c = sqlx::MySqlConnection::connect(&db.url).await.expect("connect");
+                let sql = SQL.replace("$1", "?");
+                let q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                q.bind(checksum).execute(&mut c).await.expect(SQL);
                 c.close().await.expect("close");
             }
         }
@@ -187,6 +199,18 @@ impl TestDb {
                 c.close().await.expect("close");
                 names
             }
+            TestDb::MySql(db) => {
+                let mut c = sqlx::MySqlConnection::connect(&db.url).await.expect("connect");
+                let names = sqlx::query_scalar::<_, String>(
+                    "SELECT CAST(table_name AS CHAR) FROM information_schema.tables \
+                     WHERE table_schema = DATABASE() ORDER BY 1",
+                )
+                .fetch_all(&mut c)
+                .await
+                .expect("list tables");
+                c.close().await.expect("close");
+                names
+            }
         }
     }
 
@@ -196,6 +220,8 @@ impl TestDb {
                               checksum, execution_time FROM herald_migrations ORDER BY version";
         const POSTGRES: &str = "SELECT version, description, installed_on::text, success, \
                                 checksum, execution_time FROM herald_migrations ORDER BY version";
+        const MYSQL: &str = "SELECT version, description, CAST(installed_on AS CHAR), success, \
+                             checksum, execution_time FROM herald_migrations ORDER BY version";
         fn render(version: i64, d: String, at: String, ok: bool, sum: Vec<u8>, t: i64) -> String {
             format!("{version}|{d}|{at}|{ok}|{sum:02x?}|{t}")
         }
@@ -211,6 +237,14 @@ impl TestDb {
             TestDb::Postgres { url, .. } => {
                 let mut c = PgConnection::connect(url).await.expect("connect");
                 let rows = sqlx::query(POSTGRES).fetch_all(&mut c).await.expect("migration rows");
+                c.close().await.expect("close");
+                rows.iter()
+                    .map(|r| render(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)))
+                    .collect()
+            }
+            TestDb::MySql(db) => {
+                let mut c = sqlx::MySqlConnection::connect(&db.url).await.expect("connect");
+                let rows = sqlx::query(MYSQL).fetch_all(&mut c).await.expect("migration rows");
                 c.close().await.expect("close");
                 rows.iter()
                     .map(|r| render(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)))
@@ -349,9 +383,10 @@ fn malformed_or_unsupported_db_is_one_error_line_and_creates_nothing() {
 // 3. unreachable PostgreSQL
 
 #[test]
-fn unreachable_postgres_fails_within_seconds() {
-    for command in ["migrate", "demo"] {
-        let url = format!("postgres://postgres:{SECRET}@127.0.0.1:1/test");
+fn unreachable_server_fails_within_seconds() {
+    for (command, scheme) in [("migrate", "postgres"), ("demo", "postgres"), ("migrate", "mariadb")]
+    {
+        let url = format!("{scheme}://postgres:{SECRET}@127.0.0.1:1/test");
         let what = format!("{command} --db {url}");
         let run = herald(&[command, "--db", &url]);
         let line = expect_error_line(&run, &what);
@@ -623,6 +658,16 @@ async fn set_granted(db: &TestDb, tenant: &str, granted: i64) {
             .execute(&mut conn)
             .await
             .unwrap();
+        }
+        TestDb::MySql(db) => {
+            let mut conn = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+            sqlx::query("UPDATE quota_accounts SET granted = ?, available = ? WHERE tenant_id = ?")
+                .bind(granted)
+                .bind(granted)
+                .bind(tenant)
+                .execute(&mut conn)
+                .await
+                .unwrap();
         }
     }
 }
