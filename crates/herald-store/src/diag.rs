@@ -6,12 +6,18 @@ use crate::conn::Conn;
 use crate::error::StoreError;
 use crate::store::Store;
 
-/// The server process id of a PostgreSQL connection (`None` on SQLite and MariaDB).
+/// The server's id of a connection: PostgreSQL's backend pid, MariaDB's connection id
+/// (`None` on SQLite, which has no server).
 pub async fn backend_pid(conn: Conn<'_>) -> Result<Option<i32>, StoreError> {
     match conn {
-        Conn::Sqlite(_) | Conn::MySql(_) => Ok(None),
+        Conn::Sqlite(_) => Ok(None),
         Conn::Postgres(c) => {
             Ok(Some(sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(c).await?))
+        }
+        Conn::MySql(c) => {
+            let id: i64 =
+                sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)").fetch_one(c).await?;
+            Ok(i32::try_from(id).ok())
         }
     }
 }
@@ -28,8 +34,14 @@ pub async fn postgres_waiting_on_lock(store: &Store, pid: i32) -> Result<bool, S
     Ok(waiting.unwrap_or(false))
 }
 
-/// Ends PostgreSQL backend `pid` (as an operator or a failing network would).
-pub async fn postgres_terminate(store: &Store, pid: i32) -> Result<bool, StoreError> {
+/// Ends the server's connection `pid` (see [`backend_pid`]), as an operator or a failing
+/// network would: `pg_terminate_backend` on PostgreSQL, `KILL CONNECTION` on MariaDB.
+pub async fn connection_terminate(store: &Store, pid: i32) -> Result<bool, StoreError> {
+    if let Some(pool) = store.mysql_pool() {
+        let kill = format!("KILL CONNECTION {pid}");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(kill)).execute(pool).await?;
+        return Ok(true);
+    }
     let Some(pool) = store.postgres_pool() else { return Ok(false) };
     Ok(sqlx::query_scalar("SELECT pg_terminate_backend($1)").bind(pid).fetch_one(pool).await?)
 }

@@ -315,6 +315,35 @@ async fn the_deadline_bounds_a_real_lock_wait() {
     }
 }
 
+/// MariaDB: a metadata-lock wait (another session's `LOCK TABLES … WRITE`, or an
+/// application's `ALTER TABLE` on herald's tables) follows `lock_wait_timeout`, a year by
+/// default, not InnoDB's row-lock timeout. The runner's bounds cover it too: the call
+/// ends at its deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_mariadb_the_deadline_bounds_a_metadata_lock_wait() {
+    use herald::sqlx::Connection;
+    let Some(base) = common::mysql_url() else { return };
+    let db = common::mysql(&base).await;
+    let herald = db.herald().await;
+    setup(&herald).await;
+    let mut holder = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    sqlx::raw_sql("LOCK TABLES t_counters WRITE").execute(&mut holder).await.unwrap();
+    let options = TxOptions { deadline: Duration::from_millis(400), ..TxOptions::default() };
+    let started = Instant::now();
+    let result = herald
+        .transaction_with(&options, |tx| {
+            Box::pin(
+                async move { exec(tx.conn(), "UPDATE t_counters SET n = 2 WHERE id = 1").await },
+            )
+        })
+        .await;
+    let elapsed = started.elapsed();
+    sqlx::raw_sql("UNLOCK TABLES").execute(&mut holder).await.unwrap();
+    assert!(matches!(result, Err(Error::DeadlineExceeded { .. })), "got {result:?}");
+    assert!(elapsed >= Duration::from_millis(350), "gave up early, {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+}
+
 #[tokio::test]
 async fn a_nested_runner_is_an_error_and_a_savepoint_is_the_way_to_nest() {
     for db in backends().await {
@@ -523,10 +552,20 @@ async fn a_serialization_failure_raised_by_commit_is_retried() {
     assert_eq!((committed.value, committed.attempts), (2, 2), "the COMMIT conflict was retried");
 }
 
+/// The transaction's connection is ended by the server (an operator's kill, a failover)
+/// after its writes and before COMMIT answers: the runner cannot know whether it
+/// committed, says so, and runs no effect.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_lost_during_commit_is_reported_as_unknown() {
-    let Some(base) = common::postgres_url() else { return };
-    let db = common::postgres(&base).await;
+    for db in backends().await {
+        if db.backend == Backend::Sqlite {
+            continue; // no server to lose
+        }
+        connection_lost_during_commit(&db).await;
+    }
+}
+
+async fn connection_lost_during_commit(db: &common::TestDb) {
     let herald = db.herald().await;
     setup(&herald).await;
     let store = herald.store().clone();
@@ -541,16 +580,16 @@ async fn a_connection_lost_during_commit_is_reported_as_unknown() {
                 });
                 exec(tx.conn(), "INSERT INTO t_rows (id, label) VALUES (1, 'x')").await?;
                 let pid = herald_store::diag::backend_pid(tx.conn()).await?.unwrap();
-                assert!(herald_store::diag::postgres_terminate(&store, pid).await?);
+                assert!(herald_store::diag::connection_terminate(&store, pid).await?);
                 Ok(())
             })
         })
         .await;
     match result {
         Err(Error::CommitOutcomeUnknown { attempts: 1, .. }) => {}
-        other => panic!("expected CommitOutcomeUnknown, got {other:?}"),
+        other => panic!("{}: expected CommitOutcomeUnknown, got {other:?}", db.name()),
     }
-    assert_eq!(fired.load(Ordering::SeqCst), 0, "no effect for an unknown outcome");
+    assert_eq!(fired.load(Ordering::SeqCst), 0, "{}: no effect for an unknown outcome", db.name());
 }
 
 #[tokio::test]
