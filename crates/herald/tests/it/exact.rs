@@ -8,7 +8,7 @@
 
 use crate::common::backends;
 use herald::sqlx::{self, Connection};
-use herald::{Backend, Conn, Error, Herald, Payload, SubmitRequest, Submitted};
+use herald::{Backend, Conn, Error, Herald, Payload, SubmitRequest};
 use herald_store::deliveries::{Lease, deliveries_lease};
 use serde_json::json;
 use std::time::Duration;
@@ -107,7 +107,8 @@ async fn payloads_recipients_and_far_times_round_trip_exactly() {
 /// MariaDB, the application's own transaction at REPEATABLE READ (MySQL's default): after
 /// its first read, a plain read keeps its snapshot and does not see a claim another
 /// connection commits; a locking read does; and a submit of that identity inside the
-/// transaction answers the committed claim (a duplicate), never a second delivery.
+/// transaction answers the committed claim (a duplicate), never a second delivery — or,
+/// with `innodb_snapshot_isolation` on, a concurrency error to retry (1020).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_mariadb_a_submit_in_a_repeatable_read_transaction_answers_what_was_committed() {
     for db in backends().await {
@@ -136,8 +137,27 @@ async fn on_mariadb_a_submit_in_a_repeatable_read_transaction_answers_what_was_c
             sqlx::query_scalar(sqlx::AssertSqlSafe(locking)).fetch_one(&mut *app).await.unwrap();
         assert_eq!(latest, 1, "a locking read sees the committed claim");
 
-        let mine: Submitted =
-            herald.submit_in(&mut *app, &request(tenant, "order-1")).await.unwrap();
+        let snapshot_isolation: i64 =
+            sqlx::query_scalar("SELECT CAST(@@innodb_snapshot_isolation AS SIGNED)")
+                .fetch_one(&mut *app)
+                .await
+                .unwrap();
+        let mine = match herald.submit_in(&mut *app, &request(tenant, "order-1")).await {
+            Ok(mine) => mine,
+            // With innodb_snapshot_isolation on (11.6's default), the account the submit
+            // locks changed after this transaction's snapshot: 1020, a concurrency error
+            // for the application's retry loop (Laravel's `attempts`), never a wrong
+            // answer. The retry, in a fresh transaction, answers the committed claim.
+            Err(e) if snapshot_isolation == 1 && e.concurrency().is_some() => {
+                app.rollback().await.unwrap();
+                app = pool
+                    .begin_with("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; BEGIN")
+                    .await
+                    .unwrap();
+                herald.submit_in(&mut *app, &request(tenant, "order-1")).await.unwrap()
+            }
+            Err(e) => panic!("the submit failed: {e:?}"),
+        };
         assert!(mine.duplicate, "the submit answers the committed claim");
         assert_eq!(mine.delivery.id, other.delivery.id);
         app.commit().await.unwrap();
