@@ -5,5 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod conformance;
+mod sql_fingerprint;
 mod sqlite_locking;
 mod tls;

@@ -1,0 +1,66 @@
+//! The fingerprint in SQL (PostgreSQL migration 6, the SQL API's first part): the golden
+//! vectors of `testdata/fingerprint-vectors.json`, which herald_core reproduces too, give
+//! the same canonical text, SHA-256 or problem code through the database's functions.
+
+use crate::conformance::Db;
+use herald_store::{AsConn, Backend, Conn};
+use serde_json::Value;
+
+fn vectors() -> Vec<Value> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/fingerprint-vectors.json");
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    file["cases"].as_array().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_computes_every_golden_vector() {
+    let Some(db) = Db::open(Backend::Postgres).await else { return };
+    let mut tx = db.tx().await;
+    let Conn::Postgres(c) = tx.as_conn() else { unreachable!("a PostgreSQL store") };
+    let cases = vectors();
+    assert_eq!(cases.len(), 235, "the vectors file changed: update this count with it");
+    let mut wrong = Vec::new();
+    for case in &cases {
+        let r = &case["request"];
+        let (canonical, problem, sha256): (Option<String>, Option<String>, Option<String>) =
+            herald_store::sqlx::query_as(
+                "SELECT p.canonical, p.problem,
+                        encode(herald_fingerprint_v2($2, $3, p.canonical, $4, $5, $6, $7), 'hex')
+                 FROM herald_payload_canonical($1) p",
+            )
+            .bind(case["payload"].as_str().unwrap())
+            .bind(r["channel"].as_str().unwrap())
+            .bind(r["to"].as_str().unwrap())
+            .bind(r["quota_key"].as_str().unwrap())
+            .bind(r["cost"].as_i64().unwrap())
+            .bind(r["send_at"].as_i64())
+            .bind(r["max_attempts"].as_i64().unwrap() as i32)
+            .fetch_one(&mut *c)
+            .await
+            .unwrap();
+        let name = case["name"].as_str().unwrap();
+        match case["invalid"].as_str() {
+            Some(code) => {
+                if problem.as_deref() != Some(code) || canonical.is_some() {
+                    wrong.push(format!("{name}: want {code}, got {problem:?} / {canonical:?}"));
+                }
+            }
+            None => {
+                let envelope = case["canonical"].as_str().unwrap();
+                let payload = canonical.as_deref().unwrap_or("");
+                if sha256.as_deref() != case["sha256"].as_str() || !envelope.contains(payload) {
+                    wrong.push(format!("{name}: got {problem:?} / {canonical:?} / {sha256:?}"));
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} vectors differ:\n{}",
+        wrong.len(),
+        cases.len(),
+        wrong.join("\n")
+    );
+    tx.rollback().await.unwrap();
+}
