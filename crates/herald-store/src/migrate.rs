@@ -28,7 +28,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (3, "attempt on row", include_str!("../migrations/postgres/0003_attempt_on_row.sql")),
     (4, "inline ms", include_str!("../migrations/postgres/0004_inline_ms.sql")),
     (5, "fingerprint v2", include_str!("../migrations/postgres/0005_fingerprint_v2.sql")),
-    (6, "sql fingerprint", include_str!("../migrations/postgres/0006_sql_fingerprint.sql")),
+    (6, "sql api", include_str!("../migrations/postgres/0006_sql_api.sql")),
 ];
 /// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
 /// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.

@@ -14,6 +14,7 @@ mod faults;
 mod properties;
 mod receipts;
 mod runner;
+mod sql_api;
 mod sqlite_reads;
 mod store_paths;
 mod submit;

@@ -1,0 +1,166 @@
+//! The SQL API on PostgreSQL (`herald_submit_v1`, migration 6): an application's own
+//! connection and transaction claim a delivery, with the same fingerprint and answers as
+//! every other face, and nothing it answers poisons the application's transaction.
+
+use crate::common;
+use herald::sqlx::{self, PgPool};
+use herald::{Error, Herald, Payload, SubmitRequest, TenantId};
+use herald_store::deliveries::{Lease, deliveries_lease};
+use std::time::Duration;
+
+/// (status, delivery id, field, code) of one `herald_submit_v1` call.
+type Answer = (String, Option<uuid::Uuid>, Option<String>, Option<String>);
+
+const TO: &str = "https://example.com/hooks";
+
+async fn submit_sql<'c, E>(conn: E, tenant: &str, key: &str, payload: &str) -> Answer
+where
+    E: sqlx::Executor<'c, Database = sqlx::Postgres>,
+{
+    sqlx::query_as(
+        "SELECT status, delivery_id, field, code FROM herald_submit_v1(
+             tenant => $1, operation_key => $2, channel => 'webhook', recipient => $3,
+             payload => $4)",
+    )
+    .bind(tenant)
+    .bind(key)
+    .bind(TO)
+    .bind(payload)
+    .fetch_one(conn)
+    .await
+    .unwrap()
+}
+
+fn request(tenant: TenantId, key: &str, payload: &str) -> SubmitRequest {
+    SubmitRequest::new(tenant, key, "webhook", TO, Payload::from_text(payload))
+}
+
+async fn setup() -> Option<(common::TestDb, Herald, TenantId, PgPool)> {
+    let base = common::postgres_url()?;
+    let db = common::postgres(&base).await;
+    let herald = db.herald().await;
+    let tenant = herald.tenant_create("acme").await.unwrap().id;
+    herald.quota_grant(tenant, "webhook", 3, None).await.unwrap();
+    herald.settings().await.unwrap();
+    let pool = herald.store().postgres_pool().unwrap().clone();
+    sqlx::raw_sql("CREATE TABLE app_orders (id text PRIMARY KEY)").execute(&pool).await.unwrap();
+    Some((db, herald, tenant, pool))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submit_through_sql_commits_with_the_application_and_is_one_request_everywhere() {
+    let Some((_db, herald, tenant, pool)) = setup().await else { return };
+    let t = tenant.to_string();
+    let payload = r#"{"order": 17, "total": 1.50}"#;
+
+    // Rolled back with the application's change: nothing was ever claimed.
+    let mut app = pool.begin().await.unwrap();
+    sqlx::query("INSERT INTO app_orders VALUES ('o-17')").execute(&mut *app).await.unwrap();
+    let (status, ..) = submit_sql(&mut *app, &t, "order-17", payload).await;
+    assert_eq!(status, "created");
+    app.rollback().await.unwrap();
+
+    // Committed with it.
+    let mut app = pool.begin().await.unwrap();
+    sqlx::query("INSERT INTO app_orders VALUES ('o-17')").execute(&mut *app).await.unwrap();
+    let (status, id, ..) = submit_sql(&mut *app, &t, "order-17", payload).await;
+    assert_eq!(status, "created");
+    let id = id.unwrap();
+    app.commit().await.unwrap();
+    assert_eq!(herald.quotas(tenant).await.unwrap()[0].reserved, 1, "one reservation");
+
+    // The same request through the library (the HTTP API's path) is a duplicate of it;
+    // the same meaning in another spelling too; a changed one reuses the key.
+    let again = herald.submit_alone(&request(tenant, "order-17", payload)).await.unwrap();
+    assert!(again.duplicate);
+    assert_eq!(again.delivery.id.as_uuid(), id);
+    let respelled = r#"{"total":15e-1,"order":17}"#;
+    assert!(herald.submit_alone(&request(tenant, "order-17", respelled)).await.unwrap().duplicate);
+    let changed = herald.submit_alone(&request(tenant, "order-17", r#"{"order": 18}"#)).await;
+    assert!(matches!(changed, Err(Error::IdempotencyKeyReused)), "{changed:?}");
+    let (status, ..) = submit_sql(&pool, &t, "order-17", r#"{"order": 18}"#).await;
+    assert_eq!(status, "reused");
+    // And the other way round: submitted by the library, repeated through SQL.
+    let lib = herald.submit_alone(&request(tenant, "order-18", "[1, 2]")).await.unwrap();
+    let (status, id18, ..) = submit_sql(&pool, &t, "order-18", "[1,2]").await;
+    assert_eq!((status.as_str(), id18), ("duplicate", Some(lib.delivery.id.as_uuid())));
+
+    // A worker leases it with its payload as the application wrote it.
+    let channels = ["webhook".to_string()];
+    let lease = Lease {
+        worker: "w",
+        channels: &channels,
+        limit: 10,
+        lease: Duration::from_secs(60),
+        now: herald_store::Now::Database,
+    };
+    let lease = &lease;
+    let leased = herald
+        .transaction(|tx| Box::pin(async move { Ok(deliveries_lease(tx.conn(), lease).await?) }))
+        .await
+        .unwrap()
+        .value;
+    let mine = leased.iter().find(|l| l.delivery.id == id).expect("the SQL-submitted delivery");
+    assert_eq!(mine.payload, payload);
+}
+
+/// Every answer that is not `created` leaves the application's transaction usable: its
+/// own writes around them commit (on PostgreSQL a raised error would have aborted it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_answer_poisons_the_applications_transaction() {
+    let Some((_db, herald, tenant, pool)) = setup().await else { return };
+    let t = tenant.to_string();
+    let mut app = pool.begin().await.unwrap();
+    let mut answers = Vec::new();
+    for (i, (tenant, key, payload)) in [
+        (t.as_str(), "a", "{}"),                             // created
+        (t.as_str(), "a", "{}"),                             // duplicate
+        (t.as_str(), "a", "[]"),                             // reused
+        (t.as_str(), "b", r#"{"x":1,"x":2}"#),               // invalid payload
+        (t.as_str(), "", "{}"),                              // invalid operation key
+        ("not-a-uuid", "c", "{}"),                           // invalid tenant
+        ("01900000-0000-7000-8000-000000000009", "c", "{}"), // unknown tenant
+        (t.as_str(), "c", "{}"),                             // created
+        (t.as_str(), "d", "{}"),                             // created (the third unit)
+        (t.as_str(), "e", "{}"),                             // quota exhausted
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (status, _, field, code) = submit_sql(&mut *app, tenant, key, payload).await;
+        answers.push(format!(
+            "{status}/{}/{}",
+            field.unwrap_or_default(),
+            code.unwrap_or_default()
+        ));
+        sqlx::query("INSERT INTO app_orders VALUES ($1)")
+            .bind(format!("after-{i}"))
+            .execute(&mut *app)
+            .await
+            .unwrap();
+    }
+    app.commit().await.unwrap();
+    assert_eq!(
+        answers,
+        [
+            "created//",
+            "duplicate//",
+            "reused//",
+            "invalid/payload/duplicate_key",
+            "invalid/operation_key/empty",
+            "invalid/tenant/not_a_uuid",
+            "invalid/tenant/unknown_tenant",
+            "created//",
+            "created//",
+            "quota_exhausted//",
+        ]
+    );
+    let orders: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM app_orders").fetch_one(&pool).await.unwrap();
+    assert_eq!(orders, 10, "every write of the application committed");
+    let deliveries: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM deliveries").fetch_one(&pool).await.unwrap();
+    assert_eq!(deliveries, 3, "a, c and d; nothing for the refused ones");
+    let account = &herald.quotas(tenant).await.unwrap()[0];
+    assert_eq!((account.available, account.reserved), (0, 3));
+}
