@@ -168,6 +168,32 @@ LANGUAGE sql VOLATILE AS $$
         'hex')::uuid
 $$;
 
+-- When an SQL submit last queued a wake-up for the workers (`NOTIFY herald_due`).
+-- PostgreSQL serialises the commits of transactions that NOTIFY, so SQL submits, like the
+-- library's, coalesce: at most one transaction per 20 ms takes this row (SKIP LOCKED: the
+-- others neither wait nor notify) and notifies; a woken worker polls quickly for a while,
+-- which finds the rows whose wake-up was coalesced away. UNLOGGED: a lost value after a
+-- crash costs one early NOTIFY.
+CREATE UNLOGGED TABLE herald_wake (
+    id smallint PRIMARY KEY CHECK (id = 1),
+    at timestamptz NOT NULL
+);
+INSERT INTO herald_wake (id, at) VALUES (1, '-infinity');
+
+-- Queues a wake-up for when the caller's transaction commits, unless another transaction
+-- did within the last 20 ms or is about to.
+CREATE FUNCTION herald_wake_soon() RETURNS void
+LANGUAGE sql VOLATILE AS $$
+    WITH due AS (
+             SELECT w.id FROM herald_wake w
+             WHERE w.id = 1 AND w.at < clock_timestamp() - interval '20 milliseconds'
+             FOR UPDATE SKIP LOCKED),
+         taken AS (
+             UPDATE herald_wake w SET at = clock_timestamp() FROM due WHERE w.id = due.id
+             RETURNING 1)
+    SELECT pg_notify('herald_due', '') FROM taken
+$$;
+
 -- herald's text rules (herald_core's `check_text`): not empty, at most `max` bytes, no
 -- control character (Unicode Cc). NULL when the value is fine, else the problem's code.
 CREATE FUNCTION herald_text_problem(value text, max int) RETURNS text
@@ -301,6 +327,7 @@ BEGIN
                     reservation_seq, at)
                 VALUES (tenant_uuid, qkey, 'reserve', cost, id, 1, now());
             END IF;
+            PERFORM herald_wake_soon();
             status := 'created'; delivery_id := id; RETURN;
         END IF;
         SELECT d.id, d.fingerprint, d.fingerprint_version, d.channel, d.recipient, d.quota_key,
@@ -336,4 +363,25 @@ BEGIN
         -- claim again.
     END LOOP;
     RAISE EXCEPTION 'the delivery with this identity was deleted each time it was about to be read';
+END $$;
+
+-- Records that the operation `operation_id` of `scope` was applied, inside the caller's
+-- transaction: `applied` the first time (the caller then applies it, in the same
+-- transaction), `duplicate` after (it was applied before: skip it), `invalid` with the
+-- field and code. A concurrent call of the same receipt waits for the first to end and
+-- answers what it did. Never raises but for concurrency errors, like herald_submit_v1.
+CREATE FUNCTION herald_receipt_v1(scope text, operation_id text,
+                                  OUT status text, OUT field text, OUT code text)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    inserted int;
+BEGIN
+    code := herald_text_problem(scope, 200);
+    IF code IS NOT NULL THEN status := 'invalid'; field := 'scope'; RETURN; END IF;
+    code := herald_text_problem(operation_id, 255);
+    IF code IS NOT NULL THEN status := 'invalid'; field := 'operation_id'; RETURN; END IF;
+    INSERT INTO receipts AS r (scope, operation_id) VALUES (scope, operation_id)
+        ON CONFLICT ON CONSTRAINT receipts_pkey DO NOTHING;
+    GET DIAGNOSTICS inserted = ROW_COUNT;
+    status := CASE WHEN inserted = 1 THEN 'applied' ELSE 'duplicate' END;
 END $$;

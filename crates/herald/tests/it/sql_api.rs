@@ -164,3 +164,68 @@ async fn no_answer_poisons_the_applications_transaction() {
     let account = &herald.quotas(tenant).await.unwrap()[0];
     assert_eq!((account.available, account.reserved), (0, 3));
 }
+
+/// Seed 001's fixture through `herald_receipt_v1`, each event applied in the application's
+/// transaction only when its receipt is new: evt-17, evt-17, evt-18 → 15 units, 2 receipts.
+/// The library's `once` sees the same receipts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_through_sql_apply_each_event_once() {
+    let Some((_db, _herald, _tenant, pool)) = setup().await else { return };
+    sqlx::raw_sql(
+        "CREATE TABLE app_invoices (id int PRIMARY KEY, total bigint NOT NULL);
+                   INSERT INTO app_invoices VALUES (17, 0)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut statuses = Vec::new();
+    for (event, units) in [("evt-17", 10), ("evt-17", 10), ("evt-18", 5)] {
+        let mut app = pool.begin().await.unwrap();
+        let (status, ..): (String, Option<String>, Option<String>) =
+            sqlx::query_as("SELECT * FROM herald_receipt_v1('invoice-adjustments', $1)")
+                .bind(event)
+                .fetch_one(&mut *app)
+                .await
+                .unwrap();
+        if status == "applied" {
+            sqlx::query("UPDATE app_invoices SET total = total + $1 WHERE id = 17")
+                .bind(units)
+                .execute(&mut *app)
+                .await
+                .unwrap();
+        }
+        app.commit().await.unwrap();
+        statuses.push(status);
+    }
+    assert_eq!(statuses, ["applied", "duplicate", "applied"]);
+    let total: i64 = sqlx::query_scalar("SELECT total FROM app_invoices WHERE id = 17")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let receipts: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM receipts").fetch_one(&pool).await.unwrap();
+    assert_eq!((total, receipts), (15, 2));
+    // The library's `once` in another transaction: evt-17 was applied already.
+    let mut app = pool.begin().await.unwrap();
+    let again = herald::once(&mut *app, "invoice-adjustments", "evt-17", |_| {
+        Box::pin(async move { Ok(()) })
+    })
+    .await
+    .unwrap();
+    assert!(matches!(again, herald::Once::AlreadyApplied), "{again:?}");
+    app.rollback().await.unwrap();
+}
+
+/// A committed SQL submit wakes listening workers (`NOTIFY herald_due`, coalesced).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_sql_submit_wakes_the_workers() {
+    let Some((_db, _herald, tenant, pool)) = setup().await else { return };
+    let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await.unwrap();
+    listener.listen("herald_due").await.unwrap();
+    let mut app = pool.begin().await.unwrap();
+    let (status, ..) = submit_sql(&mut *app, &tenant.to_string(), "order-1", "{}").await;
+    assert_eq!(status, "created");
+    app.commit().await.unwrap();
+    let woken = tokio::time::timeout(Duration::from_secs(5), listener.recv()).await;
+    assert!(matches!(woken, Ok(Ok(_))), "no wake-up after the commit: {woken:?}");
+}
