@@ -81,6 +81,13 @@ enum Command {
         #[command(subcommand)]
         cmd: ops::SettingsCmd,
     },
+    /// Who may submit through the SQL API (PostgreSQL), for which tenants.
+    Sql {
+        #[command(flatten)]
+        db: ops::Db,
+        #[command(subcommand)]
+        cmd: ops::SqlCmd,
+    },
     /// Show, with real transactions and real contention, why herald exists.
     Demo(demo::Args),
     /// Measure herald against the hand-written SQL floor on one PostgreSQL.
@@ -166,6 +173,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Quota { db, cmd } => ops::quota(db, cmd).await,
         Command::Deliveries { db, cmd } => ops::deliveries(db, cmd).await,
         Command::Settings { db, cmd } => ops::settings(db, cmd).await,
+        Command::Sql { db, cmd } => ops::sql(db, cmd).await,
         Command::Demo(args) => demo::run(args).await,
         Command::Bench(args) => bench::run(args).await,
     }

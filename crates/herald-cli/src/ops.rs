@@ -90,6 +90,36 @@ pub enum SettingsCmd {
     },
 }
 
+#[derive(Debug, clap::Subcommand)]
+pub enum SqlCmd {
+    /// Let a database role submit through SQL (`herald_submit_v1`) for a tenant, or for
+    /// every tenant; gives it USAGE on herald's schema (the role must exist).
+    Grant {
+        role: String,
+        #[command(flatten)]
+        tenants: SqlTenants,
+    },
+    /// Take back a grant (the same tenant, or --all-tenants).
+    Revoke {
+        role: String,
+        #[command(flatten)]
+        tenants: SqlTenants,
+    },
+    /// Every grant.
+    Grants,
+}
+
+#[derive(Debug, clap::Args)]
+#[group(required = true, multiple = false)]
+pub struct SqlTenants {
+    /// The tenant's id.
+    #[arg(long)]
+    tenant: Option<String>,
+    /// Every tenant, present and future.
+    #[arg(long)]
+    all_tenants: bool,
+}
+
 /// A tenant's, a delivery's or a key's id from the command line.
 fn uuid<T: From<Uuid>>(what: &str, raw: &str) -> Result<T> {
     Uuid::try_parse(raw).map(T::from).map_err(|_| anyhow!("{what} {raw:?} is not a UUID"))
@@ -341,6 +371,51 @@ pub async fn settings(db: Db, cmd: SettingsCmd) -> Result<()> {
         (None, false) => println!(
             "max_attempts  (not written yet: the first herald to submit writes its HERALD_MAX_ATTEMPTS)"
         ),
+    }
+    Ok(())
+}
+
+pub async fn sql(db: Db, cmd: SqlCmd) -> Result<()> {
+    let herald = open(&db).await?;
+    let tenant_of = |t: &SqlTenants| -> Result<Option<herald::TenantId>> {
+        t.tenant.as_deref().map(|raw| uuid("tenant", raw)).transpose()
+    };
+    let (done, what) = match &cmd {
+        SqlCmd::Grant { role, tenants } => {
+            (herald.sql_grant(role, tenant_of(tenants)?).await?, "granted")
+        }
+        SqlCmd::Revoke { role, tenants } => {
+            (herald.sql_revoke(role, tenant_of(tenants)?).await?, "revoked")
+        }
+        SqlCmd::Grants => {
+            let grants = herald.sql_grants().await?;
+            let rows: Vec<_> = grants
+                .iter()
+                .map(|g| (g.role.clone(), g.tenant.map_or("*".to_string(), |t| t.to_string())))
+                .collect();
+            if db.json {
+                let list: Vec<_> = rows
+                    .iter()
+                    .map(|(role, tenant)| serde_json::json!({"role": role, "tenant": tenant}))
+                    .collect();
+                println!("{}", serde_json::json!({"grants": list}));
+            } else {
+                for (role, tenant) in rows {
+                    println!("{role}  {tenant}");
+                }
+            }
+            return Ok(());
+        }
+    };
+    if db.json {
+        println!("{}", serde_json::json!({ what: done }));
+    } else if done {
+        println!("{what}");
+    } else {
+        println!(
+            "nothing to do: it was {}",
+            if what == "granted" { "granted already" } else { "not granted" }
+        );
     }
     Ok(())
 }

@@ -38,6 +38,7 @@ mod postgres;
 pub mod quota;
 pub mod receipts;
 pub mod settings;
+pub mod sql_api;
 mod sqlite;
 pub mod store;
 pub mod tenants;

@@ -33,6 +33,7 @@ mod recorder;
 mod retention;
 mod runner;
 mod settings;
+mod sql_api;
 mod submit;
 mod tx;
 mod wake;
@@ -61,6 +62,7 @@ pub use reconciler::{ReconcileReport, Reconciler, ReconcilerOptions};
 pub use retention::{Retention, RetentionOptions, RetentionReport};
 pub use runner::{Committed, TxOptions};
 pub use settings::{SETTINGS_REFRESH, Settings};
+pub use sql_api::SqlGrant;
 pub use submit::{SubmitRequest, Submitted};
 pub use worker::{RunReport, Worker, WorkerOptions};
 

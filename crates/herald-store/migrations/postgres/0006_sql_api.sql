@@ -194,6 +194,18 @@ LANGUAGE sql VOLATILE AS $$
     SELECT pg_notify('herald_due', '') FROM taken
 $$;
 
+-- Which database roles may submit for which tenants through SQL (`herald sql grant`):
+-- a row with no tenant grants every tenant. A role with no row is refused.
+CREATE TABLE herald_sql_grants (
+    role_name  text NOT NULL CHECK (length(role_name) BETWEEN 1 AND 63),
+    tenant_id  uuid REFERENCES tenants (id) ON DELETE CASCADE,
+    granted_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX herald_sql_grants_tenant ON herald_sql_grants (role_name, tenant_id)
+    WHERE tenant_id IS NOT NULL;
+CREATE UNIQUE INDEX herald_sql_grants_all ON herald_sql_grants (role_name)
+    WHERE tenant_id IS NULL;
+
 -- herald's text rules (herald_core's `check_text`): not empty, at most `max` bytes, no
 -- control character (Unicode Cc). NULL when the value is fine, else the problem's code.
 CREATE FUNCTION herald_text_problem(value text, max int) RETURNS text
@@ -296,6 +308,13 @@ BEGIN
                                    herald_ms(due), attempts);
     code := NULL;
 
+    -- The tenant wall: the calling role (the session's, since the function runs with
+    -- herald's rights) must have been granted this tenant or every tenant.
+    IF NOT EXISTS (SELECT 1 FROM herald_sql_grants g
+                   WHERE g.role_name = session_user
+                     AND (g.tenant_id IS NULL OR g.tenant_id = tenant_uuid)) THEN
+        status := 'invalid'; field := 'tenant'; code := 'not_granted'; RETURN;
+    END IF;
     -- The tenant, then the budget before the identity (as every claim: the account's lock
     -- first), then the claim.
     IF NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = tenant_uuid) THEN
@@ -384,4 +403,16 @@ BEGIN
         ON CONFLICT ON CONSTRAINT receipts_pkey DO NOTHING;
     GET DIAGNOSTICS inserted = ROW_COUNT;
     status := CASE WHEN inserted = 1 THEN 'applied' ELSE 'duplicate' END;
+END $$;
+
+-- The API's calls run with herald's rights, not the caller's: the application's role needs
+-- no rights on herald's tables (`herald sql grant` gives it USAGE on this schema and a row
+-- above). The search_path is fixed to herald's schema, so a caller's own objects named
+-- like herald's are never used. Receipts carry no tenant: any role may record its own.
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION herald_submit_v1(text, text, text, text, text, text, bigint, text, integer) '
+                   'SECURITY DEFINER SET search_path = %I, pg_temp', current_schema());
+    EXECUTE format('ALTER FUNCTION herald_receipt_v1(text, text) '
+                   'SECURITY DEFINER SET search_path = %I, pg_temp', current_schema());
 END $$;

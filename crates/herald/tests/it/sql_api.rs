@@ -42,6 +42,8 @@ async fn setup() -> Option<(common::TestDb, Herald, TenantId, PgPool)> {
     let tenant = herald.tenant_create("acme").await.unwrap().id;
     herald.quota_grant(tenant, "webhook", 3, None).await.unwrap();
     herald.settings().await.unwrap();
+    // The tests' own role may submit for every tenant (the wall has its own test).
+    assert!(herald.sql_grant("postgres", None).await.unwrap());
     let pool = herald.store().postgres_pool().unwrap().clone();
     sqlx::raw_sql("CREATE TABLE app_orders (id text PRIMARY KEY)").execute(&pool).await.unwrap();
     Some((db, herald, tenant, pool))
@@ -228,4 +230,57 @@ async fn a_committed_sql_submit_wakes_the_workers() {
     app.commit().await.unwrap();
     let woken = tokio::time::timeout(Duration::from_secs(5), listener.recv()).await;
     assert!(matches!(woken, Ok(Ok(_))), "no wake-up after the commit: {woken:?}");
+}
+
+/// The tenant wall: a role submits only for the tenants it was granted, with herald's
+/// rights — it has none on herald's tables itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_submits_only_for_the_tenants_it_was_granted() {
+    use herald::sqlx::Connection;
+    use std::str::FromStr;
+    let Some((db, herald, tenant, pool)) = setup().await else { return };
+    let other = herald.tenant_create("globex").await.unwrap().id;
+    herald.quota_grant(other, "webhook", 3, None).await.unwrap();
+    // Named like the tests' schemas, so `.ci/run` drops it if this test dies midway.
+    let role = format!("t_{}", uuid::Uuid::now_v7().simple());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE ROLE {role} LOGIN")))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let options = sqlx::postgres::PgConnectOptions::from_str(&db.url).unwrap().username(&role);
+    let mut app = sqlx::PgConnection::connect_with(&options).await.unwrap();
+
+    assert!(herald.sql_grant(&role, Some(tenant)).await.unwrap());
+    assert!(!herald.sql_grant(&role, Some(tenant)).await.unwrap(), "granted already");
+    let (status, ..) = submit_sql(&mut app, &tenant.to_string(), "order-1", "{}").await;
+    assert_eq!(status, "created", "its own tenant");
+    let (status, _, field, code) = submit_sql(&mut app, &other.to_string(), "order-1", "{}").await;
+    assert_eq!(
+        (status.as_str(), field.as_deref(), code.as_deref()),
+        ("invalid", Some("tenant"), Some("not_granted")),
+        "another tenant"
+    );
+    let read = sqlx::query("SELECT * FROM deliveries").execute(&mut app).await;
+    assert!(read.is_err(), "the role has no rights on herald's tables");
+    let grants = herald.sql_grants().await.unwrap();
+    assert!(
+        grants.contains(&herald::SqlGrant { role: role.clone(), tenant: Some(tenant.as_uuid()) })
+    );
+
+    assert!(herald.sql_grant(&role, None).await.unwrap());
+    let (status, ..) = submit_sql(&mut app, &other.to_string(), "order-2", "{}").await;
+    assert_eq!(status, "created", "every tenant");
+    assert!(herald.sql_revoke(&role, None).await.unwrap());
+    assert!(herald.sql_revoke(&role, Some(tenant)).await.unwrap());
+    assert!(!herald.sql_revoke(&role, Some(tenant)).await.unwrap(), "revoked already");
+    let (status, _, _, code) = submit_sql(&mut app, &tenant.to_string(), "order-3", "{}").await;
+    assert_eq!((status.as_str(), code.as_deref()), ("invalid", Some("not_granted")));
+    let unknown = herald.sql_grant(&role, Some(TenantId::new_v7())).await;
+    assert!(matches!(unknown, Err(Error::UnknownTenant)), "{unknown:?}");
+    app.close().await.unwrap();
+
+    let schema: String =
+        sqlx::query_scalar("SELECT current_schema()").fetch_one(&pool).await.unwrap();
+    let drop = format!("REVOKE ALL ON SCHEMA {schema} FROM {role}; DROP ROLE {role}");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(drop)).execute(&pool).await.unwrap();
 }
