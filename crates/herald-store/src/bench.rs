@@ -394,6 +394,44 @@ pub async fn floor_drain_serial(
     }
 }
 
+/// One submit through the SQL API (`herald_submit_v1`, PostgreSQL), autocommitted on a
+/// pooled connection, as an application's statement would be: the delivery's id when it
+/// was created. The payload is given as text, as an application sends it.
+pub async fn sql_submit_pooled(
+    store: &Store,
+    tenant: Uuid,
+    operation_key: &str,
+    payload: &str,
+) -> Result<Option<Uuid>, StoreError> {
+    let Some(pool) = store.postgres_pool() else {
+        return Err(StoreError::NotOnBackend {
+            what: "the SQL API",
+            backend: store.backend().name(),
+        });
+    };
+    let (status, id): (String, Option<Uuid>) = sqlx::query_as(
+        "SELECT status, delivery_id FROM herald_submit_v1(tenant => $1, operation_key => $2,
+             channel => 'webhook', recipient => 'https://example.com/h', payload => $3)",
+    )
+    .bind(tenant.to_string())
+    .bind(operation_key)
+    .bind(payload)
+    .fetch_one(pool)
+    .await?;
+    Ok(id.filter(|_| status == "created"))
+}
+
+/// The role this store's connections log in as (`session_user`).
+pub async fn session_role(store: &Store) -> Result<String, StoreError> {
+    let Some(pool) = store.postgres_pool() else {
+        return Err(StoreError::NotOnBackend {
+            what: "the SQL API",
+            backend: store.backend().name(),
+        });
+    };
+    Ok(sqlx::query_scalar("SELECT session_user::text").fetch_one(pool).await?)
+}
+
 /// Opens `connections` connections of `store`'s pool at once (and hands them back), so
 /// that no timed phase pays for connecting.
 pub async fn pool_fill(store: &Store, connections: usize) -> Result<(), StoreError> {

@@ -78,6 +78,23 @@ pub async fn floor_drain_one_client(
     Ok(floor_drain_serial(herald.store(), limit, on_batch).await?)
 }
 
+/// One submit through the SQL API (`herald_submit_v1`), autocommitted, as an
+/// application's own statement: the delivery's id when it was created (PostgreSQL).
+pub async fn sql_submit(
+    herald: &Herald,
+    tenant: Uuid,
+    operation_key: &str,
+    payload: &str,
+) -> Result<Option<Uuid>, Error> {
+    Ok(herald_store::bench::sql_submit_pooled(herald.store(), tenant, operation_key, payload)
+        .await?)
+}
+
+/// The role the store's connections log in as, for the bench's own SQL-API grant.
+pub async fn session_role(herald: &Herald) -> Result<String, Error> {
+    Ok(herald_store::bench::session_role(herald.store()).await?)
+}
+
 /// Opens `connections` of the pool's connections, so that no timed phase pays for
 /// connecting (the first phase would otherwise, and the later ones not).
 pub async fn pool_fill(herald: &Herald, connections: usize) -> Result<(), Error> {

@@ -148,6 +148,33 @@ impl Bench {
         .await
     }
 
+    /// `n` submits through the SQL API (`herald_submit_v1`), one autocommitted statement
+    /// each, spread over the tenants like the library's.
+    pub(super) async fn submit_sql(
+        &self,
+        n: usize,
+        prefix: &str,
+        payload: &str,
+        bar: &ProgressBar,
+    ) -> Result<Duration> {
+        let (herald, tenants, prefix, payload) =
+            (self.herald.clone(), self.tenants.clone(), prefix.to_string(), payload.to_string());
+        let payload = Arc::new(payload);
+        self.clients(n, bar, move |i| {
+            let (herald, tenant, key, payload) = (
+                herald.clone(),
+                tenants[i % tenants.len()],
+                format!("{prefix}-{i}"),
+                payload.clone(),
+            );
+            async move {
+                herald::bench::sql_submit(&herald, tenant.as_uuid(), &key, &payload).await?;
+                Ok(())
+            }
+        })
+        .await
+    }
+
     /// Drains in batches of `batch` over C parts. With `until: None`, each part stops at
     /// its first empty batch (everything was submitted before); with `Some(n)`, the parts
     /// keep polling (1 ms apart when a batch comes back empty) until `n` rows were drained

@@ -294,12 +294,71 @@ pub(super) async fn phases(
     bench.reset().await?;
     let http = submit_http(&bench, herald, webhook_channel(herald)?, n).await?;
     figures.push(vs_alone("submit, HTTP API", http, n, None));
+
+    if herald.backend() == herald::Backend::Postgres {
+        // The SQL API, as an application calls it: one autocommitted statement per
+        // submit, on the bench's own role (granted every tenant).
+        let role = herald::bench::session_role(herald).await?;
+        herald.sql_grant(&role, None).await?;
+        for (name, prefix, payload) in [
+            ("submit, SQL API (herald_submit_v1)", "sql", SQL_PAYLOAD_SMALL.to_string()),
+            ("submit, SQL API, 4 KiB nested payload", "sql-4k", nested_payload(4096)),
+        ] {
+            bench.reset().await?;
+            let b = bar(n, name);
+            let value = rate(n, bench.submit_sql(n, prefix, &payload, &b).await?);
+            b.finish();
+            figures.push(vs_alone(name, value, n, None));
+        }
+        bench.reset().await?;
+        let (p50, p99, count) = latency_on(args, &bench, herald, " (SQL API)", Via::Sql).await?;
+        for (name, value) in [
+            ("commit-to-start p50 at 200/s, SQL API submits", p50),
+            ("commit-to-start p99 at 200/s, SQL API submits", p99),
+        ] {
+            figures.push(figure(name, value, "ms", None, count, None));
+        }
+    }
     figures.push(end_to_end_figure(args, &bench, herald, n).await?);
 
     if let Some(kib) = peak_rss_kib() {
         figures.push(figure("peak RSS of this process", kib as f64 / 1024.0, "MiB", None, 0, None));
     }
     Ok(figures)
+}
+
+/// The SQL API's small payload, the size of the library's `{"event": "bench"}`.
+const SQL_PAYLOAD_SMALL: &str = r#"{"event": "bench"}"#;
+
+/// A JSON object of about `bytes` bytes, nested four levels deep, with strings, numbers
+/// and arrays: what a real notification's payload looks like to the fingerprint.
+fn nested_payload(bytes: usize) -> String {
+    let mut items = Vec::new();
+    let mut i = 0;
+    loop {
+        let item = format!(
+            r#"{{"id": {i}, "sku": "SKU-{i:05}", "price": {}.{:02}, "tags": ["a", "b"], "meta": {{"gift": false, "note": "item {i} of the order"}}}}"#,
+            10 + i % 90,
+            i % 100
+        );
+        let total: usize = items.iter().map(|s: &String| s.len() + 2).sum::<usize>() + item.len();
+        if total + 80 > bytes {
+            break;
+        }
+        items.push(item);
+        i += 1;
+    }
+    format!(
+        r#"{{"event": "order.shipped", "order": {{"id": 17, "items": [{}]}}}}"#,
+        items.join(", ")
+    )
+}
+
+/// How the latency phase submits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Library,
+    Sql,
 }
 
 /// Commit-to-start latency at a moderate fixed rate, the worker (on `worker_on`: the
@@ -310,6 +369,18 @@ async fn latency(
     bench: &Bench,
     worker_on: &Herald,
     label: &str,
+) -> Result<(f64, f64, usize)> {
+    latency_on(args, bench, worker_on, label, Via::Library).await
+}
+
+/// [`latency`], submitting `via` the library or the SQL API (whose submits the worker
+/// hears of only by the database's wake-up, NOTIFY, as from another process).
+async fn latency_on(
+    args: &Args,
+    bench: &Bench,
+    worker_on: &Herald,
+    label: &str,
+    via: Via,
 ) -> Result<(f64, f64, usize)> {
     let herald = &bench.herald;
     let per_second = 200usize;
@@ -332,7 +403,21 @@ async fn latency(
             b.clone(),
         );
         submits.spawn(async move {
-            let id = submit_one(&h, &req, Commit::Alone).await?;
+            let id = match via {
+                Via::Library => submit_one(&h, &req, Commit::Alone).await?,
+                Via::Sql => {
+                    let id = herald::bench::sql_submit(
+                        &h,
+                        req.tenant.as_uuid(),
+                        &req.operation_key,
+                        SQL_PAYLOAD_SMALL,
+                    )
+                    .await?;
+                    herald::DeliveryId::from(
+                        id.ok_or_else(|| anyhow!("an SQL submit was not created"))?,
+                    )
+                }
+            };
             if let Ok(mut c) = committed.lock() {
                 c.insert(id, Instant::now());
             }

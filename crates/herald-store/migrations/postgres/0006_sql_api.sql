@@ -27,12 +27,12 @@ BEGIN
     RETURN '"' || out || '"';
 END $$;
 
--- Raises HJ001 with the problem's code (herald_core::json::Problem::code) as the message.
+-- A problem, as herald_json_canonical returns it: chr(1), the code (herald_core's
+-- Problem::code), chr(2). Canonical text never holds a raw chr(1) (it is escaped), so a
+-- result holding one is a problem; nothing is raised (a raised error would cost a
+-- subtransaction per value to catch).
 CREATE FUNCTION herald_json_problem(code text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    RAISE EXCEPTION USING ERRCODE = 'HJ001', MESSAGE = code;
-END $$;
+LANGUAGE sql IMMUTABLE AS $$ SELECT chr(1) || code || chr(2) $$;
 
 -- The string tokens of a JSON text hold a lone surrogate escape (escaped backslashes taken
 -- out first, then every valid high-low pair).
@@ -44,7 +44,8 @@ LANGUAGE sql IMMUTABLE STRICT AS $$
            ~ '\\u[dD][89a-fA-F][0-9a-fA-F]{2}'
 $$;
 
--- The canonical text of the JSON value `j` at nesting `depth` (0 at the top).
+-- The canonical text of the JSON value `j` at nesting `depth` (0 at the top), or a
+-- problem (herald_json_problem).
 CREATE FUNCTION herald_json_canonical(j json, depth int) RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT AS $$
 DECLARE
@@ -52,53 +53,64 @@ DECLARE
     literal text;
     n numeric;
     integer_digits int;
+    unique_keys boolean;
     result text;
 BEGIN
     IF kind IN ('object', 'array') AND depth + 1 > 32 THEN
-        PERFORM herald_json_problem('too_deep');
+        RETURN herald_json_problem('too_deep');
     END IF;
     IF kind = 'object' THEN
-        IF (SELECT count(*) <> count(DISTINCT key COLLATE "C") FROM json_each(j)) THEN
-            PERFORM herald_json_problem('duplicate_key');
-        END IF;
-        SELECT coalesce(string_agg(herald_json_string(key) || ':'
+        SELECT count(*) = count(DISTINCT key COLLATE "C"),
+               coalesce(string_agg(herald_json_string(key) || ':'
                                        || herald_json_canonical(value, depth + 1),
                                    ',' ORDER BY key COLLATE "C"), '')
-          INTO result FROM json_each(j);
-        RETURN '{' || result || '}';
+          INTO unique_keys, result FROM json_each(j);
+        IF NOT unique_keys THEN
+            RETURN herald_json_problem('duplicate_key');
+        END IF;
+        result := '{' || result || '}';
     ELSIF kind = 'array' THEN
         SELECT coalesce(string_agg(herald_json_canonical(value, depth + 1), ',' ORDER BY i), '')
           INTO result FROM json_array_elements(j) WITH ORDINALITY AS e(value, i);
-        RETURN '[' || result || ']';
+        result := '[' || result || ']';
     ELSIF kind = 'string' THEN
         RETURN herald_json_string(j #>> '{}');
     ELSIF kind = 'number' THEN
         literal := j::text;
-        BEGIN
-            n := trim_scale(literal::numeric);
-        EXCEPTION WHEN numeric_value_out_of_range OR program_limit_exceeded THEN
-            -- Beyond numeric's range: past either limit by far.
-            IF literal ~ '^-?0(\.0+)?([eE].*)?$' THEN
-                RETURN '0';
-            ELSIF literal ~ '[eE]-' THEN
-                PERFORM herald_json_problem('number_too_precise');
-            ELSE
-                PERFORM herald_json_problem('number_too_large');
-            END IF;
-        END;
+        IF literal !~ '[eE]' AND length(literal) < 1000 THEN
+            n := trim_scale(literal::numeric); -- within numeric's range: no error possible
+        ELSE
+            BEGIN
+                n := trim_scale(literal::numeric);
+            EXCEPTION WHEN numeric_value_out_of_range OR program_limit_exceeded THEN
+                -- Beyond numeric's range: past either limit by far.
+                IF literal ~ '^-?0(\.0+)?([eE].*)?$' THEN
+                    RETURN '0';
+                ELSIF literal ~ '[eE]-' THEN
+                    RETURN herald_json_problem('number_too_precise');
+                ELSE
+                    RETURN herald_json_problem('number_too_large');
+                END IF;
+            END;
+        END IF;
         IF n = 0 THEN
             RETURN '0';
         END IF;
         integer_digits := CASE WHEN abs(n) >= 1 THEN length(trunc(abs(n))::text) ELSE 0 END;
         IF integer_digits > 35 THEN
-            PERFORM herald_json_problem('number_too_large');
+            RETURN herald_json_problem('number_too_large');
         ELSIF scale(n) > 30 THEN
-            PERFORM herald_json_problem('number_too_precise');
+            RETURN herald_json_problem('number_too_precise');
         END IF;
         RETURN n::text;
     ELSE
         RETURN j::text; -- true, false, null
     END IF;
+    -- A problem below this object or array: the first one in the text, passed up.
+    IF position(chr(1) IN result) > 0 THEN
+        RETURN chr(1) || split_part(split_part(result, chr(1), 2), chr(2), 1) || chr(2);
+    END IF;
+    RETURN result;
 END $$;
 
 -- The canonical text of a payload, or the problem that makes it invalid (never raises).
@@ -130,11 +142,11 @@ BEGIN
         problem := 'nul';
         RETURN;
     END IF;
-    BEGIN
-        canonical := herald_json_canonical(j, 0);
-    EXCEPTION WHEN SQLSTATE 'HJ001' THEN
-        problem := SQLERRM;
-    END;
+    canonical := herald_json_canonical(j, 0);
+    IF left(canonical, 1) = chr(1) THEN
+        problem := split_part(substr(canonical, 2), chr(2), 1);
+        canonical := NULL;
+    END IF;
 END $$;
 
 -- The fingerprint of a request whose defaults are resolved, its payload already in
@@ -253,14 +265,14 @@ DECLARE
     id uuid;
 BEGIN
     -- The request's fields, in herald's order.
-    BEGIN
-        tenant_uuid := tenant::uuid;
-    EXCEPTION WHEN invalid_text_representation THEN
-        status := 'invalid'; field := 'tenant'; code := 'not_a_uuid'; RETURN;
-    END;
-    IF tenant_uuid IS NULL THEN
+    IF tenant IS NULL OR tenant = '' THEN
         status := 'invalid'; field := 'tenant'; code := 'empty'; RETURN;
     END IF;
+    -- Checked before the cast: catching the cast's error would cost a subtransaction.
+    IF tenant !~ '^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$' THEN
+        status := 'invalid'; field := 'tenant'; code := 'not_a_uuid'; RETURN;
+    END IF;
+    tenant_uuid := tenant::uuid;
     code := herald_text_problem(operation_key, 255);
     IF code IS NOT NULL THEN status := 'invalid'; field := 'operation_key'; RETURN; END IF;
     code := herald_text_problem(channel, 50);
