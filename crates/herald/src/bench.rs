@@ -90,6 +90,17 @@ pub async fn sql_submit(
         .await?)
 }
 
+/// One application transaction (an order row), with an SQL-API submit inside when
+/// `submit` names a tenant (PostgreSQL).
+pub async fn app_commit(herald: &Herald, order: &str, submit: Option<Uuid>) -> Result<(), Error> {
+    Ok(herald_store::bench::app_commit_pooled(herald.store(), order, submit).await?)
+}
+
+/// Makes the application table [`app_commit`] writes (PostgreSQL).
+pub async fn app_table_create(herald: &Herald) -> Result<(), Error> {
+    Ok(herald_store::bench::app_table_create(herald.store()).await?)
+}
+
 /// The role the store's connections log in as, for the bench's own SQL-API grant.
 pub async fn session_role(herald: &Herald) -> Result<String, Error> {
     Ok(herald_store::bench::session_role(herald.store()).await?)

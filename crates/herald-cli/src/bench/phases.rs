@@ -310,6 +310,35 @@ pub(super) async fn phases(
             b.finish();
             figures.push(vs_alone(name, value, n, None));
         }
+        // The application's own commits, with and without a submit inside (point 5 of
+        // the SQL-API issue: its wake-up must not serialise them).
+        herald::bench::app_table_create(herald).await?;
+        let mut app_rates = Vec::new();
+        for (label, with) in [("without", false), ("with", true)] {
+            bench.reset().await?;
+            let b = bar(n, &format!("application commits, {label} an SQL submit"));
+            let (h, tenants) = (herald.clone(), bench.tenants.clone());
+            let started = Instant::now();
+            spawn_clients(args.clients, n, &b, move |i| {
+                let (h, tenant) = (h.clone(), tenants[i % tenants.len()]);
+                async move {
+                    let order = format!("app-{label}-{i}");
+                    herald::bench::app_commit(&h, &order, with.then(|| tenant.as_uuid())).await?;
+                    Ok(())
+                }
+            })
+            .await?;
+            app_rates.push(rate(n, started.elapsed()));
+            b.finish();
+        }
+        figures.push(figure(
+            "application commits with an SQL submit inside (vs. without)",
+            app_rates[1],
+            "/s",
+            Some(app_rates[0]),
+            n,
+            None,
+        ));
         bench.reset().await?;
         let (p50, p99, count) = latency_on(args, &bench, herald, " (SQL API)", Via::Sql).await?;
         for (name, value) in [
