@@ -1,21 +1,10 @@
 //! The CLI tests' databases: an SQLite file, a PostgreSQL schema or a MariaDB database per
 //! test, with the few reads the tests make of each.
 
-use super::POSTGRES_ENV;
+pub(super) use crate::support::postgres_url;
 use herald::sqlx::sqlite::SqliteConnectOptions;
 use herald::sqlx::{self, Connection, PgConnection, Row, SqliteConnection};
 use std::path::{Path, PathBuf};
-
-/// The PostgreSQL base URL, if tests should use PostgreSQL (required when `CI` is set).
-pub(super) fn postgres_url() -> Option<String> {
-    match std::env::var(POSTGRES_ENV) {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("CI is set but {POSTGRES_ENV} is not: PostgreSQL tests must run in CI")
-        }
-        _ => None,
-    }
-}
 
 /// One empty database for one test: an SQLite file in its own directory, a fresh
 /// PostgreSQL schema or a fresh MariaDB database (each dropped on drop).

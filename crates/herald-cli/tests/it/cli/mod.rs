@@ -10,7 +10,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const POSTGRES_ENV: &str = "HERALD_TEST_POSTGRES_URL";
 /// A password planted in URLs: it must never reach the terminal.
 const SECRET: &str = "hunter2";
 /// The CLI's connect timeout is 5 s; an unreachable server must be reported well before this.
