@@ -1,0 +1,28 @@
+<?php
+
+// herald's settings for a Laravel application (`php artisan vendor:publish --tag=herald-config`).
+
+return [
+    // The connection whose transactions herald's calls join: the one your business writes
+    // use (null: the default connection). A claim is atomic with the writes of this
+    // connection's transaction only.
+    'connection' => env('HERALD_CONNECTION'),
+
+    // Where `herald migrate` put herald's objects: a schema inside the application's
+    // database on PostgreSQL, a database of its own on the application's MariaDB server.
+    'schema' => env('HERALD_SCHEMA', 'herald'),
+    'database' => env('HERALD_DATABASE', 'herald'),
+
+    // The tenant of a submit that names none (single-tenant applications).
+    'tenant' => env('HERALD_TENANT'),
+
+    // herald's HTTP API, for the HttpClient (applications that do not share its database).
+    'url' => env('HERALD_URL', 'http://127.0.0.1:8080'),
+    'key' => env('HERALD_KEY'),
+
+    // The webhook receiver: the sender's `whsec_…` secret(s), comma separated during a
+    // rotation, and the scope its receipts are recorded under.
+    'webhook_secret' => env('HERALD_WEBHOOK_SECRET'),
+    'webhook_scope' => env('HERALD_WEBHOOK_SCOPE', 'herald-webhook'),
+    'webhook_tolerance' => (int) env('HERALD_WEBHOOK_TOLERANCE', 300),
+];

@@ -1,0 +1,186 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Herald;
+
+use Closure;
+use DateTimeImmutable;
+use DateTimeInterface;
+use DateTimeZone;
+use Herald\Exception\InvalidSubmission;
+use Herald\Sql\Calls;
+use Herald\Sql\LaravelConnection;
+use Herald\Sql\MariaDbCalls;
+use Herald\Sql\PdoConnection;
+use Herald\Sql\PostgresCalls;
+use Herald\Sql\SqlConnection;
+use Herald\Sql\Submission;
+use Illuminate\Database\ConnectionInterface;
+use JsonException;
+use PDO;
+
+/**
+ * herald on the application's own connection: `submit` claims a delivery and `once`
+ * records a receipt, both inside the caller's transaction, so they commit or roll back
+ * with its business change. Neither raises inside the transaction except the database's
+ * concurrency errors (for the caller's retry loop, e.g. `DB::transaction($fn, 5)`); an
+ * invalid request is thrown as InvalidSubmission after the call returned.
+ */
+final class Herald
+{
+    private ?Calls $calls = null;
+
+    public function __construct(
+        private readonly SqlConnection $db,
+        /** herald's schema inside the application's PostgreSQL database. */
+        private readonly string $schema = 'herald',
+        /** herald's own database on the application's MariaDB server. */
+        private readonly string $database = 'herald',
+        /** The tenant of a submit that names none. */
+        private readonly ?string $tenant = null,
+    ) {
+    }
+
+    public static function pdo(PDO $pdo, string $schema = 'herald', string $database = 'herald', ?string $tenant = null): self
+    {
+        return new self(new PdoConnection($pdo), $schema, $database, $tenant);
+    }
+
+    /** @param ConnectionInterface|Closure(): ConnectionInterface $connection */
+    public static function laravel(
+        ConnectionInterface|Closure $connection,
+        string $schema = 'herald',
+        string $database = 'herald',
+        ?string $tenant = null,
+    ): self {
+        return new self(new LaravelConnection($connection), $schema, $database, $tenant);
+    }
+
+    /**
+     * Claims the delivery (tenant, operationKey, channel) in the caller's transaction and
+     * reserves its cost there. Without an open transaction it is its own. The payload is
+     * JSON text kept byte for byte, or an array/object encoded once here.
+     *
+     * @param string|array<mixed>|object $payload
+     * @throws InvalidSubmission when herald refuses the request (nothing was written)
+     */
+    public function submit(
+        string $operationKey,
+        string $channel,
+        string $to,
+        string|array|object $payload,
+        ?string $tenant = null,
+        ?string $quotaKey = null,
+        ?int $cost = null,
+        DateTimeInterface|string|null $sendAt = null,
+        ?int $maxAttempts = null,
+    ): SubmitResult {
+        $submission = new Submission(
+            tenant: $tenant ?? $this->tenant
+                ?? throw new \InvalidArgumentException('no tenant: pass tenant: or configure a default one (herald.tenant)'),
+            operationKey: $operationKey,
+            channel: $channel,
+            recipient: $to,
+            payload: self::payloadText($payload),
+            quotaKey: $quotaKey,
+            cost: $cost,
+            sendAt: self::sendAtText($sendAt),
+            maxAttempts: $maxAttempts,
+        );
+        $calls = $this->calls();
+        $call = fn (): array => $calls->submit($this->db, $submission);
+        // A procedure's statements autocommit one by one outside a transaction: give the
+        // call one. (A PostgreSQL function is one statement, atomic by itself.)
+        $row = $calls instanceof MariaDbCalls && !$this->db->inTransaction() ? $this->db->transaction($call) : $call();
+        $status = $row['status'];
+        if ($status === 'invalid') {
+            throw new InvalidSubmission($row['field'], $row['code'] ?? 'invalid');
+        }
+        return new SubmitResult(
+            status: SubmitStatus::tryFrom($status)
+                ?? throw new \UnexpectedValueException("herald's submit answered an unknown status " . json_encode($status)),
+            deliveryId: $row['delivery_id'],
+            operationKey: $operationKey,
+            quotaKey: $quotaKey ?? $channel,
+        );
+    }
+
+    /**
+     * Runs `$apply` once per (scope, operationId), ever: the receipt is recorded in a
+     * transaction together with what `$apply` writes — a savepoint inside the caller's
+     * open transaction, or a new transaction (re-run up to `$attempts` times on a
+     * concurrency error) — so the receipt and the effect commit or roll back together.
+     * A repeat (another process, a retried job, a redelivered webhook, after a restart)
+     * skips `$apply` and returns `applied: false`.
+     *
+     * `$apply` should write to the database only: an effect outside it (mail, HTTP) is
+     * not rolled back with the receipt — submit it as a delivery instead.
+     *
+     * @throws InvalidSubmission for an empty, overlong or control-character scope or id
+     */
+    public function once(string $scope, string $operationId, callable $apply, int $attempts = 1): OnceResult
+    {
+        $calls = $this->calls();
+        return $this->db->transaction(function () use ($calls, $scope, $operationId, $apply): OnceResult {
+            $row = $calls->receipt($this->db, $scope, $operationId);
+            return match ($row['status']) {
+                'applied' => new OnceResult(true, $apply()),
+                'duplicate' => new OnceResult(false),
+                'invalid' => throw new InvalidSubmission($row['field'], $row['code'] ?? 'invalid'),
+                default => throw new \UnexpectedValueException(
+                    "herald's receipt answered an unknown status " . json_encode($row['status']),
+                ),
+            };
+        }, $attempts);
+    }
+
+    public function connection(): SqlConnection
+    {
+        return $this->db;
+    }
+
+    /** The SQL API of the connection's database (PostgreSQL or MariaDB). */
+    public function calls(): Calls
+    {
+        return $this->calls ??= match ($driver = $this->db->driver()) {
+            'pgsql' => new PostgresCalls($this->schema),
+            'mysql', 'mariadb' => new MariaDbCalls($this->database),
+            default => throw new \InvalidArgumentException(
+                "herald's SQL API needs PostgreSQL or MariaDB; this connection's driver is " . json_encode($driver),
+            ),
+        };
+    }
+
+    public function defaultTenant(): ?string
+    {
+        return $this->tenant;
+    }
+
+    /** @param string|array<mixed>|object $payload */
+    public static function payloadText(string|array|object $payload): string
+    {
+        if (is_string($payload)) {
+            return $payload;
+        }
+        try {
+            return json_encode(
+                $payload,
+                JSON_THROW_ON_ERROR | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_PRESERVE_ZERO_FRACTION,
+            );
+        } catch (JsonException $e) {
+            throw new InvalidSubmission('payload', 'not_encodable', 'the payload cannot be encoded as JSON: ' . $e->getMessage());
+        }
+    }
+
+    /** RFC 3339 in UTC with milliseconds (herald keeps send_at to the millisecond). */
+    public static function sendAtText(DateTimeInterface|string|null $sendAt): ?string
+    {
+        if (!$sendAt instanceof DateTimeInterface) {
+            return $sendAt;
+        }
+        return DateTimeImmutable::createFromInterface($sendAt)
+            ->setTimezone(new DateTimeZone('UTC'))
+            ->format('Y-m-d\TH:i:s.v\Z');
+    }
+}

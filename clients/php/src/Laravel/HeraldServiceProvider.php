@@ -1,0 +1,61 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Herald\Laravel;
+
+use Herald\Herald;
+use Herald\Http\HttpClient;
+use Herald\Webhook\WebhookReceiver;
+use Illuminate\Support\ServiceProvider;
+
+/**
+ * Binds `Herald` (the `Herald` facade) to the configured connection, and the HTTP client and
+ * webhook receiver from config/herald.php. The connection is looked up on every call, so
+ * `DB::purge()` and long-running workers get the live one.
+ */
+final class HeraldServiceProvider extends ServiceProvider
+{
+    public function register(): void
+    {
+        $this->mergeConfigFrom(dirname(__DIR__, 2) . '/config/herald.php', 'herald');
+
+        $this->app->singleton(Herald::class, function ($app): Herald {
+            $config = $app['config']['herald'];
+            $name = $config['connection'] ?? null;
+            return Herald::laravel(
+                static fn () => $app['db']->connection($name),
+                schema: (string) ($config['schema'] ?? 'herald'),
+                database: (string) ($config['database'] ?? 'herald'),
+                tenant: $config['tenant'] ?? null,
+            );
+        });
+        $this->app->alias(Herald::class, 'herald');
+
+        $this->app->singleton(HttpClient::class, function ($app): HttpClient {
+            $config = $app['config']['herald'];
+            if (($config['key'] ?? null) === null || $config['key'] === '') {
+                throw new \InvalidArgumentException('herald.key (HERALD_KEY) is not set: the HTTP client needs the tenant\'s API key');
+            }
+            return new HttpClient((string) $config['url'], (string) $config['key']);
+        });
+
+        $this->app->singleton(WebhookReceiver::class, function ($app): WebhookReceiver {
+            $config = $app['config']['herald'];
+            $secrets = array_map('trim', explode(',', (string) ($config['webhook_secret'] ?? '')));
+            return new WebhookReceiver(
+                $app->make(Herald::class),
+                $secrets,
+                scope: (string) ($config['webhook_scope'] ?? 'herald-webhook'),
+                toleranceSeconds: (int) ($config['webhook_tolerance'] ?? 300),
+            );
+        });
+    }
+
+    public function boot(): void
+    {
+        if (method_exists($this->app, 'configPath')) {
+            $this->publishes([dirname(__DIR__, 2) . '/config/herald.php' => $this->app->configPath('herald.php')], 'herald-config');
+        }
+    }
+}

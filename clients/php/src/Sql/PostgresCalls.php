@@ -1,0 +1,106 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Herald\Sql;
+
+/**
+ * PostgreSQL: functions in herald's schema inside the application's database, called with
+ * named parameters; an argument left out takes the function's default (passing NULL for
+ * `cost` would be refused, so only the given ones are written).
+ */
+final class PostgresCalls implements Calls
+{
+    public function __construct(private readonly string $schema = 'herald')
+    {
+        if ($schema === '') {
+            throw new \InvalidArgumentException("herald's PostgreSQL schema must not be empty");
+        }
+    }
+
+    public function submit(SqlConnection $db, Submission $s): array
+    {
+        $args = [
+            'tenant' => $s->tenant,
+            'operation_key' => $s->operationKey,
+            'channel' => $s->channel,
+            'recipient' => $s->recipient,
+            'payload' => $s->payload,
+            'quota_key' => $s->quotaKey,
+            'send_at' => $s->sendAt,
+        ];
+        $named = [];
+        $bindings = [];
+        foreach ($args as $name => $value) {
+            if ($value !== null) {
+                $named[] = "{$name} => CAST(? AS text)";
+                $bindings[] = $value;
+            }
+        }
+        if ($s->cost !== null) {
+            $named[] = 'cost => CAST(? AS bigint)';
+            $bindings[] = $s->cost;
+        }
+        if ($s->maxAttempts !== null) {
+            $named[] = 'max_attempts => CAST(? AS integer)';
+            $bindings[] = $s->maxAttempts;
+        }
+        $sql = sprintf(
+            'SELECT status, CAST(delivery_id AS text) AS delivery_id, field, code FROM %s.herald_submit_v1(%s)',
+            $this->quotedSchema(),
+            implode(', ', $named),
+        );
+        $row = $db->selectOne($sql, $bindings) ?? throw new \UnexpectedValueException('herald_submit_v1 returned no row');
+        return [
+            'status' => (string) $row['status'],
+            'delivery_id' => $row['delivery_id'] === null ? null : (string) $row['delivery_id'],
+            'field' => $row['field'] === null ? null : (string) $row['field'],
+            'code' => $row['code'] === null ? null : (string) $row['code'],
+        ];
+    }
+
+    public function receipt(SqlConnection $db, string $scope, string $operationId): array
+    {
+        $sql = sprintf(
+            'SELECT status, field, code FROM %s.herald_receipt_v1(scope => CAST(? AS text), operation_id => CAST(? AS text))',
+            $this->quotedSchema(),
+        );
+        $row = $db->selectOne($sql, [$scope, $operationId])
+            ?? throw new \UnexpectedValueException('herald_receipt_v1 returned no row');
+        return [
+            'status' => (string) $row['status'],
+            'field' => $row['field'] === null ? null : (string) $row['field'],
+            'code' => $row['code'] === null ? null : (string) $row['code'],
+        ];
+    }
+
+    public function table(string $name): string
+    {
+        return $this->quotedSchema() . '.' . self::quote($name);
+    }
+
+    public function uuidText(string $column): string
+    {
+        return "CAST({$column} AS text)";
+    }
+
+    public function uuidParam(): string
+    {
+        return 'CAST(? AS uuid)';
+    }
+
+    public function millis(string $column): string
+    {
+        return "CAST(floor(extract(epoch FROM {$column}) * 1000) AS bigint)";
+    }
+
+    private function quotedSchema(): string
+    {
+        return self::quote($this->schema);
+    }
+
+    private static function quote(string $identifier): string
+    {
+        return '"' . str_replace('"', '""', $identifier) . '"';
+    }
+}

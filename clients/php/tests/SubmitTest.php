@@ -1,0 +1,175 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Herald\Tests;
+
+use Herald\Exception\IdempotencyKeyReused;
+use Herald\Exception\InvalidSubmission;
+use Herald\Exception\QuotaExhausted;
+use Herald\Laravel\Facades\Herald;
+use Herald\SubmitStatus;
+use Herald\Tests\Support\Expect;
+use Illuminate\Support\Facades\DB;
+
+/** `Herald::submit` inside `DB::transaction`: answers, never a poisoned transaction. */
+final class SubmitTest extends TestCase
+{
+    protected function quotas(): array
+    {
+        return ['webhook' => 100, 'tight' => 1];
+    }
+
+    public function testACommittedSubmitIsClaimedOnceWithItsPayloadKeptByteForByte(): void
+    {
+        $key = $this->unique('order-shipped');
+        // Key order, spacing and the number's digits are the sender's: kept as written.
+        $payload = '{"order": 17,  "total": 10.50, "tags": ["a"]}';
+        $result = DB::transaction(fn () => Herald::submit(
+            tenant: $this->tenant->id,
+            operationKey: $key,
+            channel: 'webhook',
+            to: $this->receiver('submit'),
+            payload: $payload,
+        ));
+        $this->assertSame(SubmitStatus::Created, $result->status);
+        $this->assertMatchesRegularExpression('/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$/', $result->deliveryId);
+        $delivery = $this->assertHeraldClaimed($key, 'webhook', $this->tenant->id);
+        $this->assertSame($result->deliveryId, $delivery['id']);
+        $this->assertSame($payload, $delivery['payload']);
+        $this->assertSame(['granted' => 100, 'available' => 99, 'reserved' => 1, 'spent' => 0], $this->heraldInspector()->account('webhook', $this->tenant->id));
+        Expect::deliveredOnce($result->deliveryId, 'submit');
+
+        // The same request again, an array this time (encoded once, same meaning): the same delivery.
+        $again = Herald::submit(
+            tenant: $this->tenant->id,
+            operationKey: $key,
+            channel: 'webhook',
+            to: $this->receiver('submit'),
+            payload: ['tags' => ['a'], 'total' => 10.5, 'order' => 17],
+        );
+        $this->assertSame([SubmitStatus::Duplicate, $result->deliveryId], [$again->status, $again->deliveryId]);
+        // Another request under the key: refused, nothing changed.
+        $reused = Herald::submit(tenant: $this->tenant->id, operationKey: $key, channel: 'webhook', to: $this->receiver('submit'), payload: ['order' => 18]);
+        $this->assertSame([SubmitStatus::Reused, null], [$reused->status, $reused->deliveryId]);
+        $this->expectException(IdempotencyKeyReused::class);
+        $reused->orFail();
+    }
+
+    public function testARolledBackSubmitLeavesNoClaimAndIsNeverSent(): void
+    {
+        $key = $this->unique('rolled-back');
+        $marker = $this->unique('never');
+        try {
+            DB::transaction(function () use ($key, $marker): void {
+                DB::table('orders')->insert(['id' => $key, 'status' => 'shipped']);
+                $r = Herald::submit(tenant: $this->tenant->id, operationKey: $key, channel: 'webhook', to: $this->receiver('rollback'), payload: ['marker' => $marker]);
+                $this->assertSame(SubmitStatus::Created, $r->status);
+                // Inside the transaction the claim is there (the test helper reads it on the same connection)...
+                $this->assertHeraldClaimed($key, 'webhook', $this->tenant->id);
+                throw new \DomainException('the business change failed');
+            });
+            $this->fail('the transaction should have thrown');
+        } catch (\DomainException) {
+        }
+        // ...and the rollback took it away with the order.
+        $this->assertHeraldNotClaimed($key, 'webhook', $this->tenant->id);
+        $this->assertSame(0, DB::table('orders')->where('id', $key)->count());
+        $this->assertSame(100, $this->heraldInspector()->account('webhook', $this->tenant->id)['available']);
+        Expect::neverDelivered($marker, 'rollback');
+    }
+
+    public function testADuplicateAndAnInvalidSubmitLeaveTheTransactionUsable(): void
+    {
+        $key = $this->unique('usable');
+        $first = Herald::submit(tenant: $this->tenant->id, operationKey: $key, channel: 'webhook', to: $this->receiver('usable'), payload: '{"n":1}');
+        Expect::deliveredOnce($first->deliveryId, 'usable');
+        $caught = [];
+        DB::transaction(function () use ($key, &$caught): void {
+            DB::table('orders')->insert(['id' => "{$key}-a", 'status' => 'before']);
+            $dup = Herald::submit(tenant: $this->tenant->id, operationKey: $key, channel: 'webhook', to: $this->receiver('usable'), payload: '{"n":1}');
+            $caught[] = $dup->status;
+            foreach ([
+                ['payload' => '{"n":', 'field' => 'payload', 'code' => 'syntax'],
+                ['payload' => '{"a":1,"a":2}', 'field' => 'payload', 'code' => 'duplicate_key'],
+                ['payload' => '{}', 'sendAt' => 'next tuesday', 'field' => 'send_at', 'code' => 'not_a_time'],
+                ['payload' => '{}', 'cost' => -1, 'field' => 'cost', 'code' => 'out_of_range'],
+                ['payload' => '{}', 'tenant' => 'not-a-uuid', 'field' => 'tenant', 'code' => 'not_a_uuid'],
+                ['payload' => '{}', 'tenant' => '00000000-0000-7000-8000-000000000000', 'field' => 'tenant', 'code' => 'unknown_tenant'],
+            ] as $case) {
+                try {
+                    Herald::submit(
+                        tenant: $case['tenant'] ?? $this->tenant->id,
+                        operationKey: $this->unique('bad'),
+                        channel: 'webhook',
+                        to: $this->receiver('usable'),
+                        payload: $case['payload'],
+                        cost: $case['cost'] ?? null,
+                        sendAt: $case['sendAt'] ?? null,
+                    );
+                    $this->fail('expected InvalidSubmission for ' . json_encode($case));
+                } catch (InvalidSubmission $e) {
+                    $caught[] = "{$e->field}:{$e->errorCode}";
+                }
+            }
+            // The transaction is still usable: this write and the one before it commit.
+            DB::table('orders')->insert(['id' => "{$key}-b", 'status' => 'after']);
+        });
+        $this->assertSame(
+            [SubmitStatus::Duplicate, 'payload:syntax', 'payload:duplicate_key', 'send_at:not_a_time', 'cost:out_of_range', 'tenant:not_a_uuid', 'tenant:unknown_tenant'],
+            $caught,
+        );
+        $this->assertSame(2, DB::table('orders')->whereIn('id', ["{$key}-a", "{$key}-b"])->count());
+        $this->assertCount(1, $this->heraldInspector()->deliveries($this->tenant->id));
+    }
+
+    public function testOutOfCreditThereIsNoClaimAndTheAppChoosesToCommitOrRollBack(): void
+    {
+        $paid = Herald::submit(tenant: $this->tenant->id, operationKey: $this->unique('paid'), channel: 'webhook', to: $this->receiver('quota'), payload: '{}', quotaKey: 'tight');
+        $this->assertSame(SubmitStatus::Created, $paid->status);
+        Expect::deliveredOnce($paid->deliveryId, 'quota-paid');
+
+        // The app carries on without the email and commits its change.
+        $key = $this->unique('unpaid-commit');
+        $result = DB::transaction(function () use ($key) {
+            DB::table('orders')->insert(['id' => $key, 'status' => 'ready']);
+            return Herald::submit(tenant: $this->tenant->id, operationKey: $key, channel: 'webhook', to: $this->receiver('quota'), payload: '{}', quotaKey: 'tight');
+        });
+        $this->assertSame([SubmitStatus::QuotaExhausted, null], [$result->status, $result->deliveryId]);
+        $this->assertSame(1, DB::table('orders')->where('id', $key)->count(), "the app's change committed");
+        $this->assertHeraldNotClaimed($key, 'webhook', $this->tenant->id);
+
+        // The app prefers no change without the email: orFail() throws, the transaction rolls back.
+        $key = $this->unique('unpaid-rollback');
+        try {
+            DB::transaction(function () use ($key): void {
+                DB::table('orders')->insert(['id' => $key, 'status' => 'ready']);
+                Herald::submit(tenant: $this->tenant->id, operationKey: $key, channel: 'webhook', to: $this->receiver('quota'), payload: '{}', quotaKey: 'tight')->orFail();
+            });
+            $this->fail('orFail() should have thrown');
+        } catch (QuotaExhausted $e) {
+            $this->assertSame('tight', $e->quotaKey);
+        }
+        $this->assertSame(0, DB::table('orders')->where('id', $key)->count(), "the app's change rolled back");
+        $this->assertHeraldNotClaimed($key, 'webhook', $this->tenant->id);
+        $account = $this->heraldInspector()->account('tight', $this->tenant->id);
+        $this->assertSame(1, $account['granted']);
+        $this->assertSame(1, $account['reserved'] + $account['spent'], 'only the paid delivery holds credit');
+    }
+
+    public function testSendAtTakesADateTimeAndTheDeliveryWaitsForIt(): void
+    {
+        $key = $this->unique('later');
+        $at = new \DateTimeImmutable('+1 day', new \DateTimeZone('Europe/Paris'));
+        $result = Herald::submit(tenant: $this->tenant->id, operationKey: $key, channel: 'webhook', to: $this->receiver('later'), payload: '{}', sendAt: $at, maxAttempts: 3);
+        $this->assertSame(SubmitStatus::Created, $result->status);
+        // The same instant written as RFC 3339 text in UTC is the same request.
+        $again = Herald::submit(tenant: $this->tenant->id, operationKey: $key, channel: 'webhook', to: $this->receiver('later'), payload: '{}', sendAt: \Herald\Herald::sendAtText($at), maxAttempts: 3);
+        $this->assertSame(SubmitStatus::Duplicate, $again->status);
+        $delivery = $this->heraldInspector()->delivery($result->deliveryId);
+        $this->assertSame('pending', $delivery['state']);
+        // Not left for the driver's drain: cancelled through the HTTP API (releases its credit).
+        $client = new \Herald\Http\HttpClient(\Herald\Tests\Support\Env::heraldUrl(), $this->tenant->apiKey);
+        $this->assertSame('cancelled', $client->cancel($result->deliveryId)['state']);
+    }
+}
