@@ -1,0 +1,80 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Herald\Tests;
+
+use Herald\Laravel\Facades\Herald;
+use Herald\SubmitStatus;
+use Herald\Tests\Support\Env;
+use Herald\Tests\Support\Expect;
+use Herald\Tests\Support\SecondConnection;
+use Illuminate\Database\QueryException;
+use Illuminate\Support\Facades\DB;
+
+/**
+ * Seed 004: `DB::transaction($fn, attempts: 5)` re-runs the whole closure on a deadlock.
+ * A direct effect in it fires once per run; `Herald::submit` in it leaves one delivery,
+ * sent once, because every run's claim rolled back with that run.
+ */
+final class DeadlockTest extends TestCase
+{
+    public function testARetriedClosureSubmitsOnceWhileADirectEffectFiresOncePerRun(): void
+    {
+        DB::table('inventory')->whereIn('id', [1, 2])->delete();
+        DB::table('inventory')->insert([['id' => 1, 'stock' => 100], ['id' => 2, 'stock' => 100]]);
+        $key = $this->unique('order-17-confirmation');
+        $effects = Env::workDir() . '/' . $this->unique('effects') . '.log';
+        $second = new SecondConnection();
+        $runs = 0;
+        $errors = [];
+        try {
+            $result = DB::transaction(function () use (&$runs, &$errors, $second, $key, $effects) {
+                $runs++;
+                // The control: an effect outside the database, like Mail::send in the seed.
+                file_put_contents($effects, "confirmation email for {$key}\n", FILE_APPEND);
+                if ($runs > 1) {
+                    // The second session got its lock when this run rolled back: end it.
+                    $errors[] = $second->finish();
+                }
+                DB::table('inventory')->where('id', 1)->decrement('stock');
+                $submitted = Herald::submit(
+                    tenant: $this->tenant->id,
+                    operationKey: $key,
+                    channel: 'webhook',
+                    to: $this->receiver('seed-004'),
+                    payload: ['order' => 17, 'run' => 'any'],
+                );
+                if ($runs === 1) {
+                    // A real deadlock: the second session holds row 2 and then waits for row 1,
+                    // which this run holds, while this run waits for row 2.
+                    $second->begin();
+                    if (!Env::postgres()) {
+                        $second->weighDown(200);
+                    }
+                    $second->update(2);
+                    // PostgreSQL: the session that waits longest detects it; this run waits first.
+                    $second->updateAsync(1, Env::postgres() ? 0.3 : 0.0);
+                }
+                DB::table('inventory')->where('id', 2)->decrement('stock');
+                return $submitted;
+            }, 5);
+        } catch (QueryException $e) {
+            $second->finish();
+            $this->fail("the deadlock was not retried (closure ran {$runs} times): " . $e->getMessage());
+        } finally {
+            $second->close();
+        }
+
+        $this->assertSame(2, $runs, 'one deadlocked run, then one that committed');
+        $this->assertSame([null], $errors, "the second session's update went through once this run let go");
+        $this->assertSame($runs, count(file($effects)), 'the direct effect fired once per run');
+        $this->assertSame(SubmitStatus::Created, $result->status, 'the first run\'s claim rolled back, so the second run created it');
+        $delivery = $this->assertHeraldClaimed($key, 'webhook', $this->tenant->id);
+        $this->assertSame($result->deliveryId, $delivery['id']);
+        $this->assertSame(99, $this->heraldInspector()->account('webhook', $this->tenant->id)['available'], 'one reservation');
+        $this->assertSame([99, 99], DB::table('inventory')->orderBy('id')->pluck('stock')->map(fn ($s) => (int) $s)->all());
+        $this->awaitHeraldDelivery($result->deliveryId);
+        Expect::deliveredOnce($result->deliveryId, 'seed-004-deadlock');
+    }
+}
