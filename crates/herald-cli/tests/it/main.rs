@@ -13,6 +13,7 @@ mod faults;
 mod fingerprint;
 mod migrate_race;
 mod openapi;
+mod php;
 mod quickstart;
 mod serve;
 mod tenant_keys;
