@@ -19,10 +19,15 @@ use Illuminate\Support\Facades\DB;
  */
 final class DeadlockTest extends TestCase
 {
-    public function testARetriedClosureSubmitsOnceWhileADirectEffectFiresOncePerRun(): void
+    protected function setUp(): void
     {
+        parent::setUp();
         DB::table('inventory')->whereIn('id', [1, 2])->delete();
         DB::table('inventory')->insert([['id' => 1, 'stock' => 100], ['id' => 2, 'stock' => 100]]);
+    }
+
+    public function testARetriedClosureSubmitsOnceWhileADirectEffectFiresOncePerRun(): void
+    {
         $key = $this->unique('order-17-confirmation');
         $effects = Env::workDir() . '/' . $this->unique('effects') . '.log';
         $second = new SecondConnection();
@@ -46,15 +51,7 @@ final class DeadlockTest extends TestCase
                     payload: ['order' => 17, 'run' => 'any'],
                 );
                 if ($runs === 1) {
-                    // A real deadlock: the second session holds row 2 and then waits for row 1,
-                    // which this run holds, while this run waits for row 2.
-                    $second->begin();
-                    if (!Env::postgres()) {
-                        $second->weighDown(200);
-                    }
-                    $second->update(2);
-                    // PostgreSQL: the session that waits longest detects it; this run waits first.
-                    $second->updateAsync(1, Env::postgres() ? 0.3 : 0.0);
+                    self::deadlockWith($second);
                 }
                 DB::table('inventory')->where('id', 2)->decrement('stock');
                 return $submitted;
@@ -76,5 +73,65 @@ final class DeadlockTest extends TestCase
         $this->assertSame([99, 99], DB::table('inventory')->orderBy('id')->pluck('stock')->map(fn ($s) => (int) $s)->all());
         $this->awaitHeraldDelivery($result->deliveryId);
         Expect::deliveredOnce($result->deliveryId, 'seed-004-deadlock');
+    }
+
+    /**
+     * A retry inside another transaction is no retry (seed 004): Laravel 8 rethrows the
+     * nested deadlock as QueryException (no DeadlockException before Laravel 9) after one
+     * run, and only the outermost `attempts` re-runs anything — the whole, claim included.
+     */
+    public function testANestedRetryIsDroppedAndTheOuterTransactionRetriesTheWhole(): void
+    {
+        $key = $this->unique('nested');
+        $second = new SecondConnection();
+        [$outer, $inner, $caught] = [0, 0, []];
+        try {
+            $result = DB::transaction(function () use (&$outer, &$inner, &$caught, $second, $key) {
+                $outer++;
+                if ($outer > 1) {
+                    $second->finish();
+                }
+                try {
+                    return DB::transaction(function () use (&$inner, $outer, $second, $key) {
+                        $inner++;
+                        DB::table('inventory')->where('id', 1)->decrement('stock');
+                        $submitted = Herald::submit(tenant: $this->tenant->id, operationKey: $key, channel: 'webhook', to: $this->receiver('nested'), payload: '{}');
+                        if ($outer === 1) {
+                            self::deadlockWith($second);
+                        }
+                        DB::table('inventory')->where('id', 2)->decrement('stock');
+                        return $submitted;
+                    }, 5);
+                } catch (\Throwable $e) {
+                    $caught[] = get_class($e);
+                    throw $e;
+                }
+            }, 3);
+        } finally {
+            $second->close();
+        }
+        $this->assertSame([2, 2], [$outer, $inner], "the inner closure's 5 attempts ran it once per outer run");
+        $this->assertSame([QueryException::class], $caught);
+        $this->assertSame(SubmitStatus::Created, $result->status);
+        $this->assertHeraldClaimed($key, 'webhook', $this->tenant->id);
+        Expect::deliveredOnce($result->deliveryId, 'seed-004-nested');
+    }
+
+    /**
+     * Makes the running transaction (which holds inventory row 1) deadlock on its next
+     * write of row 2: the second session takes row 2, then asks for row 1 without waiting
+     * for the answer. The application's transaction is made the victim: on MariaDB the
+     * second session has written more rows (InnoDB rolls back the lighter one); on
+     * PostgreSQL it starts waiting 0.3 s later (the first waiter's deadlock_timeout
+     * expires first, and that session is the one cancelled).
+     */
+    private static function deadlockWith(SecondConnection $second): void
+    {
+        $second->begin();
+        if (!Env::postgres()) {
+            $second->weighDown(200);
+        }
+        $second->update(2);
+        $second->updateAsync(1, Env::postgres() ? 0.3 : 0.0);
     }
 }
