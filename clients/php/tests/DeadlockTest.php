@@ -51,7 +51,7 @@ final class DeadlockTest extends TestCase
                     payload: ['order' => 17, 'run' => 'any'],
                 );
                 if ($runs === 1) {
-                    self::deadlockWith($second);
+                    $second->deadlockTheOtherSide();
                 }
                 DB::table('inventory')->where('id', 2)->decrement('stock');
                 return $submitted;
@@ -97,7 +97,7 @@ final class DeadlockTest extends TestCase
                         DB::table('inventory')->where('id', 1)->decrement('stock');
                         $submitted = Herald::submit(tenant: $this->tenant->id, operationKey: $key, channel: 'webhook', to: $this->receiver('nested'), payload: '{}');
                         if ($outer === 1) {
-                            self::deadlockWith($second);
+                            $second->deadlockTheOtherSide();
                         }
                         DB::table('inventory')->where('id', 2)->decrement('stock');
                         return $submitted;
@@ -115,23 +115,5 @@ final class DeadlockTest extends TestCase
         $this->assertSame(SubmitStatus::Created, $result->status);
         $this->assertHeraldClaimed($key, 'webhook', $this->tenant->id);
         Expect::deliveredOnce($result->deliveryId, 'seed-004-nested');
-    }
-
-    /**
-     * Makes the running transaction (which holds inventory row 1) deadlock on its next
-     * write of row 2: the second session takes row 2, then asks for row 1 without waiting
-     * for the answer. The application's transaction is made the victim: on MariaDB the
-     * second session has written more rows (InnoDB rolls back the lighter one); on
-     * PostgreSQL it starts waiting 0.3 s later (the first waiter's deadlock_timeout
-     * expires first, and that session is the one cancelled).
-     */
-    private static function deadlockWith(SecondConnection $second): void
-    {
-        $second->begin();
-        if (!Env::postgres()) {
-            $second->weighDown(200);
-        }
-        $second->update(2);
-        $second->updateAsync(1, Env::postgres() ? 0.3 : 0.0);
     }
 }

@@ -95,12 +95,7 @@ final class PdoTest extends TestCase
                 $this->pdo->exec('UPDATE inventory SET stock = stock - 1 WHERE id = 1');
                 $submitted = $this->plain->submit(operationKey: $key, channel: 'webhook', to: $this->receiver('pdo'), payload: '{}');
                 if ($runs === 1) {
-                    $second->begin();
-                    if (!Env::postgres()) {
-                        $second->weighDown(200);
-                    }
-                    $second->update(2);
-                    $second->updateAsync(1, Env::postgres() ? 0.3 : 0.0);
+                    $second->deadlockTheOtherSide();
                 }
                 $this->pdo->exec('UPDATE inventory SET stock = stock - 1 WHERE id = 2');
                 return $submitted;

@@ -35,6 +35,24 @@ final class SecondConnection
         }
     }
 
+    /**
+     * Makes the application's running transaction, which holds inventory row 1, deadlock
+     * on its next write of row 2: this session takes row 2, then asks for row 1 without
+     * waiting for the answer. The application's transaction is made the victim: on
+     * MariaDB this session has written more rows (InnoDB rolls back the lighter
+     * transaction); on PostgreSQL it starts waiting later, within the deadlock_timeout
+     * (the first waiter's check runs first, and the session that runs it is cancelled).
+     */
+    public function deadlockTheOtherSide(): void
+    {
+        $this->begin();
+        if (!Env::postgres()) {
+            $this->weighDown(200);
+        }
+        $this->update(2);
+        $this->updateAsync(1, Env::postgres() ? 0.3 * $this->deadlockTimeoutSeconds() : 0.0);
+    }
+
     public function begin(): void
     {
         $this->exec(Env::postgres() ? 'BEGIN' : 'START TRANSACTION');
@@ -93,6 +111,13 @@ final class SecondConnection
         }
         $this->exec('ROLLBACK');
         return $error;
+    }
+
+    /** PostgreSQL's deadlock_timeout: how long a waiter waits before looking for a cycle. */
+    private function deadlockTimeoutSeconds(): float
+    {
+        $result = pg_query($this->conn, "SELECT setting::int FROM pg_settings WHERE name = 'deadlock_timeout'");
+        return ((int) pg_fetch_result($result, 0, 0)) / 1000;
     }
 
     public function close(): void
