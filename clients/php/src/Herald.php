@@ -59,7 +59,7 @@ final class Herald
 
     /**
      * Claims the delivery (tenant, operationKey, channel) in the caller's transaction and
-     * reserves its cost there. Without an open transaction it is its own. The payload is
+     * reserves its cost there (without an open transaction, in one of its own). The payload is
      * JSON text kept byte for byte, or an array/object encoded once here.
      *
      * @param string|array<mixed>|object $payload
@@ -88,11 +88,9 @@ final class Herald
             sendAt: self::sendAtText($sendAt),
             maxAttempts: $maxAttempts,
         );
-        $calls = $this->calls();
-        $call = fn (): array => $calls->submit($this->db, $submission);
-        // A procedure's statements autocommit one by one outside a transaction: give the
-        // call one. (A PostgreSQL function is one statement, atomic by itself.)
-        $row = $calls instanceof MariaDbCalls && !$this->db->inTransaction() ? $this->db->transaction($call) : $call();
+        // Outside a transaction the call is its own: a PostgreSQL function is one
+        // statement, and MariaDB's submit_v1 opens and commits a transaction when none is open.
+        $row = $this->calls()->submit($this->db, $submission);
         $status = $row['status'];
         if ($status === 'invalid') {
             throw new InvalidSubmission($row['field'], $row['code'] ?? 'invalid');
