@@ -66,12 +66,12 @@ async fn run_suite(phpunit: &Path, db: &SharedDb, url: &Parts, backend_env: Vec<
     let cwd = tempfile::tempdir().expect("tempdir");
     let work = tempfile::tempdir().expect("tempdir for the suite's files");
     let name = db.name();
-    json_ok(&herald(cwd.path(), &["migrate", "--db", db.url()], &[]).await, "herald migrate");
+    expect_exit_0(&herald(cwd.path(), &["migrate", "--db", db.url()], &[]).await, "herald migrate");
     // The application's role (the URL's user) may submit for every tenant the suite makes.
     let grant =
         herald(cwd.path(), &["sql", "grant", &url.user, "--all-tenants", "--db", db.url()], &[])
             .await;
-    json_ok(&grant, "herald sql grant");
+    expect_exit_0(&grant, "herald sql grant");
 
     let mut receiver = Receiver::start(false).await;
     let server = Proc::serve("serve", cwd.path(), &["--db", db.url()], &FAST).await;
@@ -88,7 +88,7 @@ async fn run_suite(phpunit: &Path, db: &SharedDb, url: &Parts, backend_env: Vec<
         .env("HERALD_TEST_WORK_DIR", work.path())
         .envs(backend_env.iter().map(|(k, v)| (*k, v.as_str())));
     let started = Instant::now();
-    let (passed, output) = run(cmd, SUITE_BOUND).await;
+    let (passed, output) = run_in_group(cmd).await;
     assert!(
         passed,
         "the PHP suite failed on {name}:\n{output}\nherald serve's stderr:\n{}\nphp -S log:\n{}",
@@ -149,6 +149,34 @@ async fn run_suite(phpunit: &Path, db: &SharedDb, url: &Parts, backend_env: Vec<
     }
 }
 
+/// Runs PHPUnit to its end within SUITE_BOUND in a process group of its own, which is
+/// SIGKILLed whole when this returns or panics: the suite's `php -S` receiver and worker
+/// processes go with it, also when PHPUnit itself is killed before it could stop them.
+async fn run_in_group(mut cmd: Command) -> (bool, String) {
+    struct Group(u32);
+    impl Drop for Group {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("kill")
+                .args(["-s", "KILL", "--", &format!("-{}", self.0)])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+    cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = cmd.kill_on_drop(true).spawn().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let pid = child.id().expect("a running child has an id");
+    // Never 0 or 1: `kill -- -0` would be this test's own group, `-1` every process.
+    assert!(pid > 1, "phpunit's pid {pid}");
+    let _group = Group(pid);
+    let out = tokio::time::timeout(SUITE_BOUND, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("the PHP suite did not finish within {SUITE_BOUND:?}"))
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
 /// phpunit and a php with `extensions` and Debian's Laravel, or a skip (a failure under CI).
 fn php_tools(extensions: &[&str]) -> Option<PathBuf> {
     let skip = |why: String| {
@@ -189,7 +217,7 @@ fn clients_php() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/php")
 }
 
-fn json_ok(run: &Run, what: &str) {
+fn expect_exit_0(run: &Run, what: &str) {
     assert_eq!(run.code, Some(0), "{what}: {run:#?}");
 }
 
