@@ -62,6 +62,8 @@ final class Reply
             restore_error_handler();
         }
         if ($stream === false || $text === false) {
+            // PHP's stream wrapper reports a failed connect only as a warning's text: a
+            // refused connection (nothing was sent) is told from a lost answer by it.
             return new self(0, '', null, $error !== '' ? $error : 'no answer', str_contains($error, 'Connection refused'));
         }
         if (($meta['timed_out'] ?? false) === true) {

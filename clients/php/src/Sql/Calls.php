@@ -25,10 +25,4 @@ interface Calls
 
     /** An SQL expression turning a bound UUID text (`?`) into the column's type. */
     public function uuidParam(): string;
-
-    /**
-     * An SQL expression giving the timestamp column `column` as Unix milliseconds (PostgreSQL
-     * keeps timestamptz, MariaDB BIGINT milliseconds).
-     */
-    public function millis(string $column): string;
 }

@@ -71,11 +71,6 @@ final class MariaDbCalls implements Calls
         return "UNHEX(REPLACE(?, '-', ''))";
     }
 
-    public function millis(string $column): string
-    {
-        return $column;
-    }
-
     private function quotedDatabase(): string
     {
         return self::quote($this->database);

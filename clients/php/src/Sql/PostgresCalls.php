@@ -89,11 +89,6 @@ final class PostgresCalls implements Calls
         return 'CAST(? AS uuid)';
     }
 
-    public function millis(string $column): string
-    {
-        return "CAST(floor(extract(epoch FROM {$column}) * 1000) AS bigint)";
-    }
-
     private function quotedSchema(): string
     {
         return self::quote($this->schema);
