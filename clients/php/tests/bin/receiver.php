@@ -20,6 +20,7 @@ use Herald\Tests\Support\Env;
 use Herald\Tests\Support\Tenant;
 use Herald\Webhook\WebhookMessage;
 use Herald\Webhook\WebhookReceiver;
+use Illuminate\Http\Request;
 use Illuminate\Support\Facades\DB;
 
 $path = (string) parse_url($_SERVER['REQUEST_URI'] ?? '/', PHP_URL_PATH);
@@ -60,7 +61,7 @@ if ($mode === 'terminal') {
 
 $receiver = new WebhookReceiver(app(\Herald\Herald::class), Tenant::secretOf($tenant), scope: "webhooks-{$tenant}");
 try {
-    $result = $receiver->handle($_SERVER, $body, static function (WebhookMessage $message): void {
+    $result = $receiver->handleRequest(Request::capture(), static function (WebhookMessage $message): void {
         DB::table('receiver_effects')->insert(['webhook_id' => $message->id, 'body' => $message->body]);
     });
 } catch (WebhookVerificationFailed $e) {
