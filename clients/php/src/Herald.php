@@ -105,7 +105,8 @@ final class Herald
     }
 
     /**
-     * Runs `$apply` once per (scope, operationId), ever: the receipt is recorded in a
+     * Runs `$apply` once per (scope, operationId) within herald's retention (receipts
+     * older than `HERALD_RETENTION`, 30 days by default, are pruned): the receipt is recorded in a
      * transaction together with what `$apply` writes — a savepoint inside the caller's
      * open transaction, or a new transaction (re-run up to `$attempts` times on a
      * concurrency error) — so the receipt and the effect commit or roll back together.
