@@ -8,7 +8,7 @@
 //! [`NUMBER_INTEGER_DIGITS_MAX`] integer or [`NUMBER_FRACTION_DIGITS_MAX`] fraction digits
 //! is invalid (the most MariaDB's `DECIMAL(65,30)` holds, so the SQL API can compute the
 //! same form); nesting deeper than [`JSON_DEPTH_MAX`] is invalid (MariaDB's JSON functions
-//! stop at 32, and no recursion here can run out of stack). [`write_canonical`] writes
+//! read 31 levels, and no recursion here can run out of stack). [`write_canonical`] writes
 //! the canonical form of ARCHITECTURE.md ("The fingerprint").
 
 use crate::limits::{JSON_DEPTH_MAX, NUMBER_FRACTION_DIGITS_MAX, NUMBER_INTEGER_DIGITS_MAX};

@@ -25,9 +25,9 @@ def _within_rules(value, depth=0):
         # number with at most 10 fraction digits in its shortest form.
         return round(value, 10) if abs(value) < 1e30 else 0
     if isinstance(value, list):
-        return [] if depth >= 32 else [_within_rules(v, depth + 1) for v in value]
+        return [] if depth >= 30 else [_within_rules(v, depth + 1) for v in value]
     if isinstance(value, dict):
-        if depth >= 32:
+        if depth >= 30:
             return {}
         return {_string(k): _within_rules(v, depth + 1) for k, v in value.items()}
     return value

@@ -74,10 +74,10 @@ async fn bad_input_is_refused_writes_nothing_and_leaves_the_transaction_usable()
                 SubmitRequest { payload: text(r#"{"n":1e-31}"#), ..base.clone() },
             ),
             (
-                "payload nested 33 deep",
+                "payload nested 32 deep",
                 "invalid",
                 SubmitRequest {
-                    payload: text(&format!("{}{}", "[".repeat(33), "]".repeat(33))),
+                    payload: text(&format!("{}{}", "[".repeat(32), "]".repeat(32))),
                     ..base.clone()
                 },
             ),
