@@ -29,6 +29,9 @@ pub enum StoreError {
     /// not written for this backend yet.
     #[error("{what} is not available on {backend} yet")]
     NotOnBackend { what: &'static str, backend: &'static str },
+    /// `herald sql grant` named a role (a user, on MariaDB) the server does not have.
+    #[error("the database has no role (user) named {0:?}")]
+    NoSuchRole(String),
     #[error(transparent)]
     Database(#[from] sqlx::Error),
 }

@@ -29,11 +29,14 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (4, "inline ms", include_str!("../migrations/postgres/0004_inline_ms.sql")),
     (5, "fingerprint v2", include_str!("../migrations/postgres/0005_fingerprint_v2.sql")),
     (6, "sql api", include_str!("../migrations/postgres/0006_sql_api.sql")),
+    (7, "json depth", include_str!("../migrations/postgres/0007_json_depth.sql")),
 ];
 /// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
 /// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.
-const MYSQL: &[(i64, &str, &str)] =
-    &[(1, "schema", include_str!("../migrations/mysql/0001_schema.sql"))];
+const MYSQL: &[(i64, &str, &str)] = &[
+    (1, "schema", include_str!("../migrations/mysql/0001_schema.sql")),
+    (2, "sql api", include_str!("../migrations/mysql/0002_sql_api.sql")),
+];
 
 /// The newest schema version this build knows.
 pub fn schema_version_known(backend: Backend) -> i64 {
@@ -214,6 +217,11 @@ async fn migrate_postgres(
 /// between leaves that row behind, and sqlx refuses to go on ("dirty"); every MariaDB
 /// migration is written to be run again from its top, so the row is removed and the
 /// migration run again, to its end — never skipped.
+/// The sql_mode migrations run in (both servers know these modes): strict, and nothing
+/// that changes how a routine's text reads (no ANSI_QUOTES, no NO_BACKSLASH_ESCAPES, no
+/// PIPES_AS_CONCAT, which sqlx adds to every connection).
+const MIGRATION_SQL_MODE: &str = "SET SESSION sql_mode = 'STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'";
+
 async fn migrate_mysql(
     pool: &sqlx::MySqlPool,
     flavor: Option<Flavor>,
@@ -222,8 +230,10 @@ async fn migrate_mysql(
     let flavor = flavor.unwrap_or(Flavor::MariaDb);
     let mut conn = pool.acquire().await?;
     let result = async {
-        // No statement bound left on the session while a migration runs.
+        // No statement bound left on the session while a migration runs, and one sql_mode
+        // whatever the server's default: a routine keeps the mode it was created with.
         sqlx::raw_sql(flavor.unbounded_statements()).execute(&mut *conn).await?;
+        sqlx::raw_sql(MIGRATION_SQL_MODE).execute(&mut *conn).await?;
         let locked: Option<i64> =
             sqlx::query_scalar("SELECT GET_LOCK(CONCAT('herald_migrate:', DATABASE()), 31536000)")
                 .fetch_one(&mut *conn)
@@ -256,9 +266,8 @@ async fn migrate_mysql(
         Ok((before, after))
     }
     .await;
-    if result.is_err() {
-        crate::tx::discard(conn);
-    }
+    // Never back to the pool: its session has the migration's sql_mode, not sqlx's.
+    crate::tx::discard(conn);
     result
 }
 

@@ -1,9 +1,11 @@
 //! Administration of the SQL API (`herald_submit_v1`, `herald_receipt_v1`: PostgreSQL
-//! migration 6): which database roles may submit for which tenants. The API's functions
-//! run with herald's rights, so a role needs no rights on herald's tables; a grant gives
-//! it USAGE on herald's schema and a row in `herald_sql_grants`, which the submit checks
-//! against the session's role. PostgreSQL only for now (MariaDB's procedures are to come;
-//! SQLite has no server for an application's connection to share).
+//! migration 6; `submit_v1`, `receipt_v1`: MariaDB migration 2): which database roles may
+//! submit for which tenants. The API's routines run with herald's rights, so a role needs
+//! no rights on herald's tables; a grant gives it the right to call them (USAGE on
+//! herald's schema; EXECUTE on the two procedures, for every account of that user name)
+//! and a row in `herald_sql_grants`, which the submit checks against the session's role
+//! (MariaDB: the session's user name). SQLite has no server for an application's
+//! connection to share; MySQL's JSON functions cannot compute the fingerprint.
 
 use crate::conn::Conn;
 use crate::error::StoreError;
@@ -15,6 +17,9 @@ pub struct SqlGrant {
     pub role: String,
     pub tenant: Option<Uuid>,
 }
+
+/// MariaDB's procedures, which a grant lets a user call.
+const MYSQL_ROUTINES: [&str; 2] = ["submit_v1", "receipt_v1"];
 
 fn not_here(conn: &Conn<'_>) -> StoreError {
     let backend = match conn {
@@ -34,6 +39,7 @@ pub async fn sql_grant(
 ) -> Result<bool, StoreError> {
     let c = match conn {
         Conn::Postgres(c) => c,
+        Conn::MySql(c) => return mysql_grant(c, role, tenant).await,
         other => return Err(not_here(&other)),
     };
     let usage: String = sqlx::query_scalar(
@@ -63,6 +69,18 @@ pub async fn sql_revoke(
 ) -> Result<bool, StoreError> {
     let c = match conn {
         Conn::Postgres(c) => c,
+        Conn::MySql(c) => {
+            mysql_installed(c).await?;
+            let deleted = sqlx::query(
+                "DELETE FROM herald_sql_grants WHERE role_name = ? AND tenant_key = COALESCE(?, '')",
+            )
+            .bind(role)
+            .bind(tenant)
+            .execute(c)
+            .await?
+            .rows_affected();
+            return Ok(deleted == 1);
+        }
         other => return Err(not_here(&other)),
     };
     let deleted = sqlx::query(
@@ -78,15 +96,91 @@ pub async fn sql_revoke(
 
 /// Every grant, by role, then tenant (every tenant first).
 pub async fn sql_grants(conn: Conn<'_>) -> Result<Vec<SqlGrant>, StoreError> {
-    let c = match conn {
-        Conn::Postgres(c) => c,
+    let rows: Vec<(String, Option<Uuid>)> = match conn {
+        Conn::Postgres(c) => {
+            sqlx::query_as(
+                "SELECT role_name, tenant_id FROM herald_sql_grants
+                 ORDER BY role_name, tenant_id NULLS FIRST",
+            )
+            .fetch_all(c)
+            .await?
+        }
+        Conn::MySql(c) => {
+            mysql_installed(c).await?;
+            // An empty tenant_key (every tenant) sorts first.
+            sqlx::query_as(
+                "SELECT role_name, tenant_id FROM herald_sql_grants ORDER BY role_name, tenant_key",
+            )
+            .fetch_all(c)
+            .await?
+        }
         other => return Err(not_here(&other)),
     };
-    let rows: Vec<(String, Option<Uuid>)> = sqlx::query_as(
-        "SELECT role_name, tenant_id FROM herald_sql_grants
-         ORDER BY role_name, tenant_id NULLS FIRST",
-    )
-    .fetch_all(c)
-    .await?;
     Ok(rows.into_iter().map(|(role, tenant)| SqlGrant { role, tenant }).collect())
+}
+
+/// MariaDB's procedures are there (MySQL runs the SQL API's migration as a no-op).
+async fn mysql_installed(c: &mut sqlx::MySqlConnection) -> Result<(), StoreError> {
+    let found: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.ROUTINES
+         WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = 'submit_v1'",
+    )
+    .fetch_one(&mut *c)
+    .await?;
+    if found == 0 {
+        return Err(StoreError::NotOnBackend { what: "the SQL API", backend: "MySQL" });
+    }
+    Ok(())
+}
+
+/// A MySQL string literal of `s` (GRANT takes no placeholders for an account).
+fn mysql_literal(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// EXECUTE on the procedures for every account named `role` (`role@host`), then the row.
+/// GRANT commits the transaction it runs in (as all of MariaDB's account statements do),
+/// so it runs before the row is written: a refused GRANT leaves nothing behind.
+async fn mysql_grant(
+    c: &mut sqlx::MySqlConnection,
+    role: &str,
+    tenant: Option<Uuid>,
+) -> Result<bool, StoreError> {
+    mysql_installed(c).await?;
+    // Without this check a GRANT to no account would create one, where the server's
+    // sql_mode lacks NO_AUTO_CREATE_USER.
+    let hosts: Vec<String> = sqlx::query_scalar("SELECT Host FROM mysql.user WHERE User = ?")
+        .bind(role)
+        .fetch_all(&mut *c)
+        .await?;
+    if hosts.is_empty() {
+        return Err(StoreError::NoSuchRole(role.to_string()));
+    }
+    let database: String = sqlx::query_scalar("SELECT DATABASE()").fetch_one(&mut *c).await?;
+    for host in &hosts {
+        for routine in MYSQL_ROUTINES {
+            let grant = format!(
+                "GRANT EXECUTE ON PROCEDURE `{}`.`{routine}` TO {}@{}",
+                database.replace('`', "``"),
+                mysql_literal(role),
+                mysql_literal(host)
+            );
+            sqlx::raw_sql(sqlx::AssertSqlSafe(grant)).execute(&mut *c).await?;
+        }
+    }
+    let inserted = crate::mysql::inserted(
+        sqlx::query(
+            "INSERT INTO herald_sql_grants (role_name, tenant_id, granted_at)
+             SELECT ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FROM DUAL
+             WHERE NOT EXISTS (SELECT 1 FROM herald_sql_grants
+                               WHERE role_name = ? AND tenant_key = COALESCE(?, ''))",
+        )
+        .bind(role)
+        .bind(tenant)
+        .bind(role)
+        .bind(tenant)
+        .execute(&mut *c)
+        .await,
+    )?;
+    Ok(inserted)
 }

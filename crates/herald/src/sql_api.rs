@@ -1,6 +1,6 @@
-//! Who may use the SQL API (`herald_submit_v1` in an application's own transaction): an
-//! explicit grant per database role, for one tenant or for every tenant. Without one the
-//! submit answers `invalid` / `tenant` / `not_granted` and writes nothing.
+//! Who may use the SQL API (`herald_submit_v1` on PostgreSQL, `submit_v1` on MariaDB, in an
+//! application's own transaction): an explicit grant per database role (user, on
+//! MariaDB), for one tenant or for every tenant. Without one the submit answers `invalid` / `tenant` / `not_granted` and writes nothing.
 
 use crate::error::Error;
 use crate::handle::Herald;
@@ -10,7 +10,8 @@ use herald_store::tenants::tenant_exists;
 
 pub use herald_store::sql_api::SqlGrant;
 
-/// PostgreSQL's limit on an identifier's length, in bytes.
+/// PostgreSQL's limit on an identifier's length, in bytes (MariaDB's on a user name is 80
+/// characters: herald keeps to the smaller on both).
 const ROLE_LEN_MAX: usize = 63;
 
 fn check_role(role: &str) -> Result<(), Error> {

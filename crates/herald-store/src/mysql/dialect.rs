@@ -9,6 +9,7 @@
 //! | byte-for-byte collation, no padding | `utf8mb4_nopad_bin` | `utf8mb4_0900_bin` |
 //! | a statement's time bound, lock waits included | `max_statement_time` (seconds, fractional) | `max_execution_time` (ms; read-only SELECTs only) |
 //! | a transaction whose client went silent ends | `idle_transaction_timeout` (s) | `wait_timeout` (s; any idle session) |
+//! | the SQL API (`submit_v1`, migration 2) | JSON_KEYS / JSON_TABLE over text kept as written | none: MySQL's JSON type keeps the last of duplicate keys and rewrites numbers |
 //!
 //! On MySQL, then, a write waiting for a row lock is bounded by `innodb_lock_wait_timeout`
 //! alone, in whole seconds: a wait may outlast the caller's deadline by up to a second
@@ -29,6 +30,9 @@ pub enum Flavor {
 /// migration text is rewritten to [`MYSQL_BIN_COLLATION`] before it runs (the MariaDB text
 /// stays byte for byte what it always was: its checksum is recorded).
 pub const MARIADB_BIN_COLLATION: &str = "utf8mb4_nopad_bin";
+/// The first line of a migration that runs on MariaDB alone (the SQL API's).
+pub const MARIADB_ONLY_MIGRATION: &str = "-- MariaDB only.";
+
 /// MySQL 8's binary, NO PAD collation of utf8mb4.
 pub const MYSQL_BIN_COLLATION: &str = "utf8mb4_0900_bin";
 
@@ -92,10 +96,15 @@ impl Flavor {
         }
     }
 
-    /// A migration file as this server runs it (see [`MARIADB_BIN_COLLATION`]).
+    /// A migration file as this server runs it (see [`MARIADB_BIN_COLLATION`]). A file
+    /// that starts with [`MARIADB_ONLY_MIGRATION`] runs on MariaDB alone: on MySQL it is
+    /// recorded as applied and does nothing.
     pub fn migration_sql(self, sql: &'static str) -> Cow<'static, str> {
         match self {
             Flavor::MariaDb => Cow::Borrowed(sql),
+            Flavor::MySql if sql.starts_with(MARIADB_ONLY_MIGRATION) => {
+                Cow::Borrowed("DO 0 -- a MariaDB-only migration (herald_store::mysql::dialect)")
+            }
             Flavor::MySql => Cow::Owned(sql.replace(MARIADB_BIN_COLLATION, MYSQL_BIN_COLLATION)),
         }
     }

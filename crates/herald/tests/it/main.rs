@@ -15,6 +15,7 @@ mod properties;
 mod receipts;
 mod runner;
 mod sql_api;
+mod sql_api_mariadb;
 mod sqlite_reads;
 mod store_paths;
 mod submit;

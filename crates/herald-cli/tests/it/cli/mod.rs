@@ -286,39 +286,45 @@ async fn schema_from_a_newer_herald_is_refused_and_left_unchanged() {
 /// know is one error line; on SQLite (no SQL API) too.
 #[tokio::test]
 async fn sql_grants_are_per_role_and_refused_where_there_is_no_sql_api() {
-    let sqlite = TestDb::sqlite();
-    let run = herald(&["sql", "grant", "app", "--all-tenants", "--db", &sqlite.url()]);
-    let line = expect_error_line(&run, "sql grant on SQLite");
-    assert!(line.contains("SQL API"), "{line}");
-    let Some(base) = postgres_url() else { return };
-    let db = TestDb::postgres(&base).await;
-    let url = db.url();
-    let json = |args: &[&str], what: &str| {
-        let mut all = args.to_vec();
-        all.extend(["--json", "--db", &url]);
-        parse_json(expect_success(&herald(&all), what), what)
-    };
-    let what = "sql grant";
-    assert_eq!(
-        json(&["sql", "grant", "postgres", "--all-tenants"], what),
-        serde_json::json!({"granted": true})
-    );
-    assert_eq!(
-        json(&["sql", "grant", "postgres", "--all-tenants"], what),
-        serde_json::json!({"granted": false})
-    );
-    assert_eq!(
-        json(&["sql", "grants"], "sql grants"),
-        serde_json::json!({"grants": [{"role": "postgres", "tenant": "*"}]})
-    );
-    let run = herald(&["sql", "grant", "no_such_role_here", "--all-tenants", "--db", &url]);
-    let line = expect_error_line(&run, "sql grant to an unknown role");
-    assert!(line.contains("no_such_role_here"), "{line}");
-    assert_eq!(
-        json(&["sql", "revoke", "postgres", "--all-tenants"], "revoke"),
-        serde_json::json!({"revoked": true})
-    );
-    assert_eq!(json(&["sql", "grants"], "sql grants"), serde_json::json!({"grants": []}));
+    for db in TestDb::all().await {
+        let url = db.url();
+        let backend = db.name();
+        // The tests' own role (a user, on MariaDB).
+        let role = match db {
+            TestDb::Sqlite { .. } => {
+                let run = herald(&["sql", "grant", "app", "--all-tenants", "--db", &url]);
+                let line = expect_error_line(&run, "sql grant on SQLite");
+                assert!(line.contains("SQL API"), "{line}");
+                continue;
+            }
+            TestDb::Postgres { .. } => "postgres",
+            TestDb::MySql(_) => "root",
+        };
+        let json = |args: &[&str], what: &str| {
+            let mut all = args.to_vec();
+            all.extend(["--json", "--db", &url]);
+            parse_json(expect_success(&herald(&all), what), &format!("{backend}: {what}"))
+        };
+        let what = "sql grant";
+        let granted = json(&["sql", "grant", role, "--all-tenants"], what);
+        assert_eq!(granted, serde_json::json!({"granted": true}), "{backend}");
+        let again = json(&["sql", "grant", role, "--all-tenants"], what);
+        assert_eq!(again, serde_json::json!({"granted": false}), "{backend}");
+        assert_eq!(
+            json(&["sql", "grants"], "sql grants"),
+            serde_json::json!({"grants": [{"role": role, "tenant": "*"}]}),
+            "{backend}"
+        );
+        let run = herald(&["sql", "grant", "no_such_role_here", "--all-tenants", "--db", &url]);
+        let line = expect_error_line(&run, "sql grant to an unknown role");
+        assert!(line.contains("no_such_role_here"), "{backend}: {line}");
+        assert_eq!(
+            json(&["sql", "revoke", role, "--all-tenants"], "revoke"),
+            serde_json::json!({"revoked": true}),
+            "{backend}"
+        );
+        assert_eq!(json(&["sql", "grants"], "sql grants"), serde_json::json!({"grants": []}));
+    }
 }
 
 // ---------------------------------------------------------------------------------------

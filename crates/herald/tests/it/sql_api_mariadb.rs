@@ -1,0 +1,375 @@
+//! The SQL API on MariaDB (`CALL submit_v1(…)`, migration 2): an application's own
+//! connection and transaction claim a delivery, with the same fingerprint and answers as
+//! every other face; the application's user needs no rights on herald's tables.
+
+use crate::common;
+use herald::sqlx::{self, MySqlConnection, MySqlPool};
+use herald::{Error, Herald, Payload, SubmitRequest, TenantId};
+use std::time::Duration;
+
+/// (status, delivery id, field, code) of one `submit_v1` call.
+type Answer = (Option<String>, Option<String>, Option<String>, Option<String>);
+
+const TO: &str = "https://example.com/hooks";
+
+/// `submit_v1` with the defaults (NULL) for quota_key, cost, send_at and max_attempts.
+async fn submit_sql(conn: &mut MySqlConnection, tenant: &str, key: &str, payload: &str) -> Answer {
+    submit_sql_in(conn, None, tenant, key, payload).await
+}
+
+/// `submit_v1` of herald's `database`, or of the connection's own.
+async fn submit_sql_in(
+    conn: &mut MySqlConnection,
+    database: Option<&str>,
+    tenant: &str,
+    key: &str,
+    payload: &str,
+) -> Answer {
+    let routine = match database {
+        Some(d) => format!("`{d}`.submit_v1"),
+        None => "submit_v1".to_string(),
+    };
+    let call = format!(
+        "CALL {routine}(?, ?, 'webhook', ?, ?, NULL, NULL, NULL, NULL,
+                        @status, @delivery_id, @field, @code)"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(call))
+        .bind(tenant)
+        .bind(key)
+        .bind(TO)
+        .bind(payload)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query_as("SELECT @status, @delivery_id, @field, @code")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap()
+}
+
+fn request(tenant: TenantId, key: &str, payload: &str) -> SubmitRequest {
+    SubmitRequest::new(tenant, key, "webhook", TO, Payload::from_text(payload))
+}
+
+async fn count(pool: &MySqlPool, sql: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string())).fetch_one(pool).await.unwrap()
+}
+
+async fn setup() -> Option<(common::TestDb, Herald, TenantId, MySqlPool)> {
+    let base = common::mysql_url()?;
+    let db = common::mysql(&base).await;
+    let herald = db.herald().await;
+    let tenant = herald.tenant_create("acme").await.unwrap().id;
+    herald.quota_grant(tenant, "webhook", 3, None).await.unwrap();
+    herald.settings().await.unwrap();
+    // The tests' own user may submit for every tenant (the wall has its own test).
+    assert!(herald.sql_grant("root", None).await.unwrap());
+    let pool = herald.store().mysql_pool().unwrap().clone();
+    sqlx::raw_sql("CREATE TABLE app_orders (id VARCHAR(64) PRIMARY KEY) ENGINE = InnoDB")
+        .execute(&pool)
+        .await
+        .unwrap();
+    Some((db, herald, tenant, pool))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_commits_with_the_application_and_is_one_request_everywhere() {
+    let Some((_db, herald, tenant, pool)) = setup().await else { return };
+    let t = tenant.to_string();
+    let payload = r#"{"order": 17, "total": 1.50}"#;
+    let mut app = pool.acquire().await.unwrap();
+
+    // Rolled back with the application's change: nothing was ever claimed.
+    sqlx::raw_sql("BEGIN; INSERT INTO app_orders VALUES ('o-17')")
+        .execute(&mut *app)
+        .await
+        .unwrap();
+    let (status, ..) = submit_sql(&mut app, &t, "order-17", payload).await;
+    assert_eq!(status.as_deref(), Some("created"));
+    sqlx::raw_sql("ROLLBACK").execute(&mut *app).await.unwrap();
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM deliveries").await, 0);
+
+    // Committed with it.
+    sqlx::raw_sql("BEGIN; INSERT INTO app_orders VALUES ('o-17')")
+        .execute(&mut *app)
+        .await
+        .unwrap();
+    let (status, id, ..) = submit_sql(&mut app, &t, "order-17", payload).await;
+    assert_eq!(status.as_deref(), Some("created"));
+    let id = id.unwrap();
+    sqlx::raw_sql("COMMIT").execute(&mut *app).await.unwrap();
+    assert_eq!(herald.quotas(tenant).await.unwrap()[0].reserved, 1, "one reservation");
+
+    // The same request through the library (the HTTP API's path) is a duplicate of it;
+    // the same meaning in another spelling too; a changed one reuses the key.
+    let again = herald.submit_alone(&request(tenant, "order-17", payload)).await.unwrap();
+    assert!(again.duplicate);
+    assert_eq!(again.delivery.id.to_string(), id);
+    let respelled = r#"{"total":15e-1,"order":17}"#;
+    assert!(herald.submit_alone(&request(tenant, "order-17", respelled)).await.unwrap().duplicate);
+    let changed = herald.submit_alone(&request(tenant, "order-17", r#"{"order": 18}"#)).await;
+    assert!(matches!(changed, Err(Error::IdempotencyKeyReused)), "{changed:?}");
+    let (status, ..) = submit_sql(&mut app, &t, "order-17", r#"{"order": 18}"#).await;
+    assert_eq!(status.as_deref(), Some("reused"));
+    // And the other way round: submitted by the library, repeated through SQL.
+    let lib = herald.submit_alone(&request(tenant, "order-18", "[1, 2]")).await.unwrap();
+    let (status, id18, ..) = submit_sql(&mut app, &t, "order-18", "[1,2]").await;
+    assert_eq!((status.as_deref(), id18), (Some("duplicate"), Some(lib.delivery.id.to_string())));
+
+    // Kept byte for byte, for the worker.
+    let kept: String = sqlx::query_scalar(
+        "SELECT p.payload FROM delivery_payloads p JOIN deliveries d ON d.id = p.delivery_id
+         WHERE d.operation_key = 'order-17'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(kept, payload);
+}
+
+/// Every answer leaves the application's transaction going: its own writes around them
+/// commit, and nothing is written for a refusal. Outside a transaction (autocommit) a call
+/// commits its own claim, whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_leaves_the_transaction_going() {
+    let Some((_db, herald, tenant, pool)) = setup().await else { return };
+    let t = tenant.to_string();
+    let mut app = pool.acquire().await.unwrap();
+    sqlx::raw_sql("BEGIN").execute(&mut *app).await.unwrap();
+    let mut answers = Vec::new();
+    for (i, (tenant, key, payload)) in [
+        (t.as_str(), "a", "{}"),                             // created
+        (t.as_str(), "a", "{ }"),                            // duplicate
+        (t.as_str(), "a", "[]"),                             // reused
+        (t.as_str(), "b", r#"{"x":1,"x":2}"#),               // invalid payload
+        (t.as_str(), "b", "[1.]"),                           // invalid (MariaDB lets it by)
+        (t.as_str(), "", "{}"),                              // invalid operation key
+        ("not-a-uuid", "c", "{}"),                           // invalid tenant
+        ("01900000-0000-7000-8000-000000000009", "c", "{}"), // unknown tenant
+        (t.as_str(), "c", "{}"),                             // created
+        (t.as_str(), "d", "{}"),                             // created (the third unit)
+        (t.as_str(), "e", "{}"),                             // quota exhausted
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (status, _, field, code) = submit_sql(&mut app, tenant, key, payload).await;
+        answers.push(format!(
+            "{}/{}/{}",
+            status.unwrap_or_default(),
+            field.unwrap_or_default(),
+            code.unwrap_or_default()
+        ));
+        sqlx::query("INSERT INTO app_orders VALUES (?)")
+            .bind(format!("after-{i}"))
+            .execute(&mut *app)
+            .await
+            .unwrap();
+    }
+    sqlx::raw_sql("COMMIT").execute(&mut *app).await.unwrap();
+    assert_eq!(
+        answers,
+        [
+            "created//",
+            "duplicate//",
+            "reused//",
+            "invalid/payload/duplicate_key",
+            "invalid/payload/syntax",
+            "invalid/operation_key/empty",
+            "invalid/tenant/not_a_uuid",
+            "invalid/tenant/unknown_tenant",
+            "created//",
+            "created//",
+            "quota_exhausted//",
+        ]
+    );
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM app_orders").await, 11);
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM deliveries").await, 3, "a, c and d");
+    let account = &herald.quotas(tenant).await.unwrap()[0];
+    assert_eq!((account.available, account.reserved), (0, 3));
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM quota_journal WHERE kind = 'reserve'").await, 3);
+
+    // Autocommit: the claim commits by itself (a second connection sees it at once).
+    herald.quota_grant(tenant, "webhook", 1, Some("more")).await.unwrap();
+    let (status, ..) = submit_sql(&mut app, &t, "f", r#"{"n": 1}"#).await;
+    assert_eq!(status.as_deref(), Some("created"));
+    let other = count(&pool, "SELECT COUNT(*) FROM deliveries WHERE operation_key = 'f'").await;
+    assert_eq!(other, 1);
+    let in_tx: i64 = sqlx::query_scalar("SELECT CAST(@@in_transaction AS SIGNED)")
+        .fetch_one(&mut *app)
+        .await
+        .unwrap();
+    assert_eq!(in_tx, 0, "no transaction left open on the application's connection");
+}
+
+/// A deadlock inside the application's transaction is MariaDB's own error (1213), for the
+/// application's retry loop, and leaves nothing of the claim: the whole transaction was
+/// rolled back, so its retry claims again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadlock_is_raised_for_the_retry_loop_and_leaves_nothing() {
+    let Some((_db, _herald, tenant, pool)) = setup().await else { return };
+    let t = tenant.to_string();
+    sqlx::raw_sql("INSERT INTO app_orders VALUES ('x'), ('y')").execute(&pool).await.unwrap();
+    let mut app = pool.acquire().await.unwrap();
+    let mut rival = pool.acquire().await.unwrap();
+    // The rival holds the account row (a herald write) and waits for the application's
+    // row; the application holds its row and submits, which waits for the account.
+    sqlx::raw_sql("BEGIN; SELECT * FROM app_orders WHERE id = 'x' FOR UPDATE")
+        .execute(&mut *app)
+        .await
+        .unwrap();
+    sqlx::raw_sql(
+        "BEGIN; UPDATE quota_accounts SET updated_at = updated_at + 1;
+         INSERT INTO app_orders VALUES ('r1'), ('r2'), ('r3'), ('r4')",
+    )
+    .execute(&mut *rival)
+    .await
+    .unwrap();
+    let rival_wait = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let r = sqlx::query("SELECT * FROM app_orders WHERE id = 'x' FOR UPDATE")
+            .execute(&mut *rival)
+            .await;
+        let _ = sqlx::raw_sql("COMMIT").execute(&mut *rival).await;
+        r.map(|_| ())
+    });
+    let submitted = sqlx::query(
+        "CALL submit_v1(?, 'k', 'webhook', ?, '{}', NULL, NULL, NULL, NULL, @s, @i, @f, @c)",
+    )
+    .bind(&t)
+    .bind(TO)
+    .execute(&mut *app)
+    .await;
+    let rival = rival_wait.await.unwrap();
+    // InnoDB picks the smaller transaction as the victim: the application's.
+    let err = submitted.expect_err("the application's transaction is the deadlock's victim");
+    let code = err.as_database_error().and_then(|e| e.code()).map(|c| c.to_string());
+    assert_eq!(code.as_deref(), Some("40001"), "{err}");
+    assert!(rival.is_ok(), "the rival goes on: {rival:?}");
+    let in_tx: i64 = sqlx::query_scalar("SELECT CAST(@@in_transaction AS SIGNED)")
+        .fetch_one(&mut *app)
+        .await
+        .unwrap();
+    assert_eq!(in_tx, 0, "the whole transaction was rolled back");
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM deliveries").await, 0);
+    // The retry claims.
+    let (status, ..) = submit_sql(&mut app, &t, "k", "{}").await;
+    assert_eq!(status.as_deref(), Some("created"));
+}
+
+/// Seed 001's fixture through `receipt_v1`: evt-17, evt-17, evt-18 → 15 units, 2 receipts;
+/// the library's `once` sees the same receipts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_through_sql_apply_each_event_once() {
+    let Some((_db, _herald, _tenant, pool)) = setup().await else { return };
+    sqlx::raw_sql(
+        "CREATE TABLE app_invoices (id INT PRIMARY KEY, total BIGINT NOT NULL) ENGINE = InnoDB;
+         INSERT INTO app_invoices VALUES (17, 0)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut app = pool.acquire().await.unwrap();
+    let mut statuses = Vec::new();
+    for (event, units) in [("evt-17", 10), ("evt-17", 10), ("evt-18", 5)] {
+        sqlx::raw_sql("BEGIN").execute(&mut *app).await.unwrap();
+        sqlx::query("CALL receipt_v1('invoice-adjustments', ?, @status, @field, @code)")
+            .bind(event)
+            .execute(&mut *app)
+            .await
+            .unwrap();
+        let status: String =
+            sqlx::query_scalar("SELECT @status").fetch_one(&mut *app).await.unwrap();
+        if status == "applied" {
+            sqlx::query("UPDATE app_invoices SET total = total + ? WHERE id = 17")
+                .bind(units)
+                .execute(&mut *app)
+                .await
+                .unwrap();
+        }
+        sqlx::raw_sql("COMMIT").execute(&mut *app).await.unwrap();
+        statuses.push(status);
+    }
+    assert_eq!(statuses, ["applied", "duplicate", "applied"]);
+    assert_eq!(count(&pool, "SELECT total FROM app_invoices WHERE id = 17").await, 15);
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM receipts").await, 2);
+    let mut tx = pool.begin().await.unwrap();
+    let again = herald::once(&mut *tx, "invoice-adjustments", "evt-17", |_| {
+        Box::pin(async move { Ok(()) })
+    })
+    .await
+    .unwrap();
+    assert!(matches!(again, herald::Once::AlreadyApplied), "{again:?}");
+    tx.rollback().await.unwrap();
+}
+
+/// The tenant wall: a user submits only for the tenants it was granted, with herald's
+/// rights — it has none on herald's tables itself, and cannot call before a grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_submits_only_for_the_tenants_it_was_granted() {
+    use herald::sqlx::Connection;
+    use std::str::FromStr;
+    let Some((db, herald, tenant, pool)) = setup().await else { return };
+    let other = herald.tenant_create("globex").await.unwrap().id;
+    herald.quota_grant(other, "webhook", 3, None).await.unwrap();
+    // Named like the tests' databases, so `.ci/run` drops it if this test dies midway.
+    let user = format!("t_{}", uuid::Uuid::now_v7().simple());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE USER '{user}'@'%'")))
+        .execute(&pool)
+        .await
+        .unwrap();
+    // The application's user has no rights on herald's database: it connects without one
+    // and calls herald's procedures by their qualified name.
+    let (server, herald_db) = db.url.rsplit_once('/').unwrap();
+    let options = sqlx::mysql::MySqlConnectOptions::from_str(server).unwrap().username(&user);
+    let mut app = MySqlConnection::connect_with(&options).await.unwrap();
+    let call = format!(
+        "CALL `{}`.submit_v1(?, 'order-0', 'webhook', 'https://x', '{{}}', NULL, NULL, NULL,
+                             NULL, @s, @i, @f, @c)",
+        herald_db
+    );
+    let refused =
+        sqlx::query(sqlx::AssertSqlSafe(call)).bind(tenant.to_string()).execute(&mut app).await;
+    assert!(refused.is_err(), "no EXECUTE before a grant");
+
+    assert!(herald.sql_grant(&user, Some(tenant)).await.unwrap());
+    assert!(!herald.sql_grant(&user, Some(tenant)).await.unwrap(), "granted already");
+    let (status, ..) =
+        submit_sql_in(&mut app, Some(herald_db), &tenant.to_string(), "order-1", "{}").await;
+    assert_eq!(status.as_deref(), Some("created"), "its own tenant");
+    let (status, _, field, code) =
+        submit_sql_in(&mut app, Some(herald_db), &other.to_string(), "order-1", "{}").await;
+    assert_eq!(
+        (status.as_deref(), field.as_deref(), code.as_deref()),
+        (Some("invalid"), Some("tenant"), Some("not_granted")),
+        "another tenant"
+    );
+    let read = sqlx::query("SELECT * FROM deliveries").execute(&mut app).await;
+    assert!(read.is_err(), "the user has no rights on herald's tables");
+    let grants = herald.sql_grants().await.unwrap();
+    assert_eq!(grants[0], herald::SqlGrant { role: "root".into(), tenant: None });
+    assert!(
+        grants.contains(&herald::SqlGrant { role: user.clone(), tenant: Some(tenant.as_uuid()) })
+    );
+
+    assert!(herald.sql_grant(&user, None).await.unwrap());
+    let (status, ..) =
+        submit_sql_in(&mut app, Some(herald_db), &other.to_string(), "order-2", "{}").await;
+    assert_eq!(status.as_deref(), Some("created"), "every tenant");
+    assert!(herald.sql_revoke(&user, None).await.unwrap());
+    assert!(herald.sql_revoke(&user, Some(tenant)).await.unwrap());
+    assert!(!herald.sql_revoke(&user, Some(tenant)).await.unwrap(), "revoked already");
+    let (status, _, _, code) =
+        submit_sql_in(&mut app, Some(herald_db), &tenant.to_string(), "order-3", "{}").await;
+    assert_eq!((status.as_deref(), code.as_deref()), (Some("invalid"), Some("not_granted")));
+    let unknown = herald.sql_grant(&user, Some(TenantId::new_v7())).await;
+    assert!(matches!(unknown, Err(Error::UnknownTenant)), "{unknown:?}");
+    let nobody = herald.sql_grant("t_nobody_by_this_name", None).await;
+    assert!(nobody.is_err(), "no such user: {nobody:?}");
+    assert!(!herald.sql_grants().await.unwrap().iter().any(|g| g.role == "t_nobody_by_this_name"));
+    app.close().await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP USER '{user}'@'%'")))
+        .execute(&pool)
+        .await
+        .unwrap();
+}
