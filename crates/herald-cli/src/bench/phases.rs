@@ -295,15 +295,20 @@ pub(super) async fn phases(
     let http = submit_http(&bench, herald, webhook_channel(herald)?, n).await?;
     figures.push(vs_alone("submit, HTTP API", http, n, None));
 
-    if herald.backend() == herald::Backend::Postgres {
-        // The SQL API, as an application calls it: one autocommitted statement per
-        // submit, on the bench's own role (granted every tenant).
+    if herald.backend() != herald::Backend::Sqlite {
+        // The SQL API, as an application calls it: one autocommitted call per submit, on
+        // the bench's own role (granted every tenant).
         let role = herald::bench::session_role(herald).await?;
         herald.sql_grant(&role, None).await?;
+        let routine = match herald.backend() {
+            herald::Backend::Postgres => "herald_submit_v1",
+            _ => "submit_v1",
+        };
         for (name, prefix, payload) in [
-            ("submit, SQL API (herald_submit_v1)", "sql", SQL_PAYLOAD_SMALL.to_string()),
-            ("submit, SQL API, 4 KiB nested payload", "sql-4k", nested_payload(4096)),
+            (format!("submit, SQL API ({routine})"), "sql", SQL_PAYLOAD_SMALL.to_string()),
+            ("submit, SQL API, 4 KiB nested payload".to_string(), "sql-4k", nested_payload(4096)),
         ] {
+            let name = name.as_str();
             bench.reset().await?;
             let b = bar(n, name);
             let value = rate(n, bench.submit_sql(n, prefix, &payload, &b).await?);

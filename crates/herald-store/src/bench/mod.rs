@@ -7,6 +7,9 @@
 //! concurrency as herald and prints herald as a ratio to it; it reaches this module only
 //! through `herald::bench`.
 
+mod sql_api;
+pub use sql_api::{app_commit_pooled, app_table_create, session_role, sql_submit_pooled};
+
 use crate::clock::sqlite_now;
 use crate::conn::{AsConn, Conn};
 use crate::error::{ErrorClass, StoreError};
@@ -392,93 +395,6 @@ pub async fn floor_drain_serial(
         drained += n;
         on_batch(n);
     }
-}
-
-/// One submit through the SQL API (`herald_submit_v1`, PostgreSQL), autocommitted on a
-/// pooled connection, as an application's statement would be: the delivery's id when it
-/// was created. The payload is given as text, as an application sends it.
-pub async fn sql_submit_pooled(
-    store: &Store,
-    tenant: Uuid,
-    operation_key: &str,
-    payload: &str,
-) -> Result<Option<Uuid>, StoreError> {
-    let Some(pool) = store.postgres_pool() else {
-        return Err(StoreError::NotOnBackend {
-            what: "the SQL API",
-            backend: store.backend().name(),
-        });
-    };
-    let (status, id): (String, Option<Uuid>) = sqlx::query_as(
-        "SELECT status, delivery_id FROM herald_submit_v1(tenant => $1, operation_key => $2,
-             channel => 'webhook', recipient => 'https://example.com/h', payload => $3)",
-    )
-    .bind(tenant.to_string())
-    .bind(operation_key)
-    .bind(payload)
-    .fetch_one(pool)
-    .await?;
-    Ok(id.filter(|_| status == "created"))
-}
-
-/// An application's own transaction, as the SQL API sees it (PostgreSQL): `BEGIN`, an
-/// order row of its own, and with `submit` also `herald_submit_v1` for `tenant`, then
-/// `COMMIT`. The bench compares the two to show what the submit (and its wake-up) costs
-/// the application's commits.
-pub async fn app_commit_pooled(
-    store: &Store,
-    order: &str,
-    submit: Option<Uuid>,
-) -> Result<(), StoreError> {
-    let Some(pool) = store.postgres_pool() else {
-        return Err(StoreError::NotOnBackend {
-            what: "the SQL API",
-            backend: store.backend().name(),
-        });
-    };
-    let mut tx = pool.begin().await?;
-    sqlx::query("INSERT INTO bench_app_orders (id) VALUES ($1)")
-        .bind(order)
-        .execute(&mut *tx)
-        .await?;
-    if let Some(tenant) = submit {
-        sqlx::query(
-            "SELECT status FROM herald_submit_v1(tenant => $1, operation_key => $2,
-                 channel => 'webhook', recipient => 'https://example.com/h',
-                 payload => '{\"event\": \"bench\"}')",
-        )
-        .bind(tenant.to_string())
-        .bind(order)
-        .fetch_one(&mut *tx)
-        .await?;
-    }
-    tx.commit().await?;
-    Ok(())
-}
-
-/// The application's table of [`app_commit_pooled`], made once before its phase.
-pub async fn app_table_create(store: &Store) -> Result<(), StoreError> {
-    let Some(pool) = store.postgres_pool() else {
-        return Err(StoreError::NotOnBackend {
-            what: "the SQL API",
-            backend: store.backend().name(),
-        });
-    };
-    sqlx::raw_sql("CREATE TABLE IF NOT EXISTS bench_app_orders (id text PRIMARY KEY)")
-        .execute(pool)
-        .await?;
-    Ok(())
-}
-
-/// The role this store's connections log in as (`session_user`).
-pub async fn session_role(store: &Store) -> Result<String, StoreError> {
-    let Some(pool) = store.postgres_pool() else {
-        return Err(StoreError::NotOnBackend {
-            what: "the SQL API",
-            backend: store.backend().name(),
-        });
-    };
-    Ok(sqlx::query_scalar("SELECT session_user::text").fetch_one(pool).await?)
 }
 
 /// Opens `connections` connections of `store`'s pool at once (and hands them back), so

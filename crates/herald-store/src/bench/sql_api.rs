@@ -1,0 +1,140 @@
+//! The bench's SQL-API phases: submits as an application makes them, on its own pooled
+//! connection — `herald_submit_v1` on PostgreSQL, `CALL submit_v1` on MariaDB — alone
+//! (autocommitted) or inside the application's own transaction.
+
+use crate::error::StoreError;
+use crate::store::Store;
+use sqlx::MySqlConnection;
+use sqlx::types::Uuid;
+
+const RECIPIENT: &str = "https://example.com/h";
+
+fn not_here(store: &Store) -> StoreError {
+    StoreError::NotOnBackend { what: "the SQL API", backend: store.backend().name() }
+}
+
+/// `CALL submit_v1` with its defaults, then its answer: (status, delivery id).
+async fn mysql_submit(
+    c: &mut MySqlConnection,
+    tenant: Uuid,
+    operation_key: &str,
+    payload: &str,
+) -> Result<(String, Option<Uuid>), StoreError> {
+    sqlx::query(
+        "CALL submit_v1(?, ?, 'webhook', ?, ?, NULL, NULL, NULL, NULL, @status, @id, @f, @c)",
+    )
+    .bind(tenant.to_string())
+    .bind(operation_key)
+    .bind(RECIPIENT)
+    .bind(payload)
+    .execute(&mut *c)
+    .await?;
+    let (status, id): (String, Option<String>) =
+        sqlx::query_as("SELECT @status, @id").fetch_one(&mut *c).await?;
+    Ok((status, id.and_then(|id| Uuid::parse_str(&id).ok())))
+}
+
+/// One submit through the SQL API, autocommitted on a pooled connection, as an
+/// application's statement would be: the delivery's id when it was created. The payload
+/// is given as text, as an application sends it.
+pub async fn sql_submit_pooled(
+    store: &Store,
+    tenant: Uuid,
+    operation_key: &str,
+    payload: &str,
+) -> Result<Option<Uuid>, StoreError> {
+    let (status, id) = if let Some(pool) = store.postgres_pool() {
+        sqlx::query_as(
+            "SELECT status, delivery_id FROM herald_submit_v1(tenant => $1, operation_key => $2,
+                 channel => 'webhook', recipient => $3, payload => $4)",
+        )
+        .bind(tenant.to_string())
+        .bind(operation_key)
+        .bind(RECIPIENT)
+        .bind(payload)
+        .fetch_one(pool)
+        .await?
+    } else if let Some(pool) = store.mysql_pool() {
+        mysql_submit(&mut *pool.acquire().await?, tenant, operation_key, payload).await?
+    } else {
+        return Err(not_here(store));
+    };
+    Ok(id.filter(|_| status == "created"))
+}
+
+/// An application's own transaction, as the SQL API sees it: `BEGIN`, an order row of its
+/// own, and with `submit` also an SQL submit for `tenant`, then `COMMIT`. The bench
+/// compares the two to show what the submit (and on PostgreSQL its wake-up) costs the
+/// application's commits.
+pub async fn app_commit_pooled(
+    store: &Store,
+    order: &str,
+    submit: Option<Uuid>,
+) -> Result<(), StoreError> {
+    const PAYLOAD: &str = r#"{"event": "bench"}"#;
+    if let Some(pool) = store.postgres_pool() {
+        let mut tx = pool.begin().await?;
+        sqlx::query("INSERT INTO bench_app_orders (id) VALUES ($1)")
+            .bind(order)
+            .execute(&mut *tx)
+            .await?;
+        if let Some(tenant) = submit {
+            sqlx::query(
+                "SELECT status FROM herald_submit_v1(tenant => $1, operation_key => $2,
+                     channel => 'webhook', recipient => $3, payload => $4)",
+            )
+            .bind(tenant.to_string())
+            .bind(order)
+            .bind(RECIPIENT)
+            .bind(PAYLOAD)
+            .fetch_one(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+    } else if let Some(pool) = store.mysql_pool() {
+        let mut tx = pool.begin().await?;
+        sqlx::query("INSERT INTO bench_app_orders (id) VALUES (?)")
+            .bind(order)
+            .execute(&mut *tx)
+            .await?;
+        if let Some(tenant) = submit {
+            mysql_submit(&mut tx, tenant, order, PAYLOAD).await?;
+        }
+        tx.commit().await?;
+    } else {
+        return Err(not_here(store));
+    }
+    Ok(())
+}
+
+/// The application's table of [`app_commit_pooled`], made once before its phase.
+pub async fn app_table_create(store: &Store) -> Result<(), StoreError> {
+    if let Some(pool) = store.postgres_pool() {
+        sqlx::raw_sql("CREATE TABLE IF NOT EXISTS bench_app_orders (id text PRIMARY KEY)")
+            .execute(pool)
+            .await?;
+    } else if let Some(pool) = store.mysql_pool() {
+        sqlx::raw_sql(
+            "CREATE TABLE IF NOT EXISTS bench_app_orders (id VARCHAR(100) PRIMARY KEY)
+             ENGINE = InnoDB",
+        )
+        .execute(pool)
+        .await?;
+    } else {
+        return Err(not_here(store));
+    }
+    Ok(())
+}
+
+/// The role (MariaDB: user name) this store's connections log in as, which a grant names.
+pub async fn session_role(store: &Store) -> Result<String, StoreError> {
+    if let Some(pool) = store.postgres_pool() {
+        Ok(sqlx::query_scalar("SELECT session_user::text").fetch_one(pool).await?)
+    } else if let Some(pool) = store.mysql_pool() {
+        Ok(sqlx::query_scalar("SELECT SUBSTRING_INDEX(SESSION_USER(), '@', 1)")
+            .fetch_one(pool)
+            .await?)
+    } else {
+        Err(not_here(store))
+    }
+}
