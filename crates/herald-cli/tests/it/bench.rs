@@ -28,6 +28,10 @@ const FIGURES: &[&str] = &[
     "commit-to-start p99 at 200/s, worker in a second process",
     "submit, HTTP API",
     "end-to-end: submit + webhook drain",
+    "submit, SQL API, 4 KiB nested payload",
+    "application commits with an SQL submit inside (vs. without)",
+    "commit-to-start p50 at 200/s, SQL API submits",
+    "commit-to-start p99 at 200/s, SQL API submits",
 ];
 
 /// Runs a short bench on `db` and checks that it wrote `expected` and every figure has a
@@ -80,11 +84,12 @@ fn a_short_run_reports_every_figure_as_json() {
         eprintln!("skipped: HERALD_TEST_POSTGRES_URL is not set");
         return;
     };
-    let sqlite = [
+    let postgres_only = [
+        "submit, SQL API (herald_submit_v1)",
         "SQLite: submit, library, single-delivery transactions",
         "SQLite: drain, no-op channel, 2048 slots",
     ];
-    short_run(&db, &[FIGURES, &sqlite[..]].concat());
+    short_run(&db, &[FIGURES, &postgres_only[..]].concat());
 }
 
 /// On MariaDB: the same phases against MariaDB's floor, in a database the run creates and
@@ -95,7 +100,7 @@ fn a_short_run_on_mariadb_reports_every_figure_against_its_floor() {
         eprintln!("skipped: HERALD_TEST_MYSQL_URL is not set");
         return;
     };
-    let names = short_run(&url, FIGURES);
+    let names = short_run(&url, &[FIGURES, &["submit, SQL API (submit_v1)"][..]].concat());
     assert!(!names.iter().any(|n| n.starts_with("SQLite")), "{names:?}");
 }
 

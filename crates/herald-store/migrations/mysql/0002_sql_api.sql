@@ -180,11 +180,24 @@ walk: BEGIN
                         LEAVE walk;
                     END IF;
                     -- Unescaped (`"a"` and `"\u0061"` are one key), sorted by UTF-8 bytes.
-                    SELECT COUNT(*) = COUNT(DISTINCT k), GROUP_CONCAT(i ORDER BY k SEPARATOR ',')
-                      INTO v_unique, f_order
-                      FROM JSON_TABLE(f_names, '$[*]' COLUMNS (
-                               i FOR ORDINALITY,
-                               k LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin PATH '$')) t;
+                    -- A LONGTEXT column sends the sort to a temporary table on disk (650 µs
+                    -- a query, measured; 20 µs as VARCHAR): only keys too long for the
+                    -- VARCHAR take it.
+                    IF CHAR_LENGTH(f_names) <= 1000 THEN
+                        SELECT COUNT(*) = COUNT(DISTINCT k), GROUP_CONCAT(i ORDER BY k SEPARATOR ',')
+                          INTO v_unique, f_order
+                          FROM JSON_TABLE(f_names, '$[*]' COLUMNS (
+                                   i FOR ORDINALITY,
+                                   k VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin
+                                     PATH '$')) t;
+                    ELSE
+                        SELECT COUNT(*) = COUNT(DISTINCT k), GROUP_CONCAT(i ORDER BY k SEPARATOR ',')
+                          INTO v_unique, f_order
+                          FROM JSON_TABLE(f_names, '$[*]' COLUMNS (
+                                   i FOR ORDINALITY,
+                                   k LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin
+                                     PATH '$')) t;
+                    END IF;
                     IF NOT v_unique THEN
                         SET p_problem = 'duplicate_key';
                         LEAVE walk;
