@@ -29,14 +29,23 @@ CREATE TABLE IF NOT EXISTS herald_sql_grants (
     CONSTRAINT herald_sql_grants_role_length CHECK (CHAR_LENGTH(role_name) BETWEEN 1 AND 80)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;
 
+-- A UTF-16 surrogate encoded as if it were a character (see herald_text_problem).
+CREATE OR REPLACE FUNCTION herald_has_surrogate(
+    p_value LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+) RETURNS BOOLEAN DETERMINISTIC NO SQL
+RETURN CAST(p_value AS BINARY) REGEXP '\\xED[\\xA0-\\xBF]';
+
 -- herald's text rules (herald_core's `check_text`): not empty, at most `p_max` bytes, no
 -- control character (Unicode Cc). NULL when the value is fine, else the problem's code.
+-- MariaDB's utf8mb4 lets a UTF-16 surrogate through in its 3-byte UTF-8 form (ED A0..BF
+-- xx), which every REGEXP then refuses with an error: it is found by its bytes first.
 CREATE OR REPLACE FUNCTION herald_text_problem(
     p_value LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, p_max INT
 ) RETURNS VARCHAR(32) DETERMINISTIC NO SQL
 RETURN CASE
     WHEN p_value IS NULL OR p_value = '' THEN 'empty'
     WHEN LENGTH(p_value) > p_max THEN 'too_long'
+    WHEN herald_has_surrogate(p_value) THEN 'lone_surrogate'
     WHEN p_value REGEXP '[\\x{00}-\\x{1f}\\x{7f}-\\x{9f}]' THEN 'control_character'
 END;
 
@@ -279,19 +288,34 @@ CREATE OR REPLACE PROCEDURE herald_payload_canonical(
     OUT p_canonical LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     OUT p_problem VARCHAR(32))
 DETERMINISTIC READS SQL DATA
-BEGIN
+payload: BEGIN
     -- The text of every string token (each followed by a space), escaped backslashes out.
     DECLARE v_strings LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_brackets LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_before LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_levels INT DEFAULT 0;
+    DECLARE v_concat_max BIGINT UNSIGNED DEFAULT @@group_concat_max_len;
+    -- A safety net: whatever MariaDB's JSON functions refuse of what JSON_VALID let
+    -- through is a syntax error of the payload, never an error raised in the caller's
+    -- transaction (nothing here touches a table, so no concurrency error is caught).
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        SET SESSION group_concat_max_len = v_concat_max;
+        SET p_canonical = NULL, p_problem = 'syntax';
+    END;
     SET p_canonical = NULL, p_problem = NULL;
+    IF herald_has_surrogate(p_payload) THEN
+        SET p_problem = 'lone_surrogate';
+        LEAVE payload;
+    END IF;
     SET v_strings = REPLACE(
         REGEXP_REPLACE(p_payload, '(?s)"((?:[^"\\\\]|\\\\.)*)"?|.', '\\1 '), '\\\\', '');
-    IF NOT JSON_VALID(p_payload) THEN
-        IF v_strings REGEXP '[\\x{00}-\\x{1f}]' THEN
-            SET p_problem = 'control_character';
-        ELSEIF REGEXP_REPLACE(v_strings, '\\\\u[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2}', '')
+    -- A raw control character in a string (JSON_VALID lets a tab or a newline through at
+    -- the start of a key).
+    IF v_strings REGEXP '[\\x{00}-\\x{1f}]' THEN
+        SET p_problem = 'control_character';
+    ELSEIF NOT JSON_VALID(p_payload) THEN
+        IF REGEXP_REPLACE(v_strings, '\\\\u[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2}', '')
                REGEXP '\\\\u[dD][89a-fA-F][0-9a-fA-F]{2}' THEN
             SET p_problem = 'lone_surrogate';
         ELSE
@@ -306,12 +330,17 @@ BEGIN
             UNTIL v_brackets = v_before OR v_levels > 32 END REPEAT;
             SET p_problem = IF(v_levels > 32, 'too_deep', 'syntax');
         END IF;
-    ELSEIF v_strings REGEXP '\\\\([^"\\\\/bfnrtu]|u(?![0-9a-fA-F]{4}))' THEN
+    ELSEIF v_strings REGEXP '\\\\([^"\\\\/bfnrtu]|u(?![0-9a-fA-F]{4}))'
+        -- A number with no digit after its point or exponent (`1.`, `[1e]`), outside strings.
+        OR REGEXP_REPLACE(p_payload, '(?s)"(?:[^"\\\\]|\\\\.)*"', '""')
+           REGEXP '[0-9](\\.(?![0-9])|[eE](?![+-]?[0-9]))' THEN
         SET p_problem = 'syntax';
     ELSEIF v_strings REGEXP '\\\\u0000' THEN
         SET p_problem = 'nul';
     ELSE
+        SET SESSION group_concat_max_len = 4294967295;
         CALL herald_json_canonical(JSON_EXTRACT(p_payload, '$'), p_canonical, p_problem);
+        SET SESSION group_concat_max_len = v_concat_max;
     END IF;
 END;
 
@@ -335,17 +364,21 @@ RETURN UNHEX(SHA2(CONCAT(
 
 -- RFC 3339 text (`2026-12-01T10:00:00Z`, `…T10:00:00.250+02:00`) as Unix milliseconds,
 -- or NULL when it is not a time.
-CREATE OR REPLACE FUNCTION herald_rfc3339_ms(p_text VARCHAR(64) CHARACTER SET ascii)
+CREATE OR REPLACE FUNCTION herald_rfc3339_ms(p_text LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
 RETURNS BIGINT DETERMINISTIC NO SQL
 BEGIN
     DECLARE v_days BIGINT;
-    DECLARE v_frac VARCHAR(64) CHARACTER SET ascii;
-    DECLARE v_zone VARCHAR(8) CHARACTER SET ascii;
+    DECLARE v_frac VARCHAR(64) CHARACTER SET utf8mb4;
+    DECLARE v_zone VARCHAR(8) CHARACTER SET utf8mb4;
     DECLARE v_offset_min INT DEFAULT 0;
-    IF p_text NOT REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$' THEN
+    IF herald_has_surrogate(p_text) THEN
         RETURN NULL;
     END IF;
-    IF SUBSTR(p_text, 12, 2) > '23' OR SUBSTR(p_text, 15, 2) > '59' OR SUBSTR(p_text, 18, 2) > '59' THEN
+    IF p_text NOT REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})$' THEN
+        RETURN NULL;
+    END IF;
+    -- A leap second (`:60`) is read as :59, as herald's own parser reads it.
+    IF SUBSTR(p_text, 12, 2) > '23' OR SUBSTR(p_text, 15, 2) > '59' OR SUBSTR(p_text, 18, 2) > '60' THEN
         RETURN NULL;
     END IF;
     -- NULL for a day that does not exist (`2026-02-30`).
@@ -366,7 +399,7 @@ BEGIN
     END IF;
     RETURN v_days * 86400000
          + (CAST(SUBSTR(p_text, 12, 2) AS SIGNED) * 3600 + CAST(SUBSTR(p_text, 15, 2) AS SIGNED) * 60
-            + CAST(SUBSTR(p_text, 18, 2) AS SIGNED)) * 1000
+            + LEAST(CAST(SUBSTR(p_text, 18, 2) AS SIGNED), 59)) * 1000
          + CAST(RPAD(COALESCE(v_frac, ''), 3, '0') AS SIGNED) -- milliseconds: RPAD also cuts
          - v_offset_min * 60000;
 END;
@@ -400,13 +433,14 @@ END;
 -- written against v1 keeps working after every upgrade (MariaDB has neither named
 -- parameters nor defaults, so adding one to v1 would break every call).
 CREATE OR REPLACE PROCEDURE submit_v1(
-    IN p_tenant VARCHAR(64) CHARACTER SET utf8mb4,
+    IN p_tenant LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_operation_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin,
     IN p_channel LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin,
     IN p_recipient LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin,
     IN p_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_quota_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin,
-    IN p_cost BIGINT, IN p_send_at VARCHAR(64) CHARACTER SET utf8mb4, IN p_max_attempts INT,
+    IN p_cost BIGINT, IN p_send_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_max_attempts INT,
     OUT p_status VARCHAR(16), OUT p_delivery_id CHAR(36), OUT p_field VARCHAR(32),
     OUT p_code VARCHAR(32))
 MODIFIES SQL DATA SQL SECURITY DEFINER
@@ -429,8 +463,6 @@ submit: BEGIN
     DECLARE v_id BINARY(16);
     DECLARE v_existing BINARY(16);
     DECLARE v_existing_print VARBINARY(64);
-    DECLARE v_existing_version SMALLINT;
-    DECLARE v_same BOOLEAN;
     DECLARE v_round INT DEFAULT 0;
     -- Called outside a transaction: the claim is one of its own, undone whole on an error.
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -445,6 +477,10 @@ submit: BEGIN
     -- The request's fields, in herald's order.
     IF p_tenant IS NULL OR p_tenant = '' THEN
         SET p_field = 'tenant', p_code = 'empty';
+        LEAVE submit;
+    END IF;
+    IF herald_has_surrogate(p_tenant) THEN
+        SET p_field = 'tenant', p_code = 'not_a_uuid';
         LEAVE submit;
     END IF;
     IF p_tenant NOT REGEXP '^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$' THEN
@@ -469,7 +505,8 @@ submit: BEGIN
     -- granted this tenant or every tenant), the tenant.
     SELECT COALESCE(v_attempts, (SELECT s.max_attempts FROM herald_settings s WHERE s.id = 1)),
            EXISTS (SELECT 1 FROM herald_sql_grants g
-                   WHERE g.role_name = SUBSTRING_INDEX(SESSION_USER(), '@', 1)
+                   WHERE g.role_name = LEFT(SESSION_USER(), CHAR_LENGTH(SESSION_USER())
+                                            - CHAR_LENGTH(SUBSTRING_INDEX(SESSION_USER(), '@', -1)) - 1)
                      AND (g.tenant_id IS NULL OR g.tenant_id = v_tenant)),
            EXISTS (SELECT 1 FROM tenants t WHERE t.id = v_tenant)
       INTO v_attempts, v_granted, v_known;
@@ -535,7 +572,7 @@ submit: BEGIN
         END IF;
         IF v_covered THEN
             SET v_id = herald_uuid_v7(v_now);
-            SAVEPOINT herald_claim;
+            SAVEPOINT herald_submit_v1_claim;
             BEGIN
                 DECLARE v_errno INT;
                 DECLARE EXIT HANDLER FOR 1062 SET v_id = NULL;
@@ -545,7 +582,7 @@ submit: BEGIN
                 BEGIN
                     GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
                     IF v_errno <> 1213 AND @@in_transaction = 1 THEN
-                        ROLLBACK TO SAVEPOINT herald_claim;
+                        ROLLBACK TO SAVEPOINT herald_submit_v1_claim;
                     END IF;
                     RESIGNAL;
                 END;
@@ -566,30 +603,24 @@ submit: BEGIN
                     VALUES (v_tenant, v_quota_key, 'reserve', v_cost, v_id, 1, v_now);
                 END IF;
             END;
+            RELEASE SAVEPOINT herald_submit_v1_claim;
             IF v_id IS NOT NULL THEN
                 SET p_status = 'created', p_delivery_id = LOWER(INSERT(INSERT(INSERT(INSERT(
                     HEX(v_id), 21, 0, '-'), 17, 0, '-'), 13, 0, '-'), 9, 0, '-'));
                 LEAVE claim;
             END IF;
-            RELEASE SAVEPOINT herald_claim;
         END IF;
         -- The identity exists (or the quota is short): a locking read finds the latest
         -- committed row under REPEATABLE READ too.
         SET v_existing = NULL;
-        SELECT d.id, d.fingerprint, d.fingerprint_version,
-               d.fingerprint_version = 2
-               OR (d.recipient = p_recipient AND d.quota_key = v_quota_key AND d.cost = v_cost
-                   AND d.max_attempts = v_attempts)
-          INTO v_existing, v_existing_print, v_existing_version, v_same
+        -- Every MariaDB row has fingerprint version 2 (the backend began with it).
+        SELECT d.id, d.fingerprint INTO v_existing, v_existing_print
           FROM deliveries d
          WHERE d.tenant_id = v_tenant AND d.operation_key = p_operation_key
            AND d.channel = p_channel
           LOCK IN SHARE MODE;
         IF v_existing IS NOT NULL THEN
-            IF v_existing_version = 2 THEN
-                SET v_same = v_existing_print = v_print;
-            END IF;
-            IF v_same THEN
+            IF v_existing_print = v_print THEN
                 SET p_status = 'duplicate', p_delivery_id = LOWER(INSERT(INSERT(INSERT(INSERT(
                     HEX(v_existing), 21, 0, '-'), 17, 0, '-'), 13, 0, '-'), 9, 0, '-'));
             ELSE
