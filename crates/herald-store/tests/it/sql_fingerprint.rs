@@ -109,3 +109,50 @@ async fn mariadb_computes_every_golden_vector() {
     .await;
     tx.rollback().await.unwrap();
 }
+
+/// What MariaDB's JSON_VALID lets through or its functions trip over, found by a review:
+/// each is an answer (herald_core's problem code), never an error raised in the caller's
+/// transaction, whatever the session's group_concat_max_len.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_answers_what_its_json_functions_let_through() {
+    let Some(db) = Db::open(Backend::MySql).await else { return };
+    let mut tx = db.tx().await;
+    let Conn::MySql(c) = tx.as_conn() else { unreachable!("a MariaDB store") };
+    herald_store::sqlx::query("SET SESSION group_concat_max_len = 4")
+        .execute(&mut *c)
+        .await
+        .unwrap();
+    let cases: &[(&[u8], Option<&str>, Option<&str>)] = &[
+        (b"[1e]", None, Some("syntax")),
+        (b"[1.]", None, Some("syntax")),
+        (b"{\"a\":2E,\"b\":1}", None, Some("syntax")),
+        (b"[1.5e-3, 1E+2]", Some("[0.0015,100]"), None),
+        (b"{\"\ta\":1}", None, Some("control_character")),
+        (b"[\"\\x\"]", None, Some("syntax")),
+        // A surrogate in its 3-byte form, which MariaDB's utf8mb4 accepts.
+        (b"[\"\xed\xa0\x80\"]", None, Some("lone_surrogate")),
+        (b"{\"c\":1,\"b\":2,\"a\":3,\"d\":4}", Some("{\"a\":3,\"b\":2,\"c\":1,\"d\":4}"), None),
+    ];
+    for (payload, canonical, problem) in cases {
+        herald_store::sqlx::query(
+            "CALL herald_payload_canonical(CONVERT(? USING utf8mb4), @canonical, @problem)",
+        )
+        .bind(&payload[..])
+        .execute(&mut *c)
+        .await
+        .unwrap_or_else(|e| panic!("{:?} raised {e}", String::from_utf8_lossy(payload)));
+        let got: (Option<String>, Option<String>) =
+            herald_store::sqlx::query_as("SELECT @canonical, @problem")
+                .fetch_one(&mut *c)
+                .await
+                .unwrap();
+        let want = (canonical.map(str::to_string), problem.map(str::to_string));
+        assert_eq!(got, want, "{:?}", String::from_utf8_lossy(payload));
+    }
+    let kept: i64 = herald_store::sqlx::query_scalar("SELECT CAST(@@group_concat_max_len AS SIGNED)")
+        .fetch_one(&mut *c)
+        .await
+        .unwrap();
+    assert_eq!(kept, 4, "the session's own setting is given back");
+    tx.rollback().await.unwrap();
+}
