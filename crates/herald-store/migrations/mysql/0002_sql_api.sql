@@ -131,6 +131,12 @@ END;
 -- `f_` variables; those it is nested in are suspended in the `s_` stacks, one field per
 -- stack, newest last, separated by CHAR(1) (which no JSON text from MariaDB holds: a raw
 -- control character is invalid in a string, and canonical text escapes it).
+--
+-- A container's members are read one by one with JSON_EXTRACT(…, '$[i]'), which parses
+-- the container up to member i; past LISTED_FROM (64) members that is quadratic (an
+-- array of 32,767 numbers took 32 s), so a bigger container is read once, by JSON_TABLE,
+-- into a list (`f_list`, bytes, members separated by CHAR(26); an object's each as its
+-- canonical key, CHAR(2), its value) that is then consumed from `f_pos` on.
 CREATE OR REPLACE PROCEDURE herald_json_canonical(
     IN p_j LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     OUT p_canonical LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -140,25 +146,34 @@ walk: BEGIN
     DECLARE v_sep CHAR(1) CHARACTER SET utf8mb4 DEFAULT CHAR(1 USING utf8mb4);
     -- The value to canonicalize next, and the canonical text of the one just done.
     DECLARE v_cur LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT p_j;
-    DECLARE v_result LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_result LONGBLOB;
     DECLARE v_kind VARCHAR(16);
     DECLARE v_n INT;
     DECLARE v_at INT;
+    DECLARE v_end BIGINT;
+    DECLARE v_entry LONGBLOB;
     DECLARE v_unique BOOLEAN;
     DECLARE v_number LONGTEXT CHARACTER SET ascii;
     DECLARE v_depth INT DEFAULT 0;
-    -- The open container: its kind (`O`, `A`), its members' values as a JSON array, an
-    -- object's keys (JSON_KEYS) and their sorted order (1-based positions), how many
-    -- members, how many are done, their canonical text so far.
+    -- The open container: its kind (`O`, `A`); read by index: its members' values as a
+    -- JSON array (`f_src`), an object's keys (JSON_KEYS) and their sorted order (1-based
+    -- positions); listed: `f_list` and the position of its next member (`f_pos` > 0);
+    -- how many members, how many are done, the canonical key of the member under way,
+    -- the members' canonical text so far.
     DECLARE f_kind CHAR(1) CHARACTER SET utf8mb4 DEFAULT '';
     DECLARE f_src LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
     DECLARE f_names LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
     DECLARE f_order LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
+    DECLARE f_list LONGBLOB DEFAULT '';
+    DECLARE f_pos BIGINT DEFAULT 0;
     DECLARE f_n INT DEFAULT 0;
     DECLARE f_i INT DEFAULT 0;
-    DECLARE f_acc LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
-    DECLARE s_kind, s_src, s_names, s_order, s_n, s_i, s_acc
+    DECLARE f_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
+    -- Bytes, not text: appending to a text variable checks the whole text again.
+    DECLARE f_acc LONGBLOB DEFAULT '';
+    DECLARE s_kind, s_src, s_names, s_order, s_n, s_i, s_key, s_pos
         LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
+    DECLARE s_list, s_acc LONGBLOB DEFAULT '';
     SET p_canonical = NULL, p_problem = NULL;
     value: LOOP
         SET v_kind = JSON_TYPE(v_cur), v_result = NULL;
@@ -176,11 +191,15 @@ walk: BEGIN
                         s_src = CONCAT(s_src, v_sep, f_src),
                         s_names = CONCAT(s_names, v_sep, f_names),
                         s_order = CONCAT(s_order, v_sep, f_order),
+                        s_list = CONCAT(s_list, CHAR(1), SUBSTRING(f_list, GREATEST(f_pos, 1))),
+                        s_pos = CONCAT(s_pos, v_sep, IF(f_pos > 0, 1, 0)),
                         s_n = CONCAT(s_n, v_sep, f_n),
                         s_i = CONCAT(s_i, v_sep, f_i),
-                        s_acc = CONCAT(s_acc, v_sep, f_acc);
+                        s_key = CONCAT(s_key, v_sep, f_key),
+                        s_acc = CONCAT(s_acc, CHAR(1), f_acc);
                 END IF;
-                SET v_depth = v_depth + 1, f_n = v_n, f_i = 0, f_acc = '';
+                SET v_depth = v_depth + 1, f_n = v_n, f_i = 0, f_acc = '',
+                    f_src = '', f_names = '', f_order = '', f_list = '', f_pos = 0;
                 IF v_kind = 'OBJECT' THEN
                     -- JSON_KEYS drops a key written twice alike; JSON_LENGTH counts both.
                     SET f_kind = 'O', f_names = JSON_KEYS(v_cur);
@@ -191,8 +210,20 @@ walk: BEGIN
                     -- Unescaped (`"a"` and `"\u0061"` are one key), sorted by UTF-8 bytes.
                     -- A LONGTEXT column sends the sort to a temporary table on disk (650 µs
                     -- a query, measured; 20 µs as VARCHAR): only keys too long for the
-                    -- VARCHAR take it.
-                    IF CHAR_LENGTH(f_names) <= 1000 THEN
+                    -- VARCHAR take it, and big objects, which are read once.
+                    IF v_n > 64 THEN
+                        SELECT COUNT(*) = COUNT(DISTINCT k.k),
+                               CAST(GROUP_CONCAT(CONCAT(herald_json_string(k.k), CHAR(2 USING utf8mb4), v.v)
+                                                 ORDER BY k.k SEPARATOR '\Z') AS BINARY)
+                          INTO v_unique, f_list
+                          FROM JSON_TABLE(f_names, '$[*]' COLUMNS (
+                                   i FOR ORDINALITY,
+                                   k LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin
+                                     PATH '$')) k
+                          JOIN JSON_TABLE(v_cur, '$.*' COLUMNS (
+                                   i FOR ORDINALITY, v JSON PATH '$')) v ON v.i = k.i;
+                        SET f_pos = 1;
+                    ELSEIF CHAR_LENGTH(f_names) <= 1000 THEN
                         SELECT COUNT(*) = COUNT(DISTINCT k), GROUP_CONCAT(i ORDER BY k SEPARATOR ',')
                           INTO v_unique, f_order
                           FROM JSON_TABLE(f_names, '$[*]' COLUMNS (
@@ -211,9 +242,18 @@ walk: BEGIN
                         SET p_problem = 'duplicate_key';
                         LEAVE walk;
                     END IF;
-                    SET f_src = JSON_EXTRACT(v_cur, '$.*');
+                    IF f_pos = 0 THEN
+                        SET f_src = JSON_EXTRACT(v_cur, '$.*');
+                    END IF;
                 ELSE
-                    SET f_kind = 'A', f_src = v_cur, f_names = '', f_order = '';
+                    SET f_kind = 'A';
+                    IF v_n > 64 THEN
+                        SELECT CAST(GROUP_CONCAT(v SEPARATOR '\Z') AS BINARY) INTO f_list
+                          FROM JSON_TABLE(v_cur, '$[*]' COLUMNS (v JSON PATH '$')) t;
+                        SET f_pos = 1;
+                    ELSE
+                        SET f_src = v_cur;
+                    END IF;
                 END IF;
             END IF;
         ELSEIF v_kind = 'STRING' THEN
@@ -221,7 +261,12 @@ walk: BEGIN
         ELSEIF v_kind IN ('BOOLEAN', 'NULL') THEN
             SET v_result = TRIM(v_cur);
         ELSE
-            SET v_number = herald_json_number(TRIM(v_cur));
+            SET v_number = TRIM(v_cur);
+            -- An integer within the limits is its own canonical text (the common case,
+            -- without the call).
+            IF v_number NOT REGEXP '^(0|-?[1-9][0-9]{0,34})$' THEN
+                SET v_number = herald_json_number(v_number);
+            END IF;
             IF LEFT(v_number, 1) = '!' THEN
                 SET p_problem = SUBSTR(v_number, 2);
                 LEAVE walk;
@@ -232,23 +277,38 @@ walk: BEGIN
         done: LOOP
             IF v_result IS NOT NULL THEN
                 IF v_depth = 0 THEN
-                    SET p_canonical = v_result;
+                    SET p_canonical = CONVERT(v_result USING utf8mb4);
                     LEAVE walk;
                 END IF;
                 SET f_acc = CONCAT(f_acc, IF(f_i > 0, ',', ''),
-                    IF(f_kind = 'O', CONCAT(herald_json_string(JSON_UNQUOTE(
-                        JSON_EXTRACT(f_names, CONCAT('$[', v_at, ']')))), ':'), ''),
-                    v_result);
+                                   IF(f_kind = 'O', CONCAT(f_key, ':'), ''), v_result);
                 SET f_i = f_i + 1;
             END IF;
             IF f_i < f_n THEN
-                IF f_kind = 'O' THEN
-                    SET v_at = CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(f_order, ',', f_i + 1), ',', -1)
-                                    AS SIGNED) - 1;
+                IF f_pos > 0 THEN
+                    SET v_end = LOCATE(X'1A', f_list, f_pos);
+                    IF v_end = 0 THEN
+                        SET v_end = LENGTH(f_list) + 1;
+                    END IF;
+                    SET v_entry = SUBSTRING(f_list, f_pos, v_end - f_pos), f_pos = v_end + 1;
+                    IF f_kind = 'O' THEN
+                        SET v_end = LOCATE(X'02', v_entry);
+                        SET f_key = CONVERT(LEFT(v_entry, v_end - 1) USING utf8mb4),
+                            v_cur = CONVERT(SUBSTRING(v_entry, v_end + 1) USING utf8mb4);
+                    ELSE
+                        SET v_cur = CONVERT(v_entry USING utf8mb4);
+                    END IF;
                 ELSE
-                    SET v_at = f_i;
+                    IF f_kind = 'O' THEN
+                        SET v_at = CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(f_order, ',', f_i + 1), ',', -1)
+                                        AS SIGNED) - 1;
+                        SET f_key = herald_json_string(JSON_UNQUOTE(
+                            JSON_EXTRACT(f_names, CONCAT('$[', v_at, ']'))));
+                    ELSE
+                        SET v_at = f_i;
+                    END IF;
+                    SET v_cur = JSON_EXTRACT(f_src, CONCAT('$[', v_at, ']'));
                 END IF;
-                SET v_cur = JSON_EXTRACT(f_src, CONCAT('$[', v_at, ']'));
                 ITERATE value;
             END IF;
             SET v_result = IF(f_kind = 'O', CONCAT('{', f_acc, '}'), CONCAT('[', f_acc, ']'));
@@ -262,17 +322,18 @@ walk: BEGIN
                     s_names = LEFT(s_names, CHAR_LENGTH(s_names) - CHAR_LENGTH(f_names) - 1),
                     f_order = SUBSTRING_INDEX(s_order, v_sep, -1),
                     s_order = LEFT(s_order, CHAR_LENGTH(s_order) - CHAR_LENGTH(f_order) - 1),
+                    f_list = SUBSTRING_INDEX(s_list, CHAR(1), -1),
+                    s_list = LEFT(s_list, LENGTH(s_list) - LENGTH(f_list) - 1),
+                    f_pos = CAST(SUBSTRING_INDEX(s_pos, v_sep, -1) AS SIGNED),
+                    s_pos = LEFT(s_pos, CHAR_LENGTH(s_pos) - 2),
                     f_n = CAST(SUBSTRING_INDEX(s_n, v_sep, -1) AS SIGNED),
                     s_n = LEFT(s_n, CHAR_LENGTH(s_n) - CHAR_LENGTH(SUBSTRING_INDEX(s_n, v_sep, -1)) - 1),
                     f_i = CAST(SUBSTRING_INDEX(s_i, v_sep, -1) AS SIGNED),
                     s_i = LEFT(s_i, CHAR_LENGTH(s_i) - CHAR_LENGTH(SUBSTRING_INDEX(s_i, v_sep, -1)) - 1),
-                    f_acc = SUBSTRING_INDEX(s_acc, v_sep, -1),
-                    s_acc = LEFT(s_acc, CHAR_LENGTH(s_acc) - CHAR_LENGTH(f_acc) - 1);
-                -- The suspended member's key position, for its key.
-                IF f_kind = 'O' THEN
-                    SET v_at = CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(f_order, ',', f_i + 1), ',', -1)
-                                    AS SIGNED) - 1;
-                END IF;
+                    f_key = SUBSTRING_INDEX(s_key, v_sep, -1),
+                    s_key = LEFT(s_key, CHAR_LENGTH(s_key) - CHAR_LENGTH(f_key) - 1),
+                    f_acc = SUBSTRING_INDEX(s_acc, CHAR(1), -1),
+                    s_acc = LEFT(s_acc, LENGTH(s_acc) - LENGTH(f_acc) - 1);
             END IF;
         END LOOP;
     END LOOP;
