@@ -108,10 +108,15 @@ impl FromRequestParts<AppState> for TenantAuth {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let token = bearer(parts).ok_or_else(ApiError::unauthorized)?;
         let (key_id, hash) = keys::parse(token).ok_or_else(ApiError::unauthorized)?;
+        if let Some(tenant) = state.key_cache.tenant(key_id.as_str(), &hash) {
+            return Ok(TenantAuth(tenant));
+        }
         let row = state.herald.api_key(&key_id).await.map_err(ApiError::from)?;
         match row {
             Some(row) if !row.revoked && keys::same(&row.secret_sha256, &hash) => {
-                Ok(TenantAuth(herald::TenantId::from_uuid(row.tenant_id)))
+                let tenant = herald::TenantId::from_uuid(row.tenant_id);
+                state.key_cache.verified(key_id.as_str(), hash, tenant);
+                Ok(TenantAuth(tenant))
             }
             _ => Err(ApiError::unauthorized()),
         }

@@ -75,6 +75,7 @@ pub fn state(herald: &Herald, config: &ServeConfig) -> AppState {
         channels: Arc::new(config.channels.iter().map(|(n, _)| n.clone()).collect::<BTreeSet<_>>()),
         metrics: crate::metrics::handle(),
         metrics_per_tenant: config.metrics_per_tenant,
+        key_cache: Arc::new(keys::KeyCache::new(keys::KEY_CACHE_TTL)),
     }
 }
 

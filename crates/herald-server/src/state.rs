@@ -16,6 +16,9 @@ pub struct AppState {
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// `HERALD_METRICS_PER_TENANT`: `/metrics` adds the series labelled by tenant id.
     pub metrics_per_tenant: bool,
+    /// API keys verified recently (`keys::KEY_CACHE_TTL`), so a request's key check costs
+    /// no database round trip.
+    pub key_cache: Arc<crate::keys::KeyCache>,
 }
 
 impl std::fmt::Debug for AppState {

@@ -68,6 +68,8 @@ pub async fn revoke_tenant_key(
     if !state.herald.api_key_revoke(tenant, &key_id).await? {
         return Err(ApiError::not_found("key"));
     }
+    // This server refuses it at once; others within keys::KEY_CACHE_TTL.
+    state.key_cache.forget(key_id.as_str());
     Ok(Json(serde_json::json!({"key_id": key_id.as_str(), "revoked": true})))
 }
 

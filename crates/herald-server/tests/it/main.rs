@@ -9,6 +9,7 @@ mod common;
 mod busy;
 mod edges;
 mod http;
+mod key_cache;
 mod robust;
 mod sqlite_reads;
 mod tenants;

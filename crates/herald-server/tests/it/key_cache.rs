@@ -1,0 +1,56 @@
+//! The API-key check costs no database round trip for a key verified within
+//! `keys::KEY_CACHE_TTL`: a key revoked elsewhere (the CLI, another server) is still
+//! believed here until then, and refused after; one revoked through this server's own API
+//! is refused at once. On every backend of the run.
+
+use crate::common::{ADMIN_KEY, config, envs, get, req};
+use axum::http::{Method, StatusCode};
+use herald_server::keys::KeyCache;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verified_key_is_believed_for_the_bound_and_a_revocation_here_at_once() {
+    for env in envs().await {
+        let ttl = Duration::from_millis(300);
+        let mut state = herald_server::serve::state(&env.herald, &config(Some(ADMIN_KEY), None));
+        state.key_cache = Arc::new(KeyCache::new(ttl));
+        let api = crate::common::Api { backend: env.backend, router: herald_server::app(state) };
+        let tenant = api.tenant("acme").await;
+        let tenant_id: herald::TenantId = tenant.id.parse().unwrap();
+        let (key_id, _) = herald::api_key_parse(&tenant.key).unwrap();
+
+        api.send(get("/v1/quotas").bearer(&tenant.key)).await.expect(StatusCode::OK);
+        // Revoked by another process (here: the library, straight in the database): this
+        // server has verified the key and believes it until the bound, without asking.
+        assert!(env.herald.api_key_revoke(tenant_id, &key_id).await.unwrap());
+        api.send(get("/v1/quotas").bearer(&tenant.key)).await.expect(StatusCode::OK);
+        // A wrong secret for the cached key id is never believed.
+        let forged = format!("{}x", &tenant.key[..tenant.key.len() - 1]);
+        api.send(get("/v1/quotas").bearer(&forged))
+            .await
+            .expect_error(StatusCode::UNAUTHORIZED, "unauthorized");
+        tokio::time::sleep(ttl + Duration::from_millis(50)).await;
+        api.send(get("/v1/quotas").bearer(&tenant.key))
+            .await
+            .expect_error(StatusCode::UNAUTHORIZED, "unauthorized");
+
+        // Revoked through this server's API: refused at once, while still cached.
+        let created = api
+            .send(req(Method::POST, format!("/v1/tenants/{}/keys", tenant.id)).bearer(ADMIN_KEY))
+            .await
+            .expect(StatusCode::CREATED);
+        let second = created["api_key"].as_str().unwrap().to_string();
+        let second_id = created["key_id"].as_str().unwrap();
+        api.send(get("/v1/quotas").bearer(&second)).await.expect(StatusCode::OK);
+        api.send(
+            req(Method::DELETE, format!("/v1/tenants/{}/keys/{second_id}", tenant.id))
+                .bearer(ADMIN_KEY),
+        )
+        .await
+        .expect(StatusCode::OK);
+        api.send(get("/v1/quotas").bearer(&second))
+            .await
+            .expect_error(StatusCode::UNAUTHORIZED, "unauthorized");
+    }
+}
