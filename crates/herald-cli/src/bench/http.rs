@@ -26,22 +26,75 @@ pub(super) fn webhook_channel(herald: &Herald) -> Result<Arc<dyn Channel>> {
     )?))
 }
 
-pub(super) async fn end_to_end_figure(
+pub(super) async fn end_to_end_figures(
     args: &Args,
     bench: &Bench,
     herald: &Herald,
     n: usize,
-) -> Result<Figure> {
+) -> Result<Vec<Figure>> {
     let (herald_e2e, floor_e2e) =
         end_to_end(args, bench, herald, webhook_channel(herald)?, n).await?;
-    Ok(figure(
-        "end-to-end: submit + webhook drain",
-        herald_e2e,
-        "/s",
-        Some(floor_e2e),
-        n,
-        Some(PeerMetric::EndToEnd),
-    ))
+    let noop_e2e = end_to_end_noop(args, bench, herald, n).await?;
+    Ok(vec![
+        figure("end-to-end: submit + webhook drain", herald_e2e, "/s", Some(floor_e2e), n, None),
+        // The peers' own work (a no-op handler): the figure they are compared with.
+        figure(
+            "end-to-end: submit + no-op drain",
+            noop_e2e,
+            "/s",
+            Some(floor_e2e),
+            n,
+            Some(PeerMetric::EndToEnd),
+        ),
+    ])
+}
+
+/// C clients `submit_alone` while a worker drains with a no-op channel: from the first
+/// submit to the N-th `sent` in the database, every delivery's send seen once.
+async fn end_to_end_noop(args: &Args, bench: &Bench, herald: &Herald, n: usize) -> Result<f64> {
+    bench.reset().await?;
+    let b = bar(n, "end-to-end: submit + no-op drain");
+    let channel = super::harness::noop(n, b.clone());
+    let w = worker(herald, channel.clone(), args.workers, Duration::from_millis(50))?;
+    let running = start(&w);
+    let started = Instant::now();
+    let outcome = async {
+        bench
+            .submit_herald_to(
+                n,
+                "e2e-noop",
+                &bench.tenants,
+                false,
+                "https://example.com/h",
+                Commit::Alone,
+                &ProgressBar::hidden(),
+            )
+            .await?;
+        tokio::time::timeout(DRAIN_TIMEOUT, channel.done.notified())
+            .await
+            .context("the no-op channel did not see every delivery")?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let sent = bench.count(DeliveryState::Sent).await? as usize;
+            if sent >= n {
+                return Ok::<_, anyhow::Error>(started.elapsed());
+            }
+            if Instant::now() > deadline {
+                bail!("only {sent} of {n} deliveries are sent after the channel saw them all");
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    .await;
+    running.stop().await?;
+    b.finish();
+    let elapsed = outcome?;
+    let seen = channel.sent.load(Ordering::SeqCst);
+    let sent = bench.count(DeliveryState::Sent).await? as usize;
+    if seen != n || sent != n {
+        bail!("end-to-end, no-op: {seen} sends seen and {sent} sent in the database, expected {n}");
+    }
+    Ok(rate(n, elapsed))
 }
 
 /// `POST /v1/deliveries` through the real router, served in-process on 127.0.0.1 by

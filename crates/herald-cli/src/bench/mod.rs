@@ -15,6 +15,7 @@
 //! | submit, HTTP API | C clients, keep-alive `POST /v1/deliveries` to the real router (API-key auth, validation, `submit_alone`) | the one-statement submit floor (no HTTP) | — |
 //! | drain, no-op channel | a worker with `--workers` send slots, a channel that returns `Sent` | C clients, one CTE per 100 rows (lease with SKIP LOCKED + sent + ledger + journal) | `drain`: N jobs bulk-inserted untimed, a no-op handler, until all are completed in the DB |
 //! | end-to-end, webhook | C clients `submit_alone` *while* a worker with the real webhook channel sends each delivery to a local HTTP receiver; time from the first submit to the N-th `sent` in the DB | the submit floor's C clients and the drain floor's C parts run at once, until all N are submitted and drained — the floor makes **no HTTP call** | `e2e`: C callers insert one job per transaction while the peer's worker drains them with a no-op handler, until all are completed (no HTTP call: this flatters the peer) |
+//! | end-to-end, no-op | the same with a no-op channel (the peers' work: the figure they are compared with) | the same floor | as above |
 //! | commit-to-start p50 / p99 | `submit_alone` at a fixed rate (200/s), an idle worker polling every second: time from COMMIT returned to the channel's `send` | — | `latency`: the peer's worker running, jobs inserted at a fixed rate, insert returned → handler start (procrastinate at 50/s, its drain saturates below 200/s) |
 //!
 //! | SQLite: submit, library / drain | the same phases on a fresh SQLite file (the default backend) | submit: `BEGIN IMMEDIATE`, claim + payload + reservation + journal row, `COMMIT`, from C clients; drain: one client, 100 rows marked sent per transaction, one account update per tenant, a journal row each | — |
@@ -48,7 +49,7 @@
 //!   herald and its floor run through the same code.
 //! - [`phases`]: the PostgreSQL phases (floor passes, submits, drain, latency) and the
 //!   SQLite ones.
-//! - [`http`]: the phases that go through HTTP: the API submit and the webhook end-to-end.
+//! - [`http`]: the phases that go through HTTP: the API submit and the end-to-end phases.
 //! - [`peers`]: finding and running the peer wrappers.
 //! - [`report`]: figures, their ratios to the floor and to the peers, and the table.
 //!

@@ -8,7 +8,7 @@ use super::harness::{
     Bench, DRAIN_TIMEOUT, bar, noop, peak_rss_kib, percentile, rate, spawn_clients, start,
     submit_one, worker,
 };
-use super::http::{end_to_end_figure, submit_http, webhook_channel};
+use super::http::{end_to_end_figures, submit_http, webhook_channel};
 use super::report::{Figure, PeerMetric, figure};
 use anyhow::{Context, Result, anyhow};
 use herald::bench::Commit;
@@ -160,7 +160,7 @@ pub(super) async fn phases(
     let bench = Bench { herald: herald.clone(), tenants: tenants.clone(), clients: args.clients };
     let mut figures = Vec::new();
     if args.e2e_only {
-        return Ok(vec![end_to_end_figure(args, &bench, herald, n).await?]);
+        return end_to_end_figures(args, &bench, herald, n).await;
     }
     println!(
         "herald bench{}: {version}, {} clients, {} send slots, {} tenants, \
@@ -353,7 +353,7 @@ pub(super) async fn phases(
             figures.push(figure(name, value, "ms", None, count, None));
         }
     }
-    figures.push(end_to_end_figure(args, &bench, herald, n).await?);
+    figures.extend(end_to_end_figures(args, &bench, herald, n).await?);
 
     if let Some(kib) = peak_rss_kib() {
         figures.push(figure("peak RSS of this process", kib as f64 / 1024.0, "MiB", None, 0, None));

@@ -28,6 +28,7 @@ const FIGURES: &[&str] = &[
     "commit-to-start p99 at 200/s, worker in a second process",
     "submit, HTTP API",
     "end-to-end: submit + webhook drain",
+    "end-to-end: submit + no-op drain",
     "submit, SQL API, 4 KiB nested payload",
     "application commits with an SQL submit inside (vs. without)",
     "commit-to-start p50 at 200/s, SQL API submits",
