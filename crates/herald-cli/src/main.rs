@@ -81,7 +81,7 @@ enum Command {
         #[command(subcommand)]
         cmd: ops::SettingsCmd,
     },
-    /// Who may submit through the SQL API (PostgreSQL), for which tenants.
+    /// Who may submit through the SQL API (PostgreSQL, MariaDB), for which tenants.
     Sql {
         #[command(flatten)]
         db: ops::Db,
@@ -90,7 +90,7 @@ enum Command {
     },
     /// Show, with real transactions and real contention, why herald exists.
     Demo(demo::Args),
-    /// Measure herald against the hand-written SQL floor on one PostgreSQL.
+    /// Measure herald against the hand-written SQL floor on one PostgreSQL or MariaDB.
     Bench(bench::Args),
 }
 

@@ -92,8 +92,10 @@ pub enum SettingsCmd {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum SqlCmd {
-    /// Let a database role submit through SQL (`herald_submit_v1`) for a tenant, or for
-    /// every tenant; gives it USAGE on herald's schema (the role must exist).
+    /// Let a database role submit through SQL for a tenant, or for every tenant. On
+    /// PostgreSQL (`herald_submit_v1`) it gets USAGE on herald's schema; on MariaDB
+    /// (`submit_v1`) ROLE is a user name, whose every account gets EXECUTE on the
+    /// procedures. The role must exist.
     Grant {
         role: String,
         #[command(flatten)]

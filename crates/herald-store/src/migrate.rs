@@ -207,6 +207,11 @@ async fn migrate_postgres(
     result
 }
 
+/// The sql_mode migrations run in (both servers know these modes): strict, and nothing
+/// that changes how a routine's text reads (no ANSI_QUOTES, no NO_BACKSLASH_ESCAPES, no
+/// PIPES_AS_CONCAT, which sqlx adds to every connection).
+const MIGRATION_SQL_MODE: &str = "SET SESSION sql_mode = 'STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'";
+
 /// The versions recorded before and after migrating, under a named lock (`GET_LOCK`, held
 /// by this one connection; the server frees it if the connection dies) so that a second
 /// process waits for the first, then reads what it wrote. The lock is per database: one
@@ -217,11 +222,6 @@ async fn migrate_postgres(
 /// between leaves that row behind, and sqlx refuses to go on ("dirty"); every MariaDB
 /// migration is written to be run again from its top, so the row is removed and the
 /// migration run again, to its end — never skipped.
-/// The sql_mode migrations run in (both servers know these modes): strict, and nothing
-/// that changes how a routine's text reads (no ANSI_QUOTES, no NO_BACKSLASH_ESCAPES, no
-/// PIPES_AS_CONCAT, which sqlx adds to every connection).
-const MIGRATION_SQL_MODE: &str = "SET SESSION sql_mode = 'STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'";
-
 async fn migrate_mysql(
     pool: &sqlx::MySqlPool,
     flavor: Option<Flavor>,
