@@ -284,3 +284,59 @@ async fn a_role_submits_only_for_the_tenants_it_was_granted() {
     let drop = format!("REVOKE ALL ON SCHEMA {schema} FROM {role}; DROP ROLE {role}");
     sqlx::raw_sql(sqlx::AssertSqlSafe(drop)).execute(&pool).await.unwrap();
 }
+
+/// `send_at` values (operation key, text) for both servers' SQL API: three that are not
+/// RFC 3339 times, a leap second, an offset with milliseconds.
+pub(crate) const SEND_AT_CASES: [(&str, &str); 5] = [
+    ("a", "tomorrow"),
+    ("b", "2030-01-02"),
+    ("c", "2030-02-30T00:00:00Z"),
+    ("d", "2030-01-02T03:04:60Z"),
+    ("e", "2030-01-02T03:04:05.123+02:00"),
+];
+/// Their answers (status/field/code).
+pub(crate) const SEND_AT_ANSWERS: [&str; 5] = [
+    "invalid/send_at/not_a_time",
+    "invalid/send_at/not_a_time",
+    "invalid/send_at/not_a_time",
+    "created//",
+    "created//",
+];
+/// The created ones' due times: 2030-01-02T03:04:59Z and 2030-01-02T01:04:05.123Z.
+pub(crate) const SEND_AT_DUE: [i64; 2] = [1_893_553_499_000, 1_893_546_245_123];
+
+/// `send_at` is RFC 3339, as over HTTP (PostgreSQL's own parser would take `tomorrow`); a
+/// leap second reads as :59, as herald's parser reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_at_is_rfc_3339_as_on_every_face() {
+    let Some((_db, _herald, tenant, pool)) = setup().await else { return };
+    let t = tenant.to_string();
+    let mut answers = Vec::new();
+    for (key, send_at) in SEND_AT_CASES {
+        let (status, _, field, code): Answer = sqlx::query_as(
+            "SELECT status, delivery_id, field, code FROM herald_submit_v1(
+                 tenant => $1, operation_key => $2, channel => 'webhook', recipient => $3,
+                 payload => '{}', send_at => $4)",
+        )
+        .bind(&t)
+        .bind(key)
+        .bind(TO)
+        .bind(send_at)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        answers.push(format!(
+            "{status}/{}/{}",
+            field.unwrap_or_default(),
+            code.unwrap_or_default()
+        ));
+    }
+    assert_eq!(answers, SEND_AT_ANSWERS);
+    let due: Vec<i64> = sqlx::query_scalar(
+        "SELECT herald_ms(next_attempt_at) FROM deliveries ORDER BY operation_key",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(due, SEND_AT_DUE);
+}

@@ -3,6 +3,7 @@
 //! every other face; the application's user needs no rights on herald's tables.
 
 use crate::common;
+use crate::sql_api::{SEND_AT_ANSWERS, SEND_AT_CASES, SEND_AT_DUE};
 use herald::sqlx::{self, MySqlConnection, MySqlPool};
 use herald::{Error, Herald, Payload, SubmitRequest, TenantId};
 use std::time::Duration;
@@ -372,4 +373,41 @@ async fn a_user_submits_only_for_the_tenants_it_was_granted() {
         .execute(&pool)
         .await
         .unwrap();
+}
+
+/// `send_at` is RFC 3339, as over HTTP; a leap second reads as :59, as herald's parser
+/// reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_at_is_rfc_3339_as_on_every_face() {
+    let Some((_db, _herald, tenant, pool)) = setup().await else { return };
+    let t = tenant.to_string();
+    let mut app = pool.acquire().await.unwrap();
+    let mut answers = Vec::new();
+    for (key, send_at) in SEND_AT_CASES {
+        sqlx::query(
+            "CALL submit_v1(?, ?, 'webhook', ?, '{}', NULL, NULL, ?, NULL, @s, @i, @f, @c)",
+        )
+        .bind(&t)
+        .bind(key)
+        .bind(TO)
+        .bind(send_at)
+        .execute(&mut *app)
+        .await
+        .unwrap();
+        let (status, _, field, code): Answer =
+            sqlx::query_as("SELECT @s, @i, @f, @c").fetch_one(&mut *app).await.unwrap();
+        answers.push(format!(
+            "{}/{}/{}",
+            status.unwrap_or_default(),
+            field.unwrap_or_default(),
+            code.unwrap_or_default()
+        ));
+    }
+    assert_eq!(answers, SEND_AT_ANSWERS);
+    let due: Vec<i64> =
+        sqlx::query_scalar("SELECT next_attempt_at FROM deliveries ORDER BY operation_key")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(due, SEND_AT_DUE);
 }
