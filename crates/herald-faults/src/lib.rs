@@ -3,7 +3,7 @@
 //!
 //! It is real TCP, not a mock: herald's driver sees exactly what it would see when a
 //! load balancer, a failover or a flaky network cuts a connection. A test (or the
-//! `herald-fault-proxy` binary) points herald's `--db` at [`FaultProxy::addr`] and injects
+//! `fault-proxy` example) points herald's `--db` at [`FaultProxy::addr`] and injects
 //! faults while the work runs.
 
 use std::collections::BTreeMap;

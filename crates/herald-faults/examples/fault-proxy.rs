@@ -1,7 +1,9 @@
-//! `herald-fault-proxy`: the fault proxy as a program, for trying herald by hand.
+//! `fault-proxy`: the fault proxy as a program, for trying herald by hand. An example,
+//! not a binary, so that `cargo run -- serve` in the workspace has one binary to run.
 //!
 //! ```text
-//! herald-fault-proxy --listen 127.0.0.1:15432 --upstream 127.0.0.1:5432 --reset-every 100ms
+//! cargo run -p herald-faults --example fault-proxy -- \
+//!     --listen 127.0.0.1:15432 --upstream 127.0.0.1:5432 --reset-every 100ms
 //! ```
 //! then `herald serve --db postgres://postgres@127.0.0.1:15432/test`. Every
 //! `--reset-every` one random open connection is reset; `--latency` delays every chunk.
@@ -11,7 +13,7 @@ use herald_faults::FaultProxy;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-const USAGE: &str = "usage: herald-fault-proxy --listen ADDR --upstream ADDR \
+const USAGE: &str = "usage: fault-proxy --listen ADDR --upstream ADDR \
                      [--reset-every DURATION] [--latency DURATION]";
 
 struct Args {
