@@ -227,6 +227,11 @@ async fn a_deadlock_is_raised_for_the_retry_loop_and_leaves_nothing() {
     .await
     .unwrap();
     let rival_wait = tokio::spawn(async move {
+        // Time for the application's submit to reach the account row. Its wait is not one
+        // a query can see (tried: INNODB_TRX says RUNNING, INNODB_LOCK_WAITS is empty, the
+        // processlist says "Statistics": the locking read runs in the optimizer), so this
+        // is a pause; were it too short, the rival would be the victim and the assertion
+        // below would say so.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let r = sqlx::query("SELECT * FROM app_orders WHERE id = 'x' FOR UPDATE")
             .execute(&mut *rival)
