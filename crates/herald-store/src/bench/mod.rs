@@ -328,31 +328,9 @@ pub async fn floor_drain_pooled(
     let conflict = |e: &StoreError| matches!(e.class(), ErrorClass::Concurrency(_));
     match store.acquire().await? {
         PooledConn::MySql(mut c) => {
-            let mut tx = c.begin_with(mysql::FLOOR_BEGIN).await?;
-            let n = match floor_drain(tx.as_conn(), limit, part, parts).await {
-                Ok(n) => n,
-                Err(e) if conflict(&e) => {
-                    let _ = tx.rollback().await;
-                    return Ok(None);
-                }
-                Err(e) => return Err(e),
-            };
-            tx.commit().await?;
-            Ok(Some(n))
+            floor_drain_in(c.begin_with(mysql::FLOOR_BEGIN).await?, limit, part, parts).await
         }
-        PooledConn::Postgres(mut c) => {
-            let mut tx = c.begin().await?;
-            let n = match floor_drain(tx.as_conn(), limit, part, parts).await {
-                Ok(n) => n,
-                Err(e) if conflict(&e) => {
-                    let _ = tx.rollback().await;
-                    return Ok(None);
-                }
-                Err(e) => return Err(e),
-            };
-            tx.commit().await?;
-            Ok(Some(n))
-        }
+        PooledConn::Postgres(mut c) => floor_drain_in(c.begin().await?, limit, part, parts).await,
         PooledConn::Sqlite(mut c) => {
             sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *c).await?;
             let n = match floor_drain(c.as_conn(), limit, part, parts).await {
@@ -366,6 +344,29 @@ pub async fn floor_drain_pooled(
             sqlx::raw_sql("COMMIT").execute(&mut *c).await?;
             Ok(Some(n))
         }
+    }
+}
+
+/// One drain-floor batch in `tx`: committed, or rolled back (`None`) on a conflict.
+async fn floor_drain_in<DB: sqlx::Database>(
+    mut tx: sqlx::Transaction<'_, DB>,
+    limit: i64,
+    part: i64,
+    parts: i64,
+) -> Result<Option<u64>, StoreError>
+where
+    for<'t> sqlx::Transaction<'t, DB>: AsConn,
+{
+    match floor_drain(tx.as_conn(), limit, part, parts).await {
+        Ok(n) => {
+            tx.commit().await?;
+            Ok(Some(n))
+        }
+        Err(e) if matches!(e.class(), ErrorClass::Concurrency(_)) => {
+            let _ = tx.rollback().await;
+            Ok(None)
+        }
+        Err(e) => Err(e),
     }
 }
 
