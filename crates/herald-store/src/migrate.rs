@@ -30,6 +30,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (5, "fingerprint v2", include_str!("../migrations/postgres/0005_fingerprint_v2.sql")),
     (6, "sql api", include_str!("../migrations/postgres/0006_sql_api.sql")),
     (7, "sql api fixes", include_str!("../migrations/postgres/0007_sql_api_fixes.sql")),
+    (8, "sql submit lean", include_str!("../migrations/postgres/0008_sql_submit_lean.sql")),
 ];
 /// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
 /// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.

@@ -33,6 +33,10 @@ use herald_core::DeliveryState;
 use sqlx::types::Uuid;
 
 /// A delivery row (times in Unix milliseconds).
+/// The fingerprint version of a row whose fingerprint was not computed at its claim (the
+/// SQL API's on PostgreSQL, migration 8): computed from the row when a repeat needs it.
+pub const FINGERPRINT_NOT_COMPUTED: i16 = 0;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryRow {
     pub id: Uuid,
@@ -41,7 +45,9 @@ pub struct DeliveryRow {
     pub channel: String,
     pub recipient: String,
     pub fingerprint: Vec<u8>,
-    /// The version `fingerprint` was computed in (`herald_core::fingerprint`).
+    /// The version `fingerprint` was computed in (`herald_core::fingerprint`). On
+    /// PostgreSQL a row the SQL API created holds [`FINGERPRINT_NOT_COMPUTED`] until read
+    /// by [`delivery_by_identity`], which computes its version-2 fingerprint.
     pub fingerprint_version: i16,
     pub quota_key: String,
     pub cost: i64,

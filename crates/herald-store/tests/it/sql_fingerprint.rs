@@ -1,4 +1,4 @@
-//! The fingerprint in SQL (PostgreSQL migration 6, MariaDB migration 2: the SQL API's):
+//! The fingerprint in SQL (PostgreSQL migrations 6 and 8, MariaDB migration 2: the SQL API's):
 //! the golden vectors of `testdata/fingerprint-vectors.json`, which herald_core reproduces
 //! too, give the same canonical text, SHA-256 or problem code through the database's functions.
 
@@ -76,6 +76,64 @@ async fn postgres_computes_every_golden_vector() {
         .unwrap()
     })
     .await;
+    tx.rollback().await.unwrap();
+}
+
+/// `herald_payload_plain` (PostgreSQL migration 8), the SQL submit's cheap proof that a
+/// payload is valid, clears no invalid vector and no payload built to fool its key count
+/// or its nesting bound, and clears the plain valid ones (which then skip the walk).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_clears_only_valid_payloads_without_the_walk() {
+    let Some(db) = Db::open(Backend::Postgres).await else { return };
+    let mut tx = db.tx().await;
+    let Conn::Postgres(c) = tx.as_conn() else { unreachable!("a PostgreSQL store") };
+    let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    let mut cases: Vec<(String, bool)> = vectors()
+        .iter()
+        .map(|v| (v["payload"].as_str().unwrap().to_string(), v["invalid"].is_null()))
+        .collect();
+    for (payload, valid) in [
+        (r#"{"a":": x","a":1}"#, false), // a string opening with a colon, and a repeat
+        (r#"{"a\":":1,"a\":":2}"#, false), // escaped quotes before colons
+        ("{\"a\" :1,\"a\"\t:2}", false), // whitespace before the colon
+        (r#"[{"a":1},{"a":2,"b":{"a":3}}]"#, true),
+        (r#"{"k":"x\":","k2":1}"#, true), // valid; not proven, so walked
+        (r#"{"n":123456789012345678901234567890.5}"#, true),
+        (r#"{"n":1234567890123456789012345678901234567}"#, false),
+        (r#"{"n":1e400}"#, false),
+        (r#""\u0000""#, false),
+        (r#""\ud83d\ude00""#, true),
+    ] {
+        cases.push((payload.to_string(), valid));
+    }
+    cases.push((nested(31), true));
+    cases.push((nested(32), false));
+    cases.push((format!("[{}]", vec!["{}"; 40].join(",")), true));
+    cases.push((nested(32_000), false));
+    let (mut cleared, mut wrong) = (0, Vec::new());
+    for (payload, valid) in &cases {
+        let plain: bool = herald_store::sqlx::query_scalar("SELECT herald_payload_plain($1)")
+            .bind(payload)
+            .fetch_one(&mut *c)
+            .await
+            .unwrap();
+        let (problem,): (Option<String>,) =
+            herald_store::sqlx::query_as("SELECT problem FROM herald_payload_canonical($1)")
+                .bind(payload)
+                .fetch_one(&mut *c)
+                .await
+                .unwrap();
+        if problem.is_none() != *valid {
+            wrong.push(format!("the walk: {payload:.80} gives {problem:?}"));
+        }
+        if plain && !valid {
+            wrong.push(format!("cleared though invalid: {payload:.80}"));
+        }
+        cleared += usize::from(plain);
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let valid = cases.iter().filter(|(_, v)| *v).count();
+    assert!(cleared * 2 > valid, "only {cleared} of {valid} valid payloads cleared");
     tx.rollback().await.unwrap();
 }
 

@@ -114,11 +114,14 @@ async fn no_answer_poisons_the_applications_transaction() {
     let t = tenant.to_string();
     let mut app = pool.begin().await.unwrap();
     let mut answers = Vec::new();
+    // Nested deeper than PostgreSQL's own parser recurses (its stack), within 64 KiB.
+    let deep = format!("{}{}", "[".repeat(32_000), "]".repeat(32_000));
     for (i, (tenant, key, payload)) in [
         (t.as_str(), "a", "{}"),                             // created
         (t.as_str(), "a", "{}"),                             // duplicate
         (t.as_str(), "a", "[]"),                             // reused
         (t.as_str(), "b", r#"{"x":1,"x":2}"#),               // invalid payload
+        (t.as_str(), "b", deep.as_str()),                    // invalid payload
         (t.as_str(), "", "{}"),                              // invalid operation key
         ("not-a-uuid", "c", "{}"),                           // invalid tenant
         ("01900000-0000-7000-8000-000000000009", "c", "{}"), // unknown tenant
@@ -149,6 +152,7 @@ async fn no_answer_poisons_the_applications_transaction() {
             "duplicate//",
             "reused//",
             "invalid/payload/duplicate_key",
+            "invalid/payload/too_deep",
             "invalid/operation_key/empty",
             "invalid/tenant/not_a_uuid",
             "invalid/tenant/unknown_tenant",
@@ -159,12 +163,88 @@ async fn no_answer_poisons_the_applications_transaction() {
     );
     let orders: i64 =
         sqlx::query_scalar("SELECT count(*) FROM app_orders").fetch_one(&pool).await.unwrap();
-    assert_eq!(orders, 10, "every write of the application committed");
+    assert_eq!(orders, 11, "every write of the application committed");
     let deliveries: i64 =
         sqlx::query_scalar("SELECT count(*) FROM deliveries").fetch_one(&pool).await.unwrap();
     assert_eq!(deliveries, 3, "a, c and d; nothing for the refused ones");
     let account = &herald.quotas(tenant).await.unwrap()[0];
     assert_eq!((account.available, account.reserved), (0, 3));
+}
+
+/// A delivery the SQL API created keeps its fingerprint uncomputed until a repeat needs it
+/// (migration 8): a repeat through SQL or the library is compared with the whole request —
+/// payload by meaning, not spelling; `send_at` as given, not as the row's due time;
+/// `max_attempts` as resolved at the claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeat_of_an_sql_submit_compares_the_whole_request() {
+    let Some((_db, herald, tenant, pool)) = setup().await else { return };
+    herald.quota_grant(tenant, "webhook", 10, None).await.unwrap();
+    let t = tenant.to_string();
+    let call = async |key: &str, payload: &str, send_at: Option<&str>, attempts: Option<i32>| {
+        let (status, ..): Answer = sqlx::query_as(
+            "SELECT status, delivery_id, field, code FROM herald_submit_v1(
+                 tenant => $1, operation_key => $2, channel => 'webhook', recipient => $3,
+                 payload => $4, send_at => $5, max_attempts => $6)",
+        )
+        .bind(&t)
+        .bind(key)
+        .bind(TO)
+        .bind(payload)
+        .bind(send_at)
+        .bind(attempts)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        status
+    };
+    let later = "2031-05-01T10:00:00Z";
+    let mut answers = Vec::new();
+    for (key, payload, send_at, attempts) in [
+        ("p", r#"{"b": [1.50, "\u00e9"], "a": {}}"#, None, None), // created
+        ("p", r#"{"a":{},"b":[15e-1,"é"]}"#, None, None),         // the same JSON
+        ("p", r#"{"a":{},"b":[1.5,"é"]}"#, None, Some(8)),        // 8 is the default
+        ("p", r#"{"a":{},"b":[1.5,"e"]}"#, None, None),           // another payload
+        ("p", r#"{"a":{},"b":[1.5,"é"]}"#, Some(later), None),    // a send_at
+        ("p", r#"{"a":{},"b":[1.5,"é"]}"#, None, Some(3)),        // other attempts
+        ("s", "[]", Some(later), Some(3)),                        // created
+        ("s", "[]", Some("2031-05-01T12:00:00+02:00"), Some(3)),  // the same instant
+        ("s", "[ ]", Some(later), Some(3)),                       // the same JSON
+        ("s", "[]", None, Some(3)),                               // no send_at
+        ("s", "[]", Some("2031-05-01T10:00:01Z"), Some(3)),       // another one
+    ] {
+        answers.push(call(key, payload, send_at, attempts).await);
+    }
+    let want = [
+        "created",
+        "duplicate",
+        "duplicate",
+        "reused",
+        "reused",
+        "reused",
+        "created",
+        "duplicate",
+        "duplicate",
+        "reused",
+        "reused",
+    ];
+    assert_eq!(answers, want);
+    let versions: Vec<i16> =
+        sqlx::query_scalar("SELECT fingerprint_version FROM deliveries ORDER BY operation_key")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(versions, [0, 0], "repeats compare, they never write the fingerprint");
+
+    // The library (the HTTP API's path) computes the same fingerprint from the row.
+    let mut same = request(tenant, "s", "[]");
+    same.send_at = Some(jiff::Timestamp::from_second(1_935_396_000).unwrap());
+    same.max_attempts = Some(3);
+    assert!(herald.submit_alone(&same).await.unwrap().duplicate);
+    same.max_attempts = Some(4);
+    let other = herald.submit_alone(&same).await;
+    assert!(matches!(other, Err(Error::IdempotencyKeyReused)), "{other:?}");
+    let respelled = request(tenant, "p", r#"{"b":[1.5,"é"],"a":{}}"#);
+    assert!(herald.submit_alone(&respelled).await.unwrap().duplicate);
 }
 
 /// Seed 001's fixture through `herald_receipt_v1`, each event applied in the application's
