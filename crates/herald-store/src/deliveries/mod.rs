@@ -32,11 +32,11 @@ pub use retention::{Pruned, retention_prune};
 use herald_core::DeliveryState;
 use sqlx::types::Uuid;
 
-/// A delivery row (times in Unix milliseconds).
 /// The fingerprint version of a row whose fingerprint was not computed at its claim (the
 /// SQL API's on PostgreSQL, migration 8): computed from the row when a repeat needs it.
 pub const FINGERPRINT_NOT_COMPUTED: i16 = 0;
 
+/// A delivery row (times in Unix milliseconds).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryRow {
     pub id: Uuid,
