@@ -5,6 +5,7 @@ use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
+mod audit;
 mod bench;
 mod channels;
 mod demo;
@@ -92,12 +93,21 @@ enum Command {
     Demo(demo::Args),
     /// Measure herald against the hand-written SQL floor on one PostgreSQL or MariaDB.
     Bench(bench::Args),
+    /// Find the seeds' bugs in a PHP (Laravel) codebase: effects in retried or rolled-back
+    /// transactions, dropped retries, poisoned PostgreSQL transactions, budgets outside
+    /// the claim, lock waits × attempts. Exit 0 clean, 1 findings, 2 usage error.
+    Audit(audit::Args),
 }
 
 fn main() -> ExitCode {
     let cli = match parse() {
         Ok(cli) => cli,
         Err(e) => return usage(e),
+    };
+    // The audit reads files only: no runtime, no logs, and exit codes of its own.
+    let cli = match cli.command {
+        Command::Audit(args) => return audit::run(args),
+        command => Cli { command, ..cli },
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::query=error"));
@@ -157,7 +167,12 @@ fn usage(e: clap::Error) -> ExitCode {
             let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
             let first = first.trim_start_matches("error: ");
             eprintln!("error: {} (see --help)", one_line(first));
-            ExitCode::FAILURE
+            // `herald audit` follows the linters' convention: 2 is a usage error.
+            if std::env::args().skip(1).any(|a| a == "audit") {
+                ExitCode::from(audit::EXIT_USAGE)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
@@ -176,6 +191,12 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Sql { db, cmd } => ops::sql(db, cmd).await,
         Command::Demo(args) => demo::run(args).await,
         Command::Bench(args) => bench::run(args).await,
+        // main() runs the audit before the runtime starts (it has exit codes of its own);
+        // this arm only keeps the match whole.
+        Command::Audit(args) => {
+            audit::run(args);
+            Ok(())
+        }
     }
 }
 

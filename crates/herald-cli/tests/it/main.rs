@@ -6,6 +6,7 @@
 
 mod support;
 
+mod audit;
 mod bench;
 mod cli;
 mod e2e;
