@@ -74,20 +74,29 @@ fn conflict_options() -> TxOptions {
 /// of it, `tx` updates it too → 40001 from the server. SQLite: `tx` holds the write lock
 /// (BEGIN IMMEDIATE), so the only real conflict left is a second writer; the closure here
 /// writes through another connection (a classic bug) and gets SQLITE_BUSY from SQLite.
+/// An attempt that starts a hair before the caller's deadline may instead have its read
+/// cut short by the per-attempt `statement_timeout`; that error is returned as it is, for
+/// the runner to judge (it is the deadline's).
 async fn lose_conflict(tx: &mut Tx<'_>, store: &Store) -> Error {
     match tx.backend() {
         // MariaDB: REPEATABLE READ alone lets the update overwrite the concurrent one (a
         // lost update); with `innodb_snapshot_isolation` (on from 11.6) it loses with 1020.
         Backend::MySql => {
-            exec(tx.conn(), "SET SESSION innodb_snapshot_isolation = ON").await.unwrap();
-            exec(tx.conn(), "SELECT n FROM t_counters WHERE id = 1").await.unwrap();
+            if let Err(e) = exec(tx.conn(), "SET SESSION innodb_snapshot_isolation = ON").await {
+                return e;
+            }
+            if let Err(e) = exec(tx.conn(), "SELECT n FROM t_counters WHERE id = 1").await {
+                return e;
+            }
             exec_elsewhere(store, "UPDATE t_counters SET n = n + 1 WHERE id = 1").await;
             exec(tx.conn(), "UPDATE t_counters SET n = n + 1 WHERE id = 1")
                 .await
                 .expect_err("the update must lose the snapshot conflict")
         }
         Backend::Postgres => {
-            exec(tx.conn(), "SELECT n FROM t_counters WHERE id = 1").await.unwrap();
+            if let Err(e) = exec(tx.conn(), "SELECT n FROM t_counters WHERE id = 1").await {
+                return e;
+            }
             exec_elsewhere(store, "UPDATE t_counters SET n = n + 1 WHERE id = 1").await;
             exec(tx.conn(), "UPDATE t_counters SET n = n + 1 WHERE id = 1")
                 .await
