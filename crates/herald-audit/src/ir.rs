@@ -1,7 +1,7 @@
 //! The audit's own small picture of a PHP file: classes, functions and their bodies as
 //! calls, closures, try/catch and the few values the rules read (literals, class
 //! constants, variables, property fetches). Names are fully qualified. Built by `php.rs`
-//! (the only module that knows the parser); read by `index.rs` and `rules/`.
+//! (the only module that knows the parser); read by `index.rs`, `config.rs` and `analyze/`.
 //!
 //! Everything else in a body (operators, control flow, echo, …) is kept only as the
 //! ordered list of its children, so a rule sees every call in source order.

@@ -1,0 +1,334 @@
+//! The rules' checks on one call chain inside the walk: transactions opened (and the
+//! retries they drop), `DB::afterCommit` callbacks, manual transactions, locks in a
+//! retried transaction, budget moves, effects, events and their listeners; and the
+//! checks made over a whole body (a caught database error on PostgreSQL, a budget moved
+//! outside the claim).
+
+use super::effects::{lower_in, short};
+use super::resolve::DB_FACADES;
+use super::{Analysis, Frame, Tx};
+use crate::config::{Driver, LOCK_WAIT_DEFAULT_S};
+use crate::ir::{Call, Callee, Expr, Try};
+use crate::rules::Rule;
+use std::collections::HashSet;
+
+const BUDGET_WORDS: [&str; 6] = ["credit", "quota", "balance", "allowance", "budget", "token"];
+
+impl<'a> Analysis<'a> {
+    /// A `catch` of a database error inside a PostgreSQL transaction that goes on:
+    /// the transaction is already aborted (unless the try body is its own savepoint).
+    pub(super) fn check_catches(&mut self, t: &'a Try, frame: &Frame<'a>) {
+        if let Some(tx) = self.tx(frame)
+            && tx.driver == Some(Driver::Pgsql)
+            && !contains_transaction(&t.body)
+        {
+            for c in &t.catches {
+                let catches_query = c.types.iter().any(|t| {
+                    lower_in(
+                        t,
+                        &[
+                            "Illuminate\\Database\\QueryException",
+                            "PDOException",
+                            "Illuminate\\Database\\UniqueConstraintViolationException",
+                            "Illuminate\\Database\\DeadlockException",
+                        ],
+                    )
+                });
+                if catches_query && !c.ends_in_throw {
+                    let (file, pos, path) = self.site(frame, c.pos);
+                    self.report(
+                            Rule::PoisonedTransaction,
+                            file,
+                            pos,
+                            format!(
+                                "a database error is caught and the transaction at line {} (pgsql) goes on{path}",
+                                tx.pos.line
+                            ),
+                        );
+                }
+            }
+        }
+    }
+
+    /// At the end of a root: a credit moved where a send of the same root happens
+    /// outside that one transaction.
+    pub(super) fn check_budget(&mut self, file: usize) {
+        if !self.sends.is_empty() {
+            for (pos, tx) in std::mem::take(&mut self.budget) {
+                if self.sends.iter().any(|s| tx.is_none() || *s != tx) {
+                    self.report(
+                        Rule::BudgetOutsideClaim,
+                        file,
+                        pos,
+                        "the credit is moved here and a send or dispatch of the same flow happens outside this one transaction".into(),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Every rule's check on one call chain (`a()->b()->c()`, outermost first); the
+    /// arguments it walks itself (a transaction's closure, an after-commit callback, a
+    /// queued closure) go into `handled` so the walk does not walk them again.
+    pub(super) fn classify(
+        &mut self,
+        chain: &[&'a Call],
+        frame: &Frame<'a>,
+        handled: &mut HashSet<*const Expr>,
+    ) {
+        let outer = chain[0];
+        let root = chain[chain.len() - 1];
+        let name = outer.method_name().unwrap_or("");
+        let root_static = match &root.callee {
+            Callee::Static { class, name } => Some((class.as_str(), name.as_str())),
+            _ => None,
+        };
+        let on_db =
+            root_static.is_some_and(|(c, _)| DB_FACADES.iter().any(|d| c.eq_ignore_ascii_case(d)));
+
+        // Transactions.
+        if name.eq_ignore_ascii_case("transaction") && self.db_receiver(chain, frame, on_db) {
+            let connection = self.connection_name(chain);
+            self.transaction(outer, connection, frame, handled);
+            return;
+        }
+        if name.eq_ignore_ascii_case("afterCommit")
+            && (on_db || self.db_receiver(chain, frame, false))
+        {
+            // DB::afterCommit(fn): the callback runs after the commit, outside it.
+            if let Some(arg) = outer.args.first()
+                && let Expr::Closure(c) = &arg.value
+            {
+                handled.insert(&arg.value as *const Expr);
+                let after = Frame { tx: None, via: None, ..frame.clone() };
+                for s in &c.body {
+                    self.walk(s, &after);
+                }
+            }
+            return;
+        }
+        if frame.via.is_none()
+            && (on_db || chain.len() > 1 && self.db_receiver(chain, frame, false))
+        {
+            if name.eq_ignore_ascii_case("beginTransaction") {
+                let driver = self.config(frame.file).driver(self.connection_name(chain).as_deref());
+                self.next_tx += 1;
+                self.manual.push(Tx {
+                    id: self.next_tx,
+                    retried: false,
+                    attempts: 1,
+                    pos: outer.pos,
+                    driver,
+                });
+                return;
+            }
+            if name.eq_ignore_ascii_case("commit") || name.eq_ignore_ascii_case("rollBack") {
+                self.manual.pop();
+                return;
+            }
+        }
+
+        let tx = self.tx(frame);
+
+        // Locks in a retried transaction.
+        if let Some(tx) = &tx
+            && tx.retried
+            && chain.iter().any(|c| {
+                c.method_name().is_some_and(|n| lower_in(n, &["lockForUpdate", "sharedLock"]))
+            })
+            && self.lock_reported.insert(tx.id)
+        {
+            let (file, pos, path) = self.site(frame, outer.pos);
+            let message = match tx.driver {
+                Some(Driver::Pgsql) => format!(
+                    "locks taken in a transaction with attempts: {}; PostgreSQL's lock_timeout is 0 (no limit) unless set, and every deadlock retry runs the closure again{path}",
+                    tx.attempts
+                ),
+                _ => {
+                    let wait = self.config(frame.file).lock_wait_s.unwrap_or(LOCK_WAIT_DEFAULT_S);
+                    format!(
+                        "locks taken in a transaction with attempts: {}: worst case {} × {wait} s = {} s of lock waits{path}",
+                        tx.attempts,
+                        tx.attempts,
+                        u64::from(tx.attempts) * wait
+                    )
+                }
+            };
+            self.report(Rule::LockWaitRetry, file, pos, message);
+        }
+
+        // Budget moves.
+        if lower_in(name, &["decrement", "increment", "decrementEach", "incrementEach"])
+            && let Some(Expr::Str(column)) = outer.args.first().map(|a| &a.value)
+        {
+            let column = column.to_ascii_lowercase();
+            if BUDGET_WORDS.iter().any(|w| column.contains(w)) && frame.via.is_none() {
+                self.budget.push((outer.pos, tx.as_ref().map(|t| t.id)));
+            }
+        }
+
+        // Effects.
+        if let Some(effect) = self.effect(chain, frame) {
+            if effect.dispatch {
+                // A queued closure runs in a worker, not here.
+                for c in chain {
+                    for a in &c.args {
+                        if matches!(a.value, Expr::Closure(_)) {
+                            handled.insert(&a.value as *const Expr);
+                        }
+                    }
+                }
+            }
+            if frame.via.is_none() && !effect.log {
+                self.sends.push(tx.as_ref().map(|t| t.id));
+            }
+            if let Some(tx) = &tx {
+                // A log line a rollback strands still tells the truth about an attempt;
+                // one per retried attempt repeats it (seed 004). Logs count when retried.
+                let stranded_log = effect.log && !tx.retried;
+                let waits_for_commit = effect.dispatch && effect.after_commit;
+                if !waits_for_commit && !stranded_log {
+                    let (file, pos, path) = self.site(frame, outer.pos);
+                    let (rule, how) = if tx.retried {
+                        (
+                            Rule::RetriedEffect,
+                            format!(
+                                "the transaction at line {} (attempts: {})",
+                                tx.pos.line, tx.attempts
+                            ),
+                        )
+                    } else {
+                        (Rule::StrandedEffect, format!("the transaction at line {}", tx.pos.line))
+                    };
+                    let message = format!("{} inside {how}{path}", effect.what);
+                    self.report(rule, file, pos, message);
+                }
+            }
+            return;
+        }
+
+        // Events: a synchronous listener runs now, inside; a queued one is a dispatch.
+        if let Some(event) = self.event_class(chain) {
+            if tx.is_some() {
+                for (listener, method) in self.index.listeners(&event).to_vec() {
+                    if self.index.is_queued(&listener) {
+                        if !self.index.is_after_commit(&listener)
+                            && !self.config(frame.file).queue_after_commit(None)
+                        {
+                            let tx = tx.clone();
+                            if let Some(tx) = tx {
+                                let (file, pos, path) = self.site(frame, outer.pos);
+                                let rule = if tx.retried {
+                                    Rule::RetriedEffect
+                                } else {
+                                    Rule::StrandedEffect
+                                };
+                                self.report(
+                                    rule,
+                                    file,
+                                    pos,
+                                    format!(
+                                        "event {} is handled by queued listener {listener}, pushed without after-commit inside the transaction at line {}{path}",
+                                        short(&event),
+                                        tx.pos.line
+                                    ),
+                                );
+                            }
+                        }
+                    } else if let Some(handle) = self.index.method(&listener, &method) {
+                        self.follow(
+                            handle,
+                            outer,
+                            &format!("{}::{method}()", short(&listener)),
+                            frame,
+                        );
+                    }
+                }
+            }
+            return;
+        }
+
+        // Calls into the tree, followed while a transaction is in force.
+        if tx.is_some() || frame.tx.is_some() {
+            for (target, label) in self.targets(outer, frame) {
+                self.follow(target, outer, &label, frame);
+            }
+        }
+    }
+
+    /// A `transaction()` call: its attempts, the retry it drops when nested, and its
+    /// closure walked with the transaction in force.
+    fn transaction(
+        &mut self,
+        call: &'a Call,
+        connection: Option<String>,
+        frame: &Frame<'a>,
+        handled: &mut HashSet<*const Expr>,
+    ) {
+        let attempts = match call.arg(1, "attempts") {
+            None => Some(1),
+            Some(e) => self.int(e, frame, 0),
+        };
+        let outer = self.tx(frame);
+        if let (Some(outer_tx), Some(n)) = (&outer, attempts)
+            && n > 1
+        {
+            let (file, pos, path) = self.site(frame, call.pos);
+            self.report(
+                    Rule::DroppedRetry,
+                    file,
+                    pos,
+                    format!(
+                        "a transaction with attempts: {n} runs inside the transaction at line {}, so it is never retried{path}",
+                        outer_tx.pos.line
+                    ),
+                );
+        }
+        let attempts_n = attempts.unwrap_or(1);
+        let driver = self.config(frame.file).driver(connection.as_deref());
+        self.next_tx += 1;
+        let tx = match &outer {
+            // Nested: a savepoint inside the outer transaction, retried when it is.
+            Some(o) => Tx { id: self.next_tx, pos: call.pos, ..o.clone() },
+            None => Tx {
+                id: self.next_tx,
+                retried: attempts_n > 1,
+                attempts: attempts_n,
+                pos: call.pos,
+                driver,
+            },
+        };
+        let inner = Frame { tx: Some(tx), ..frame.clone() };
+        let Some(arg) = call.args.first() else { return };
+        let closure = match &arg.value {
+            Expr::Closure(c) => Some(&**c),
+            Expr::Var(v) => self.env(frame).and_then(|env| env.closures.get(v).copied()),
+            _ => None,
+        };
+        if let Some(c) = closure {
+            handled.insert(&arg.value as *const Expr);
+            for s in &c.body {
+                self.walk(s, &inner);
+            }
+        }
+    }
+}
+
+/// Whether a body opens a (nested) transaction: a savepoint that a catch after it can
+/// recover from.
+fn contains_transaction(body: &[Expr]) -> bool {
+    fn walk(e: &Expr) -> bool {
+        if let Expr::Call(c) = e
+            && c.method_name().is_some_and(|n| n.eq_ignore_ascii_case("transaction"))
+        {
+            return true;
+        }
+        if let Expr::Closure(c) = e {
+            return c.body.iter().any(walk);
+        }
+        let mut found = false;
+        e.for_each_child(&mut |c| found = found || walk(c));
+        found
+    }
+    body.iter().any(walk)
+}

@@ -1,0 +1,448 @@
+//! What counts as an effect a rollback cannot undo: the facade and method tables (mail,
+//! HTTP, cache, Redis, storage, logs, queue pushes, broadcasts, notifications), the
+//! `Effect` a call chain makes, and the events a chain fires.
+
+use super::{Analysis, Frame};
+use crate::ir::{Call, Callee, Expr};
+
+pub(super) fn facade(class: &str, name: &str) -> bool {
+    class.eq_ignore_ascii_case(name)
+        || class
+            .strip_prefix("Illuminate\\Support\\Facades\\")
+            .is_some_and(|c| c.eq_ignore_ascii_case(name))
+}
+
+pub(super) fn lower_in(name: &str, set: &[&str]) -> bool {
+    set.iter().any(|s| s.eq_ignore_ascii_case(name))
+}
+
+/// Cache writes a rollback cannot take back. Not here: `remember`/`rememberForever`
+/// (read-through: they store what a read computed) and `forget`/`flush` (dropping an
+/// entry is harmless to repeat or to strand) — both false positives in the precision
+/// triage (docs/audit.md).
+const CACHE_WRITES: [&str; 9] =
+    ["put", "set", "add", "forever", "increment", "decrement", "putMany", "pull", "setMultiple"];
+const REDIS_WRITES: [&str; 30] = [
+    "set",
+    "setex",
+    "psetex",
+    "setnx",
+    "incr",
+    "incrby",
+    "incrbyfloat",
+    "decr",
+    "decrby",
+    "del",
+    "unlink",
+    "expire",
+    "pexpire",
+    "hset",
+    "hmset",
+    "hsetnx",
+    "hincrby",
+    "hdel",
+    "lpush",
+    "rpush",
+    "lpop",
+    "rpop",
+    "sadd",
+    "srem",
+    "zadd",
+    "zrem",
+    "zincrby",
+    "publish",
+    "append",
+    "mset",
+];
+const STORAGE_WRITES: [&str; 13] = [
+    "put",
+    "putFile",
+    "putFileAs",
+    "write",
+    "writeStream",
+    "delete",
+    "deleteDirectory",
+    "copy",
+    "move",
+    "append",
+    "prepend",
+    "makeDirectory",
+    "setVisibility",
+];
+const LOG_LEVELS: [&str; 10] = [
+    "emergency",
+    "alert",
+    "critical",
+    "error",
+    "warning",
+    "notice",
+    "info",
+    "debug",
+    "log",
+    "write",
+];
+const HTTP_VERBS: [&str; 8] = ["get", "post", "put", "patch", "delete", "head", "send", "request"];
+const GUZZLE_TYPES: [&str; 2] = ["GuzzleHttp\\Client", "GuzzleHttp\\ClientInterface"];
+
+/// What a call does that a rollback cannot undo.
+#[derive(Debug)]
+pub(super) struct Effect {
+    pub(super) what: String,
+    /// A log line (an effect only where the closure is retried).
+    pub(super) log: bool,
+    /// A queue push: harmless once it waits for the commit.
+    pub(super) dispatch: bool,
+    pub(super) after_commit: bool,
+}
+
+impl<'a> Analysis<'a> {
+    /// `event(new E)`, `Event::dispatch(new E)`, `E::dispatch()` for an event class.
+    pub(super) fn event_class(&self, chain: &[&'a Call]) -> Option<String> {
+        let outer = chain[0];
+        let first_new = || match outer.args.first().map(|a| &a.value) {
+            Some(Expr::New { class, .. }) => Some(class.clone()),
+            _ => None,
+        };
+        match &outer.callee {
+            Callee::Function(f) if f.eq_ignore_ascii_case("event") => first_new(),
+            Callee::Static { class, name }
+                if facade(class, "Event") && lower_in(name, &["dispatch", "fire"]) =>
+            {
+                first_new()
+            }
+            Callee::Static { class, name }
+                if name.eq_ignore_ascii_case("dispatch") && self.index.is_event(class) =>
+            {
+                Some(class.clone())
+            }
+            _ => None,
+        }
+    }
+
+    pub(super) fn effect(&self, chain: &[&'a Call], frame: &Frame<'a>) -> Option<Effect> {
+        let outer = chain[0];
+        let root = chain[chain.len() - 1];
+        let name = outer.method_name().unwrap_or("");
+        let root_class = match &root.callee {
+            Callee::Static { class, .. } => Some(class.as_str()),
+            _ => None,
+        };
+        let root_function = match &root.callee {
+            Callee::Function(f) => Some(f.as_str()),
+            _ => None,
+        };
+        let send = |what: String| {
+            Some(Effect {
+                log: what.starts_with("log line"),
+                what,
+                dispatch: false,
+                after_commit: false,
+            })
+        };
+        let config = self.config(frame.file);
+        // A dispatch's own modifiers: ->afterCommit(), ->beforeCommit(), ->onConnection().
+        let modifiers = |job: Option<&str>| {
+            let mut after = job.is_some_and(|j| self.index.is_after_commit(j));
+            let mut connection = None;
+            for c in chain.iter().rev() {
+                match c.method_name() {
+                    Some(n) if n.eq_ignore_ascii_case("afterCommit") => after = true,
+                    Some(n) if n.eq_ignore_ascii_case("beforeCommit") => after = false,
+                    Some(n) if n.eq_ignore_ascii_case("onConnection") => {
+                        if let Some(Expr::Str(s)) = c.args.first().map(|a| &a.value) {
+                            connection = Some(s.clone());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let explicit = chain.iter().any(|c| {
+                c.method_name().is_some_and(|n| lower_in(n, &["afterCommit", "beforeCommit"]))
+            });
+            after || (!explicit && config.queue_after_commit(connection.as_deref()))
+        };
+        let dispatch = |what: String, job: Option<&str>| {
+            Some(Effect { what, log: false, dispatch: true, after_commit: modifiers(job) })
+        };
+
+        if let Some(class) = root_class {
+            if facade(class, "Mail") {
+                if lower_in(name, &["send", "sendNow", "raw", "html", "plain"]) {
+                    return send(format!("mail sent (Mail::…->{name}())"));
+                }
+                if lower_in(name, &["queue", "later"]) {
+                    let what = format!("mail queued (Mail::…->{name}())");
+                    let made = outer.args.iter().rev().find_map(|a| new_waiting(&a.value));
+                    return match made {
+                        Some((_, Some(waits))) => {
+                            Some(Effect { what, log: false, dispatch: true, after_commit: waits })
+                        }
+                        made => dispatch(what, made.map(|(m, _)| m).as_deref()),
+                    };
+                }
+                return None;
+            }
+            if facade(class, "Notification")
+                && lower_in(name, &["send", "sendNow", "notify", "notifyNow"])
+            {
+                return self.notification(outer, name, &modifiers);
+            }
+            if facade(class, "Http")
+                && lower_in(name, &HTTP_VERBS)
+                && !root.method_name().is_some_and(|n| n.eq_ignore_ascii_case("fake"))
+            {
+                return send(format!("HTTP call (Http::…->{name}())"));
+            }
+            if facade(class, "Cache") && lower_in(name, &CACHE_WRITES) {
+                return send(format!("cache write (Cache::…{name}())"));
+            }
+            if facade(class, "Redis") && lower_in(name, &REDIS_WRITES) {
+                return send(format!("Redis write (Redis::…{name}())"));
+            }
+            if facade(class, "Storage") && lower_in(name, &STORAGE_WRITES) {
+                return send(format!("storage write (Storage::…{name}())"));
+            }
+            if facade(class, "Log") && lower_in(name, &LOG_LEVELS) {
+                return send(format!("log line (Log::…{name}())"));
+            }
+            if (facade(class, "Bus") || facade(class, "Queue"))
+                && lower_in(
+                    name,
+                    &["dispatch", "dispatchToQueue", "push", "later", "pushOn", "laterOn", "bulk"],
+                )
+            {
+                let job = outer.args.first().and_then(|a| new_class(&a.value));
+                return dispatch(
+                    format!("job pushed ({}::…{name}())", short(class)),
+                    job.as_deref(),
+                );
+            }
+            if chain.len() == 1
+                && lower_in(name, &["dispatch", "dispatchIf", "dispatchUnless"])
+                && !self.index.is_event(class)
+                && !facade(class, "Event")
+                && !class.eq_ignore_ascii_case("?")
+            {
+                let class = self.class_name(class, frame).unwrap_or_default();
+                return dispatch(
+                    format!("{}::{name}() without ->afterCommit()", short(&class)),
+                    Some(&class),
+                );
+            }
+            if chain.len() > 1
+                && root
+                    .method_name()
+                    .is_some_and(|n| lower_in(n, &["dispatch", "dispatchIf", "dispatchUnless"]))
+                && !self.index.is_event(class)
+                && !facade(class, "Event")
+                && !class.eq_ignore_ascii_case("?")
+            {
+                // `Job::dispatch()->onQueue()…`: the pending dispatch is pushed when it
+                // goes out of scope; the chain's modifiers decide.
+                let class = self.class_name(class, frame).unwrap_or_default();
+                if chain.iter().take(chain.len() - 1).all(|c| {
+                    c.method_name().is_some_and(|n| {
+                        lower_in(
+                            n,
+                            &[
+                                "onQueue",
+                                "onConnection",
+                                "delay",
+                                "afterCommit",
+                                "beforeCommit",
+                                "chain",
+                                "allOnQueue",
+                                "allOnConnection",
+                                "through",
+                            ],
+                        )
+                    })
+                }) {
+                    return dispatch(
+                        format!("{}::dispatch() without ->afterCommit()", short(&class)),
+                        Some(&class),
+                    );
+                }
+            }
+        }
+        if let Some(function) = root_function {
+            let function = function.trim_start_matches('\\');
+            if chain.len() == 1 {
+                if function.eq_ignore_ascii_case("dispatch") {
+                    let job = outer.args.first().and_then(|a| new_class(&a.value));
+                    return dispatch("dispatch() without ->afterCommit()".into(), job.as_deref());
+                }
+                if function.eq_ignore_ascii_case("curl_exec")
+                    || function.eq_ignore_ascii_case("curl_multi_exec")
+                {
+                    return send(format!("HTTP call ({function}())"));
+                }
+                if function.eq_ignore_ascii_case("file_get_contents") {
+                    if outer.args.first().is_some_and(|a| starts_with_url(&a.value)) {
+                        return send("HTTP call (file_get_contents of a URL)".into());
+                    }
+                    return None;
+                }
+                if (function.eq_ignore_ascii_case("logger")
+                    || function.eq_ignore_ascii_case("info"))
+                    && !outer.args.is_empty()
+                {
+                    return send(format!("log line ({function}())"));
+                }
+                if function.eq_ignore_ascii_case("cache")
+                    && matches!(outer.args.first().map(|a| &a.value), Some(Expr::Array(_)))
+                {
+                    return send("cache write (cache([...]))".into());
+                }
+                if function.eq_ignore_ascii_case("broadcast") {
+                    return dispatch("broadcast() without ->afterCommit()".into(), None);
+                }
+            } else {
+                if function.eq_ignore_ascii_case("dispatch")
+                    && name.eq_ignore_ascii_case("afterCommit")
+                {
+                    return dispatch("dispatch()".into(), None);
+                }
+                if function.eq_ignore_ascii_case("dispatch")
+                    && chain.iter().take(chain.len() - 1).all(|c| {
+                        c.method_name().is_some_and(|n| {
+                            lower_in(
+                                n,
+                                &[
+                                    "onQueue",
+                                    "onConnection",
+                                    "delay",
+                                    "afterCommit",
+                                    "beforeCommit",
+                                    "chain",
+                                ],
+                            )
+                        })
+                    })
+                {
+                    let job = root.args.first().and_then(|a| new_class(&a.value));
+                    return dispatch("dispatch() without ->afterCommit()".into(), job.as_deref());
+                }
+                if function.eq_ignore_ascii_case("cache") && lower_in(name, &CACHE_WRITES) {
+                    return send(format!("cache write (cache()->{name}())"));
+                }
+                if function.eq_ignore_ascii_case("logger") && lower_in(name, &LOG_LEVELS) {
+                    return send(format!("log line (logger()->{name}())"));
+                }
+                if function.eq_ignore_ascii_case("broadcast")
+                    && chain
+                        .iter()
+                        .take(chain.len() - 1)
+                        .all(|c| c.method_name().is_some_and(|n| lower_in(n, &["toOthers", "via"])))
+                {
+                    return dispatch("broadcast() without ->afterCommit()".into(), None);
+                }
+            }
+        }
+        // Method calls on an object.
+        if let Callee::Method { object, .. } = &outer.callee {
+            if lower_in(name, &["notify", "notifyNow"]) && outer.args.len() == 1 {
+                return self.notification(outer, name, &modifiers);
+            }
+            if lower_in(name, &["send", "sendNow"])
+                && chain.len() > 1
+                && chain
+                    .iter()
+                    .any(|c| c.method_name().is_some_and(|n| lower_in(n, &["to", "cc", "bcc"])))
+                && root_class.is_some_and(|c| facade(c, "Mail"))
+            {
+                return send(format!("mail sent (->{name}())"));
+            }
+            if lower_in(name, &HTTP_VERBS) || lower_in(name, &["requestAsync", "sendAsync"]) {
+                let types = self.types_of(object, frame);
+                if types.iter().any(|t| lower_in(t, &GUZZLE_TYPES)) {
+                    return send(format!("HTTP call (Guzzle ->{name}())"));
+                }
+            }
+            if name.eq_ignore_ascii_case("dispatch")
+                && matches!(object, Expr::Var(v) if v == "this")
+                && let Some(job) = outer.args.first().and_then(|a| new_class(&a.value))
+            {
+                return dispatch(
+                    format!("$this->dispatch(new {}) without ->afterCommit()", short(&job)),
+                    Some(&job),
+                );
+            }
+        }
+        None
+    }
+
+    fn notification(
+        &self,
+        call: &'a Call,
+        name: &str,
+        modifiers: &dyn Fn(Option<&str>) -> bool,
+    ) -> Option<Effect> {
+        let made = call.args.iter().rev().find_map(|a| new_waiting(&a.value));
+        let (notification, waits) = match made {
+            Some((n, waits)) => (Some(n), waits),
+            None => (None, None),
+        };
+        let queued = !name.to_ascii_lowercase().ends_with("now")
+            && notification.as_deref().is_some_and(|n| self.index.is_queued(n));
+        if queued {
+            let n = notification.unwrap_or_default();
+            return Some(Effect {
+                log: false,
+                what: format!("queued notification {} pushed without after-commit", short(&n)),
+                dispatch: true,
+                after_commit: waits.unwrap_or_else(|| modifiers(Some(&n))),
+            });
+        }
+        let what = match &notification {
+            Some(n) => format!("notification {} sent now ({name}())", short(n)),
+            None => format!("notification sent ({name}())"),
+        };
+        Some(Effect { what, log: false, dispatch: false, after_commit: false })
+    }
+}
+
+/// `Foo` in `new Foo(...)`.
+fn new_class(e: &Expr) -> Option<String> {
+    match e {
+        Expr::New { class, .. } if class != "?" => Some(class.clone()),
+        _ => None,
+    }
+}
+
+/// The class a `new Foo(...)` argument makes, and what its own chain says of the commit:
+/// `(new Foo)->afterCommit()` waits for it (`Some(true)`), `->beforeCommit()` does not
+/// (`Some(false)`), a bare `new Foo` leaves it to the class and the connection (`None`).
+/// Found in the precision triage (docs/audit.md): a notification made to wait on the
+/// instance itself.
+fn new_waiting(e: &Expr) -> Option<(String, Option<bool>)> {
+    match e {
+        Expr::Call(c) => match &c.callee {
+            Callee::Method { object, name } => {
+                let (class, waits) = new_waiting(object)?;
+                let waits = if name.eq_ignore_ascii_case("afterCommit") {
+                    Some(true)
+                } else if name.eq_ignore_ascii_case("beforeCommit") {
+                    Some(false)
+                } else {
+                    waits
+                };
+                Some((class, waits))
+            }
+            _ => None,
+        },
+        other => new_class(other).map(|class| (class, None)),
+    }
+}
+
+fn starts_with_url(e: &Expr) -> bool {
+    match e {
+        Expr::Str(s) => s.starts_with("http://") || s.starts_with("https://"),
+        Expr::Other(parts) => parts.first().is_some_and(starts_with_url),
+        _ => false,
+    }
+}
+
+pub(super) fn short(class: &str) -> &str {
+    class.rsplit('\\').next().unwrap_or(class)
+}

@@ -1,0 +1,313 @@
+//! The walk that applies the rules: every function, method and top-level script is
+//! walked once from outside any transaction; a transaction's closure is walked with the
+//! transaction in force, and inside it calls into the tree are followed (a bounded
+//! depth) so that an effect or a retried transaction one call away is still seen. A
+//! finding made through a followed call points at the call inside the transaction.
+//!
+//! This file holds the walk and the state it carries (`Frame`, `Tx`, `Env`); what counts
+//! as an effect is in `effects.rs`, the rules' checks on each call are in `checks.rs`,
+//! and what a receiver, a variable or a call resolves to is in `resolve.rs`.
+
+mod checks;
+mod effects;
+mod resolve;
+
+use resolve::made_class;
+
+use crate::config::{AppConfig, Driver};
+use crate::index::{FunctionRef, Index};
+use crate::ir::{Call, Callee, Class, Closure, Expr, File, Function, Pos};
+use crate::rules::Rule;
+use std::collections::{HashMap, HashSet};
+
+/// How many calls deep a transaction's closure is followed into the tree.
+const FOLLOW_DEPTH_MAX: usize = 4;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawFinding {
+    pub rule: Rule,
+    pub file: usize,
+    pub pos: Pos,
+    pub message: String,
+}
+
+/// A transaction in force.
+#[derive(Debug, Clone)]
+struct Tx {
+    id: u32,
+    /// This transaction or one around it has attempts > 1: its closure can re-run.
+    retried: bool,
+    attempts: u32,
+    pos: Pos,
+    driver: Option<Driver>,
+}
+
+/// The first call made inside a transaction that led to where the walk is now.
+#[derive(Debug, Clone)]
+struct Via {
+    file: usize,
+    pos: Pos,
+    path: String,
+}
+
+#[derive(Clone)]
+struct Frame<'a> {
+    file: usize,
+    class: Option<&'a Class>,
+    function: Option<&'a Function>,
+    tx: Option<Tx>,
+    via: Option<Via>,
+    depth: usize,
+}
+
+/// One function's variables: the classes they hold and the closures assigned to them.
+#[derive(Default)]
+struct Env<'a> {
+    types: HashMap<String, Vec<String>>,
+    closures: HashMap<String, &'a Closure>,
+}
+
+pub struct Analysis<'a> {
+    index: &'a Index<'a>,
+    files: &'a [(usize, &'a File)],
+    configs: &'a [AppConfig],
+    /// file → which entry of `configs` applies.
+    file_config: &'a [usize],
+    pub findings: Vec<RawFinding>,
+    seen: HashSet<(Rule, usize, Pos)>,
+    next_tx: u32,
+    /// Manually opened transactions (`DB::beginTransaction()`) in the current root.
+    manual: Vec<Tx>,
+    /// Budget moves and sends of the current root, with the transaction they are in.
+    budget: Vec<(Pos, Option<u32>)>,
+    sends: Vec<Option<u32>>,
+    lock_reported: HashSet<u32>,
+    following: Vec<*const Function>,
+    envs: HashMap<*const Function, Env<'a>>,
+}
+
+impl<'a> Analysis<'a> {
+    pub fn new(
+        index: &'a Index<'a>,
+        files: &'a [(usize, &'a File)],
+        configs: &'a [AppConfig],
+        file_config: &'a [usize],
+    ) -> Analysis<'a> {
+        Analysis {
+            index,
+            files,
+            configs,
+            file_config,
+            findings: Vec::new(),
+            seen: HashSet::new(),
+            next_tx: 0,
+            manual: Vec::new(),
+            budget: Vec::new(),
+            sends: Vec::new(),
+            lock_reported: HashSet::new(),
+            following: Vec::new(),
+            envs: HashMap::new(),
+        }
+    }
+
+    fn config(&self, file: usize) -> &'a AppConfig {
+        let i = self.file_config.get(file).copied().unwrap_or(0);
+        &self.configs[i.min(self.configs.len().saturating_sub(1))]
+    }
+
+    pub fn run(&mut self) {
+        let files = self.files;
+        for (file, parsed) in files {
+            for class in &parsed.classes {
+                for method in &class.methods {
+                    self.root(*file, Some(class), Some(method), &method.body);
+                }
+            }
+            for function in &parsed.functions {
+                self.root(*file, None, Some(function), &function.body);
+            }
+            self.root(*file, None, None, &parsed.top);
+        }
+        self.findings.sort_by_key(|a| (a.file, a.pos, a.rule));
+    }
+
+    fn root(
+        &mut self,
+        file: usize,
+        class: Option<&'a Class>,
+        function: Option<&'a Function>,
+        body: &'a [Expr],
+    ) {
+        self.manual.clear();
+        self.budget.clear();
+        self.sends.clear();
+        let frame = Frame { file, class, function, tx: None, via: None, depth: 0 };
+        self.env_for(function, body);
+        for e in body {
+            self.walk(e, &frame);
+        }
+        self.check_budget(file);
+    }
+
+    fn env_for(&mut self, function: Option<&'a Function>, body: &'a [Expr]) {
+        let key = function.map_or(std::ptr::null(), |f| f as *const Function);
+        if function.is_some() && self.envs.contains_key(&key) {
+            return;
+        }
+        let mut env = Env::default();
+        if let Some(f) = function {
+            for p in &f.params {
+                env.types.insert(p.name.clone(), p.types.clone());
+            }
+        }
+        for e in body {
+            collect_env(e, &mut env);
+        }
+        self.envs.insert(key, env);
+    }
+
+    fn report(&mut self, rule: Rule, file: usize, pos: Pos, message: String) {
+        if self.seen.insert((rule, file, pos)) {
+            self.findings.push(RawFinding { rule, file, pos, message });
+        }
+    }
+
+    /// The transaction in force: the closure's, or a manually begun one.
+    fn tx(&self, frame: &Frame<'a>) -> Option<Tx> {
+        frame
+            .tx
+            .clone()
+            .or_else(|| if frame.via.is_none() { self.manual.last().cloned() } else { None })
+    }
+
+    fn walk(&mut self, e: &'a Expr, frame: &Frame<'a>) {
+        match e {
+            Expr::Call(call) => self.call(call, frame),
+            Expr::Closure(c) => {
+                // A closure is most often called where it is written (each(), map(),
+                // tap()); its body is walked in place.
+                for s in &c.body {
+                    self.walk(s, frame);
+                }
+            }
+            Expr::Try(t) => {
+                for s in &t.body {
+                    self.walk(s, frame);
+                }
+                self.check_catches(t, frame);
+                for c in &t.catches {
+                    for s in &c.body {
+                        self.walk(s, frame);
+                    }
+                }
+                for s in &t.finally {
+                    self.walk(s, frame);
+                }
+            }
+            other => other.for_each_child(&mut |c| self.walk(c, frame)),
+        }
+    }
+
+    /// Where a finding made now points: the call inside the transaction that led here,
+    /// or the place itself.
+    fn site(&self, frame: &Frame<'a>, pos: Pos) -> (usize, Pos, String) {
+        match &frame.via {
+            Some(via) => (via.file, via.pos, format!(" (via {} at line {})", via.path, pos.line)),
+            None => (frame.file, pos, String::new()),
+        }
+    }
+
+    fn call(&mut self, call: &'a Call, frame: &Frame<'a>) {
+        // The chain `a()->b()->c()`, outermost first.
+        let mut chain: Vec<&'a Call> = vec![call];
+        while let Some(Callee::Method { object: Expr::Call(inner), .. }) =
+            chain.last().map(|c| &c.callee)
+        {
+            chain.push(inner);
+        }
+        let mut handled: HashSet<*const Expr> = HashSet::new();
+        self.classify(&chain, frame, &mut handled);
+        // The arguments of every call in the chain, and what the chain starts from.
+        for c in chain.iter().rev() {
+            if let Callee::Method { object, .. } = &c.callee
+                && !matches!(object, Expr::Call(_))
+            {
+                self.walk(object, frame);
+            }
+            if let Callee::Dynamic(d) = &c.callee {
+                self.walk(d, frame);
+            }
+            for a in &c.args {
+                if !handled.contains(&(&a.value as *const Expr)) {
+                    self.walk(&a.value, frame);
+                }
+            }
+        }
+    }
+
+    fn env(&self, frame: &Frame<'a>) -> Option<&Env<'a>> {
+        let key = frame.function.map_or(std::ptr::null(), |f| f as *const Function);
+        self.envs.get(&key)
+    }
+
+    fn follow(&mut self, target: FunctionRef<'a>, call: &'a Call, label: &str, frame: &Frame<'a>) {
+        let key = target.function as *const Function;
+        if frame.depth >= FOLLOW_DEPTH_MAX || self.following.contains(&key) {
+            return;
+        }
+        let via = match &frame.via {
+            Some(v) => Via { path: format!("{} → {label}", v.path), ..v.clone() },
+            None => Via { file: frame.file, pos: call.pos, path: label.to_string() },
+        };
+        let inner = Frame {
+            file: target.file,
+            class: target.class.or(frame.class),
+            function: Some(target.function),
+            tx: self.tx(frame),
+            via: Some(via),
+            depth: frame.depth + 1,
+        };
+        self.env_for(Some(target.function), &target.function.body);
+        self.following.push(key);
+        for s in &target.function.body {
+            self.walk(s, &inner);
+        }
+        self.following.pop();
+    }
+}
+
+fn collect_env<'a>(e: &'a Expr, env: &mut Env<'a>) {
+    match e {
+        Expr::Assign { target, value } => {
+            if let Expr::Var(v) = &**target {
+                match &**value {
+                    Expr::New { class, .. } if class != "?" => {
+                        env.types.insert(v.clone(), vec![class.clone()]);
+                    }
+                    Expr::Call(c) => {
+                        if let Some(class) = made_class(c) {
+                            env.types.insert(v.clone(), vec![class]);
+                        }
+                    }
+                    Expr::Closure(c) => {
+                        env.closures.insert(v.clone(), c);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Expr::Closure(c) => {
+            for p in &c.params {
+                if !p.types.is_empty() {
+                    env.types.entry(p.name.clone()).or_insert_with(|| p.types.clone());
+                }
+            }
+            for s in &c.body {
+                collect_env(s, env);
+            }
+            return;
+        }
+        _ => {}
+    }
+    e.for_each_child(&mut |c| collect_env(c, env));
+}
