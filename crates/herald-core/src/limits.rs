@@ -108,6 +108,16 @@ pub const RECONCILE_EVERY_DEFAULT: Duration = Duration::from_secs(10);
 /// How long started sends may finish after a shutdown signal (`HERALD_SHUTDOWN_GRACE`).
 pub const SHUTDOWN_GRACE_DEFAULT: Duration = Duration::from_secs(10);
 
+/// Submits in one call of `Herald::submit_many` or one `POST /v1/deliveries/batch`, at
+/// most.
+pub const SUBMIT_BATCH_MAX: usize = 500;
+/// Submits that share one group-committed transaction at most (a bigger gathering is
+/// split over several transactions).
+pub const GROUP_COMMIT_MAX: usize = 256;
+/// Group-committed transactions in flight at once per process: while one commits, the
+/// next gathers and runs its claims.
+pub const GROUP_COMMIT_LANES: usize = 2;
+
 /// Longest error message kept on an attempt row.
 pub const ERROR_MESSAGE_LEN_MAX: usize = 1000;
 

@@ -35,7 +35,11 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
         }
         JsonRejection::JsonDataError(e) => ApiError::invalid(e.body_text()),
         JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            ApiError::too_large(format!("the body is larger than {} bytes", crate::BODY_BYTES_MAX))
+            ApiError::too_large(format!(
+                "the body is larger than {} bytes ({} for a batch)",
+                crate::BODY_BYTES_MAX,
+                crate::BATCH_BODY_BYTES_MAX
+            ))
         }
         JsonRejection::BytesRejection(e) if caused_by_body_timeout(&e) => ApiError::new(
             StatusCode::REQUEST_TIMEOUT,

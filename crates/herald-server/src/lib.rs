@@ -27,6 +27,9 @@ use utoipa::OpenApi;
 
 /// Largest request body, in bytes: the payload limit plus room for the other fields.
 pub const BODY_BYTES_MAX: usize = herald_core::limits::PAYLOAD_BYTES_MAX + 16 * 1024;
+/// Largest body of `POST /v1/deliveries/batch`, in bytes (4 MiB: a batch of the most
+/// items with payloads of about 8 KiB each; bigger payloads take smaller batches).
+pub const BATCH_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -36,6 +39,7 @@ pub const BODY_BYTES_MAX: usize = herald_core::limits::PAYLOAD_BYTES_MAX + 16 * 
     ),
     paths(
         routes::deliveries::create,
+        routes::deliveries::create_batch,
         routes::deliveries::list,
         routes::deliveries::show,
         routes::deliveries::attempts,
@@ -66,6 +70,10 @@ pub fn app(state: AppState) -> Router {
     use routes::{admin, deliveries, system};
     Router::new()
         .route("/v1/deliveries", post(deliveries::create).get(deliveries::list))
+        .route(
+            "/v1/deliveries/batch",
+            post(deliveries::create_batch).layer(DefaultBodyLimit::max(BATCH_BODY_BYTES_MAX)),
+        )
         .route("/v1/deliveries/{id}", get(deliveries::show))
         .route("/v1/deliveries/{id}/attempts", get(deliveries::attempts))
         .route("/v1/deliveries/{id}/replay", post(deliveries::replay))

@@ -43,6 +43,41 @@ pub struct CreateDelivery {
     pub max_attempts: Option<u32>,
 }
 
+/// `POST /v1/deliveries/batch`: several submits, each answered on its own.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateDeliveryBatch {
+    /// 1 to 500 submits, each as `POST /v1/deliveries` takes it, with its `operation_key`
+    /// in the item (there is no header per item).
+    #[schema(min_items = 1, max_items = 500)]
+    pub deliveries: Vec<CreateDelivery>,
+}
+
+/// The answer to a batch: one result per submitted item, in the order sent.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BatchResults {
+    pub results: Vec<BatchResult>,
+}
+
+/// One item's answer: the status `POST /v1/deliveries` would have answered it with (201
+/// created, 200 duplicate, 400, 402, 422, 503) and its delivery or its error.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BatchResult {
+    #[schema(minimum = 200, maximum = 599)]
+    pub status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<DeliveryView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorView>,
+}
+
+/// `{"code", "message"}`, as in every error body.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorView {
+    pub code: String,
+    pub message: String,
+}
+
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct DeliveryView {
     pub id: String,

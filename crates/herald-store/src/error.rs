@@ -9,6 +9,10 @@ use sqlx::error::DatabaseError;
 pub enum StoreError {
     #[error("invalid database URL: {0}")]
     InvalidUrl(String),
+    /// This process's SQLite writer stayed taken longer than the caller could wait
+    /// (`Store::sqlite_writer`): nothing was done.
+    #[error("this process's SQLite writer was busy for {waited:?}: nothing was done")]
+    WriterBusy { waited: std::time::Duration },
     #[error("cannot open database {target}")]
     Connect {
         target: String,
@@ -80,6 +84,9 @@ impl StoreError {
         match self {
             StoreError::Database(e) => classify(e),
             StoreError::Connect { .. } => ErrorClass::ConnectionLost,
+            // What SQLite itself answers a second writer (SQLITE_BUSY): within one process
+            // the writer is taken here before SQLite's lock is.
+            StoreError::WriterBusy { .. } => ErrorClass::Concurrency(Concurrency::SqliteBusy),
             _ => ErrorClass::Other,
         }
     }

@@ -87,7 +87,16 @@ pub struct Store {
     /// What the store is connected to, without secrets, for messages.
     target: String,
     losses: Arc<Losses>,
+    /// This process's SQLite writer (unused on a server): every write of herald's through
+    /// this store — a transaction of the runner's, an autocommitted write — holds it, so
+    /// the process's writes queue here, in order, and none waits in SQLite's busy handler
+    /// for another of the same process. Shared by the store's clones.
+    writer: Arc<tokio::sync::Mutex<()>>,
 }
+
+/// For this long after a connection broke, every pooled connection is pinged before it is
+/// handed out, however briefly it sat idle.
+const SUSPECT_AFTER_LOSS: Duration = Duration::from_secs(1);
 
 /// When this store last saw a connection break. A network fault rarely breaks one
 /// connection alone: every connection that sat idle since then is suspect, and is pinged
@@ -110,10 +119,15 @@ impl Losses {
         self.latest_us.fetch_max(us, Ordering::Relaxed);
     }
 
-    /// Whether a connection idle for `idle_for` has been idle since the latest loss.
+    /// Whether a connection idle for `idle_for` has been idle since the latest loss — or
+    /// the loss was less than [`SUSPECT_AFTER_LOSS`] ago, when any connection is: one that
+    /// was on its way back to the pool while the fault struck went idle only after it, and
+    /// is as dead as the others.
     fn suspect(&self, idle_for: Duration) -> bool {
         let latest = self.latest_us.load(Ordering::Relaxed);
-        latest != 0 && Duration::from_micros(latest) + idle_for >= self.since.elapsed()
+        latest != 0
+            && Duration::from_micros(latest) + idle_for.max(SUSPECT_AFTER_LOSS)
+                >= self.since.elapsed()
     }
 }
 
@@ -155,6 +169,21 @@ impl AsConn for PooledConn {
 }
 
 impl Store {
+    /// Waits (at most `wait`) for this process's SQLite writer and holds it until the
+    /// guard is dropped: what every write of herald's on SQLite does first, so the
+    /// process's writes take turns in arrival order instead of racing for SQLite's lock
+    /// (another process on the same file still meets them there, in the busy handler).
+    /// Running out of `wait` is [`StoreError::WriterBusy`], nothing done — a concurrency
+    /// conflict, as SQLITE_BUSY is.
+    pub async fn sqlite_writer(
+        &self,
+        wait: Duration,
+    ) -> Result<tokio::sync::OwnedMutexGuard<()>, StoreError> {
+        tokio::time::timeout(wait, self.writer.clone().lock_owned())
+            .await
+            .map_err(|_| StoreError::WriterBusy { waited: wait })
+    }
+
     /// Parses `url`, connects (one connection is made at once, so a bad URL or an
     /// unreachable server fails here) and applies pending migrations.
     pub async fn open(url: &str, options: &StoreOptions) -> Result<Store, StoreError> {
@@ -320,7 +349,7 @@ impl Store {
                 Pool::MySql(pool, flavor)
             }
         };
-        Ok(Store { pool, target, losses })
+        Ok(Store { pool, target, losses, writer: Arc::default() })
     }
 
     /// Tells the store that one of its connections broke, so that connections idle since

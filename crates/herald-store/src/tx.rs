@@ -15,7 +15,9 @@
 //!   connection's, and the pool puts the server's defaults back when the connection comes
 //!   back (`Store::connect`). MySQL has no `max_statement_time`: there the bound is the
 //!   whole seconds of the lock wait (and the runner's own timer around each call).
-//! - SQLite: `PRAGMA busy_timeout = …; BEGIN IMMEDIATE`. IMMEDIATE takes the write lock at
+//! - SQLite: this process's writer first (`Store::sqlite_writer`: the process's writes take
+//!   turns in arrival order, so none waits in the busy handler for another of its own),
+//!   then `PRAGMA busy_timeout = …; BEGIN IMMEDIATE`. IMMEDIATE takes the write lock at
 //!   BEGIN, so writer contention is a *wait* at BEGIN (bounded by the busy timeout), before
 //!   any of the caller's statements run, instead of an SQLITE_BUSY in the middle of the
 //!   transaction (a deferred transaction that read first cannot wait its way into the
@@ -104,9 +106,18 @@ impl Default for BeginOptions {
 /// An open transaction that owns its pooled connection.
 #[derive(Debug)]
 pub enum StoreTx {
-    Sqlite(Transaction<'static, Sqlite>),
+    Sqlite(SqliteTx),
     Postgres(PooledTx<Postgres>),
     MySql(PooledTx<MySql>),
+}
+
+/// A SQLite transaction and, for a writing one (`BEGIN IMMEDIATE`), this process's writer
+/// ([`Store::sqlite_writer`]), held until the transaction ends. The transaction is
+/// declared first, so it is dropped (and rolled back) before the writer is let go.
+#[derive(Debug)]
+pub struct SqliteTx {
+    tx: Transaction<'static, Sqlite>,
+    _writer: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 /// A transaction on a pooled PostgreSQL or MariaDB connection. Dropped before COMMIT or
@@ -175,8 +186,15 @@ impl Store {
                 SqliteLock::Immediate => "BEGIN IMMEDIATE",
                 SqliteLock::Deferred => "BEGIN",
             };
+            // A writing transaction first waits its turn among this process's writes; then
+            // SQLite's busy handler only ever waits for another process.
+            let writer = match options.sqlite_lock {
+                SqliteLock::Immediate => Some(self.sqlite_writer(options.wait_max).await?),
+                SqliteLock::Deferred => None,
+            };
             let sql = format!("PRAGMA busy_timeout = {wait_ms}; {begin}");
-            return Ok(StoreTx::Sqlite(pool.begin_with(AssertSqlSafe(sql)).await?));
+            let tx = pool.begin_with(AssertSqlSafe(sql)).await?;
+            return Ok(StoreTx::Sqlite(SqliteTx { tx, _writer: writer }));
         }
         if let Some(pool) = self.postgres_pool() {
             // The server ends the transaction itself if its client goes silent (a dropped
@@ -217,7 +235,7 @@ impl StoreTx {
 
     pub async fn commit(self) -> Result<(), StoreError> {
         match self {
-            StoreTx::Sqlite(t) => t.commit().await?,
+            StoreTx::Sqlite(t) => t.tx.commit().await?,
             StoreTx::Postgres(t) => t.commit().await?,
             StoreTx::MySql(t) => t.commit().await?,
         }
@@ -227,7 +245,7 @@ impl StoreTx {
     /// Rolls back within [`ROLLBACK_TIMEOUT`]; a connection that cannot is closed.
     pub async fn rollback(self) -> Result<(), StoreError> {
         match self {
-            StoreTx::Sqlite(t) => t.rollback().await?,
+            StoreTx::Sqlite(t) => t.tx.rollback().await?,
             StoreTx::Postgres(t) => bounded_rollback(t).await?,
             StoreTx::MySql(t) => bounded_rollback(t).await?,
         }
@@ -245,7 +263,7 @@ impl StoreTx {
 impl AsConn for StoreTx {
     fn as_conn(&mut self) -> Conn<'_> {
         match self {
-            StoreTx::Sqlite(t) => Conn::Sqlite(t),
+            StoreTx::Sqlite(t) => Conn::Sqlite(&mut t.tx),
             StoreTx::Postgres(t) => Conn::Postgres(t.conn()),
             StoreTx::MySql(t) => Conn::MySql(t.conn()),
         }

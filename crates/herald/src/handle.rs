@@ -34,6 +34,7 @@ pub struct Herald {
     pub(crate) options: EngineOptions,
     pub(crate) wake: Arc<Wake>,
     pub(crate) settings: Arc<crate::settings::Cached>,
+    pub(crate) group: Arc<crate::group::Group>,
 }
 
 impl Herald {
@@ -55,6 +56,7 @@ impl Herald {
             options: EngineOptions::default(),
             wake: Arc::default(),
             settings: Arc::default(),
+            group: Arc::default(),
         }
     }
 

@@ -39,6 +39,12 @@ tokio::task_local! {
     static IN_RUNNER: ();
 }
 
+/// Whether this task is inside a runner closure (where a second transaction of herald's
+/// could only wait on the first one's locks).
+pub(crate) fn in_runner() -> bool {
+    IN_RUNNER.try_with(|_| ()).is_ok()
+}
+
 /// How the runner retries. Every field has a named default (see `herald_core::limits`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TxOptions {
@@ -197,11 +203,25 @@ impl Herald {
         F: for<'c> FnMut(Conn<'c>, PhantomData<&'c &'a ()>) -> BoxFuture<'c, Result<T, StoreError>>
             + Send,
     {
+        self.autocommit_until(Instant::now() + TxOptions::default().deadline, f).await
+    }
+
+    /// [`Herald::autocommit`] under a deadline of the caller's (a group-committed submit's,
+    /// which started counting when it was queued).
+    pub(crate) async fn autocommit_until<'a, T, F>(
+        &self,
+        deadline: Instant,
+        f: F,
+    ) -> Result<T, Error>
+    where
+        F: for<'c> FnMut(Conn<'c>, PhantomData<&'c &'a ()>) -> BoxFuture<'c, Result<T, StoreError>>
+            + Send,
+    {
         if IN_RUNNER.try_with(|_| ()).is_ok() {
             // Outside the caller's transaction it could wait on that transaction's locks.
             return Err(Error::NestedTransaction);
         }
-        self.outside_transaction(Outside::Write, f).await
+        self.outside_transaction(Outside::Write, deadline, f).await
     }
 
     /// Runs `f` on a pooled connection *outside* a transaction — for reads, where BEGIN
@@ -222,7 +242,8 @@ impl Herald {
         F: for<'c> FnMut(Conn<'c>, PhantomData<&'c &'a ()>) -> BoxFuture<'c, Result<T, StoreError>>
             + Send,
     {
-        self.outside_transaction(Outside::Read, f).await
+        let deadline = Instant::now() + TxOptions::default().deadline;
+        self.outside_transaction(Outside::Read, deadline, f).await
     }
 
     /// The loop `autocommit` and `read` share: a pooled connection under the default
@@ -230,18 +251,42 @@ impl Herald {
     /// statement cut short or a lost connection means: a write may have committed
     /// ([`Error::CommitOutcomeUnknown`], never retried), a read did nothing (the deadline,
     /// or another try on a fresh connection).
-    async fn outside_transaction<'a, T, F>(&self, kind: Outside, mut f: F) -> Result<T, Error>
+    async fn outside_transaction<'a, T, F>(
+        &self,
+        kind: Outside,
+        deadline: Instant,
+        mut f: F,
+    ) -> Result<T, Error>
     where
         F: for<'c> FnMut(Conn<'c>, PhantomData<&'c &'a ()>) -> BoxFuture<'c, Result<T, StoreError>>
             + Send,
     {
-        let options = TxOptions::default();
-        let deadline = Instant::now() + options.deadline;
+        let options = TxOptions {
+            deadline: deadline.saturating_duration_since(Instant::now()),
+            ..TxOptions::default()
+        };
         let expired =
             |attempts, last| Error::DeadlineExceeded { deadline: options.deadline, attempts, last };
         let mut attempt = 0;
         loop {
             attempt += 1;
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            // On SQLite a write takes this process's writer first, as a transaction does.
+            let _writer = match (kind, self.store.backend()) {
+                (Outside::Write, herald_store::Backend::Sqlite) => {
+                    match self.store.sqlite_writer(remaining).await {
+                        Ok(writer) => Some(writer),
+                        Err(e) => {
+                            let conflict =
+                                judge(&self.store, e, deadline, |e| expired(attempt, Some(e)))?;
+                            back_off(&options, attempt, options.max_attempts, deadline, conflict)
+                                .await?;
+                            continue;
+                        }
+                    }
+                }
+                _ => None,
+            };
             let remaining = deadline.saturating_duration_since(Instant::now());
             let conflict = match tokio::time::timeout(remaining, self.store.acquire()).await {
                 Err(_elapsed) => return Err(expired(attempt - 1, None)),

@@ -17,16 +17,17 @@ use crate::handle::Herald;
 use crate::settings::Settings;
 use crate::tx::Tx;
 use herald_core::fingerprint::{FINGERPRINT_VERSION, Resolved, fingerprint, fingerprint_in};
+use herald_core::limits::SUBMIT_BATCH_MAX;
 use herald_core::limits::{
     CHANNEL_LEN_MAX, COST_MAX, DELIVERY_ATTEMPTS_MAX, PAYLOAD_BYTES_MAX, QUOTA_KEY_LEN_MAX,
     RECIPIENT_LEN_MAX,
 };
 use herald_core::{DeliveryId, TenantId};
 use herald_core::{OperationKey, Payload, json};
-use herald_store::AsConn;
 use herald_store::deliveries::{
     Claim, DeliveryRow, NewDelivery, delivery_by_identity, delivery_claim,
 };
+use herald_store::{AsConn, Conn};
 use jiff::Timestamp;
 
 /// A request to deliver something once.
@@ -83,10 +84,11 @@ pub struct Submitted {
     pub duplicate: bool,
 }
 
-/// The request after defaults and validation.
-struct Checked<'a> {
+/// The request after defaults and validation: everything a claim needs that the request
+/// itself does not say, worked out before any SQL runs.
+pub(crate) struct Checked {
     operation_key: OperationKey,
-    quota_key: &'a str,
+    quota_key: String,
     cost: i64,
     max_attempts: u32,
     send_at_ms: Option<i64>,
@@ -115,13 +117,14 @@ fn check_text(what: &str, value: &str, max: usize) -> Result<(), Error> {
     Ok(())
 }
 
-fn check<'a>(req: &'a SubmitRequest, settings: Settings) -> Result<Checked<'a>, Error> {
+pub(crate) fn check(req: &SubmitRequest, settings: Settings) -> Result<Checked, Error> {
     let operation_key =
         OperationKey::new(req.operation_key.as_str()).map_err(|e| invalid(e.to_string()))?;
     check_text("channel", &req.channel, CHANNEL_LEN_MAX)?;
     check_text("to", &req.to, RECIPIENT_LEN_MAX)?;
     let quota_key = req.quota_key.as_deref().unwrap_or(&req.channel);
     check_text("quota_key", quota_key, QUOTA_KEY_LEN_MAX)?;
+    let quota_key = quota_key.to_string();
     let cost = req.cost.unwrap_or(1);
     if !(0..=COST_MAX).contains(&cost) {
         return Err(invalid(format!("cost must be between 0 and {COST_MAX}, got {cost}")));
@@ -159,14 +162,23 @@ fn check<'a>(req: &'a SubmitRequest, settings: Settings) -> Result<Checked<'a>, 
     Ok(checked)
 }
 
-impl Checked<'_> {
+impl Checked {
+    pub(crate) fn cost(&self) -> i64 {
+        self.cost
+    }
+
+    /// The account the submit reserves from (when its cost is above 0).
+    pub(crate) fn quota_key(&self) -> &str {
+        &self.quota_key
+    }
+
     /// The request's meaning with `max_attempts` resolved as given.
     fn resolved<'r>(&'r self, req: &'r SubmitRequest, max_attempts: u32) -> Resolved<'r> {
         Resolved {
             channel: &req.channel,
             to: &req.to,
             payload: &self.parsed,
-            quota_key: self.quota_key,
+            quota_key: &self.quota_key,
             cost: self.cost,
             send_at_ms: self.send_at_ms,
             max_attempts,
@@ -185,52 +197,46 @@ impl Herald {
         Ok(submitted)
     }
 
-    /// Submits in a transaction of its own, for callers with no business change to commit
-    /// alongside (the same checks and results as [`Herald::submit`]). Where the backend
-    /// claims in one statement (PostgreSQL) that transaction is the statement alone,
-    /// autocommitted — one round trip instead of three; a conflict runs it again, and if it
-    /// outlives the deadline its outcome is [`Error::CommitOutcomeUnknown`]: submit again
-    /// with the same request to learn it.
+    /// Submits with no transaction of the caller's around it, for callers with no business
+    /// change to commit alongside (the same checks and results as [`Herald::submit`]).
+    ///
+    /// Submits made this way at the same moment — from any task of this process, through
+    /// any clone of this handle — are group-committed: they share one transaction and its
+    /// one durable commit, and each is answered after that commit with what it would have
+    /// had alone (`group.rs`). A lone submit commits at once; where the backend claims in
+    /// one statement (PostgreSQL) it is that statement alone, autocommitted. A conflict
+    /// runs the transaction again; a commit whose outcome is unknown is
+    /// [`Error::CommitOutcomeUnknown`] (submit again with the same request to learn it); a
+    /// submit still waiting for its turn at the deadline is [`Error::Busy`], with nothing
+    /// written.
     pub async fn submit_alone(&self, req: &SubmitRequest) -> Result<Submitted, Error> {
-        if !self.store().backend().claims_in_one_statement() {
-            let herald = self.clone();
-            return self
-                .transaction(|tx| {
-                    let herald = &herald;
-                    Box::pin(async move { herald.submit(tx, req).await })
-                })
-                .await
-                .map(|committed| committed.value);
+        let mut answers = self.submit_many(std::slice::from_ref(req)).await?;
+        answers.pop().unwrap_or_else(|| Err(Error::app("a submit had no answer")))
+    }
+
+    /// Submits many requests at once, with no transaction of the caller's around them:
+    /// each item is checked and answered on its own (in the order given), and all of them
+    /// go through the group commit of [`Herald::submit_alone`], so they share as few
+    /// commits as the batch limit allows. An item's error is its own: one bad item never
+    /// fails its neighbours. At most [`SUBMIT_BATCH_MAX`] items; more is
+    /// [`Error::Invalid`] with nothing written.
+    pub async fn submit_many(
+        &self,
+        reqs: &[SubmitRequest],
+    ) -> Result<Vec<Result<Submitted, Error>>, Error> {
+        if reqs.len() > SUBMIT_BATCH_MAX {
+            return Err(invalid(format!(
+                "a batch holds at most {SUBMIT_BATCH_MAX} submits, got {}",
+                reqs.len()
+            )));
         }
-        let checked = check(req, self.settings_recent().await?)?;
-        let id = DeliveryId::new_v7();
-        let new = new_delivery(req, &checked, id);
-        for _ in 0..CLAIM_ROUNDS_MAX {
-            let (now, notify) = (self.clock().now(), self.wake().take_pg_notify());
-            let claim = self
-                .autocommit(|conn, _| {
-                    let new = &new;
-                    Box::pin(async move { delivery_claim(conn, new, now, notify).await })
-                })
-                .await?;
-            let existing = match claim {
-                Claim::Exists | Claim::QuotaShort => Some(
-                    self.autocommit(|conn, _| {
-                        let key = checked.operation_key.as_str();
-                        Box::pin(async move {
-                            delivery_by_identity(conn, req.tenant.as_uuid(), key, &req.channel)
-                                .await
-                        })
-                    })
-                    .await?,
-                ),
-                Claim::Inserted { .. } | Claim::UnknownTenant => None,
-            };
-            if let Some(answer) = self.answer(req, &checked, id, claim, existing, notify) {
-                return answer;
-            }
+        if crate::runner::in_runner() {
+            // Outside the caller's transaction it could wait on that transaction's locks.
+            return Err(Error::NestedTransaction);
         }
-        Err(vanished())
+        let settings = self.settings_recent().await?;
+        let checked = reqs.iter().map(|req| check(req, settings)).collect();
+        Ok(self.group_commit(reqs, checked).await)
     }
 
     /// Submits on any connection inside a transaction — herald's or the application's own
@@ -246,15 +252,27 @@ impl Herald {
         if !conn.as_conn().in_transaction() {
             return Err(Error::NotInTransaction);
         }
+        self.claim_in(conn.as_conn(), req, &checked).await?
+    }
+
+    /// Claims a checked request on `conn`, inside a transaction. The outer error is the
+    /// database's (the transaction may be unusable after it); the inner result is the
+    /// submit's answer, which leaves the transaction usable whatever it says.
+    pub(crate) async fn claim_in(
+        &self,
+        mut conn: Conn<'_>,
+        req: &SubmitRequest,
+        checked: &Checked,
+    ) -> Result<Result<Submitted, Error>, Error> {
         let id = DeliveryId::new_v7();
-        let new = new_delivery(req, &checked, id);
+        let new = new_delivery(req, checked, id);
         for _ in 0..CLAIM_ROUNDS_MAX {
             let (now, notify) = (self.clock().now(), self.wake().take_pg_notify());
-            let claim = delivery_claim(conn.as_conn(), &new, now, notify).await?;
+            let claim = delivery_claim(conn.reborrow(), &new, now, notify).await?;
             let existing = match claim {
                 Claim::Exists | Claim::QuotaShort => Some(
                     delivery_by_identity(
-                        conn.as_conn(),
+                        conn.reborrow(),
                         req.tenant.as_uuid(),
                         checked.operation_key.as_str(),
                         &req.channel,
@@ -263,7 +281,68 @@ impl Herald {
                 ),
                 Claim::Inserted { .. } | Claim::UnknownTenant => None,
             };
-            if let Some(answer) = self.answer(req, &checked, id, claim, existing, notify) {
+            if let Some(answer) = self.answer(req, checked, id, claim, existing, notify) {
+                return Ok(answer);
+            }
+        }
+        Ok(Err(vanished()))
+    }
+
+    /// One checked submit in a transaction of its own, by `deadline`: the group commit's
+    /// path for a batch of one. Where the backend claims in one statement (PostgreSQL)
+    /// that transaction is the statement alone, autocommitted — one round trip instead of
+    /// three.
+    pub(crate) async fn submit_solo(
+        &self,
+        req: &SubmitRequest,
+        checked: &Checked,
+        deadline: tokio::time::Instant,
+    ) -> Result<Submitted, Error> {
+        if !self.store().backend().claims_in_one_statement() {
+            let herald = self.clone();
+            let options = crate::TxOptions {
+                deadline: deadline.saturating_duration_since(tokio::time::Instant::now()),
+                ..crate::TxOptions::default()
+            };
+            return self
+                .transaction_with(&options, |tx| {
+                    let herald = &herald;
+                    Box::pin(async move {
+                        let submitted = herald.claim_in(tx.conn(), req, checked).await??;
+                        if !submitted.duplicate {
+                            let wake = herald.wake().clone();
+                            tx.after_commit(move || wake.soon());
+                        }
+                        Ok(submitted)
+                    })
+                })
+                .await
+                .map(|committed| committed.value);
+        }
+        let id = DeliveryId::new_v7();
+        let new = new_delivery(req, checked, id);
+        for _ in 0..CLAIM_ROUNDS_MAX {
+            let (now, notify) = (self.clock().now(), self.wake().take_pg_notify());
+            let claim = self
+                .autocommit_until(deadline, |conn, _| {
+                    let new = &new;
+                    Box::pin(async move { delivery_claim(conn, new, now, notify).await })
+                })
+                .await?;
+            let existing = match claim {
+                Claim::Exists | Claim::QuotaShort => Some(
+                    self.autocommit_until(deadline, |conn, _| {
+                        let key = checked.operation_key.as_str();
+                        Box::pin(async move {
+                            delivery_by_identity(conn, req.tenant.as_uuid(), key, &req.channel)
+                                .await
+                        })
+                    })
+                    .await?,
+                ),
+                Claim::Inserted { .. } | Claim::UnknownTenant => None,
+            };
+            if let Some(answer) = self.answer(req, checked, id, claim, existing, notify) {
                 return answer;
             }
         }
@@ -277,7 +356,7 @@ impl Herald {
     fn answer(
         &self,
         req: &SubmitRequest,
-        checked: &Checked<'_>,
+        checked: &Checked,
         id: DeliveryId,
         claim: Claim,
         existing: Option<Option<DeliveryRow>>,
@@ -294,7 +373,7 @@ impl Herald {
             (Claim::UnknownTenant, _) => Err(Error::UnknownTenant),
             (Claim::Exists | Claim::QuotaShort, Some(row)) => repeated(row, req, checked),
             (Claim::QuotaShort, None) => {
-                Err(Error::QuotaExhausted { quota_key: checked.quota_key.to_string() })
+                Err(Error::QuotaExhausted { quota_key: checked.quota_key.clone() })
             }
             (Claim::Exists, None) => return None,
         })
@@ -312,7 +391,7 @@ fn vanished() -> Error {
 
 fn new_delivery<'a>(
     req: &'a SubmitRequest,
-    checked: &'a Checked<'a>,
+    checked: &'a Checked,
     id: DeliveryId,
 ) -> NewDelivery<'a> {
     NewDelivery {
@@ -324,7 +403,7 @@ fn new_delivery<'a>(
         payload: req.payload.as_str(),
         fingerprint: &checked.fingerprint,
         fingerprint_version: FINGERPRINT_VERSION,
-        quota_key: checked.quota_key,
+        quota_key: &checked.quota_key,
         cost: checked.cost,
         max_attempts: checked.max_attempts as i32,
         send_at: checked.send_at_ms,
@@ -338,7 +417,7 @@ fn new_delivery<'a>(
 fn repeated(
     existing: DeliveryRow,
     req: &SubmitRequest,
-    checked: &Checked<'_>,
+    checked: &Checked,
 ) -> Result<Submitted, Error> {
     let same = if existing.fingerprint_version == FINGERPRINT_VERSION {
         existing.fingerprint == checked.fingerprint
@@ -360,7 +439,7 @@ fn repeated(
 /// The delivery a claim just created, as the row reads (without reading it back).
 fn created(
     req: &SubmitRequest,
-    checked: &Checked<'_>,
+    checked: &Checked,
     id: DeliveryId,
     created_at: i64,
     next_attempt_at: i64,
@@ -376,7 +455,7 @@ fn created(
         max_attempts: checked.max_attempts,
         attempts_base: 0,
         reservation_seq: 1,
-        quota_key: checked.quota_key.to_string(),
+        quota_key: checked.quota_key.clone(),
         cost: checked.cost,
         next_attempt_at: ts(next_attempt_at, || format!("next_attempt_at of delivery {id}"))?,
         last_error: None,

@@ -15,20 +15,28 @@ const ADMIN_KEY: &str = "change-me";
 const TARGET: &str = "https://example.com/hooks";
 const TARGET_LOCAL: &str = "https://localhost/hooks";
 
-/// The first ```sh block after the "Quick start with curl" heading.
+/// The first ```sh block after the "Quick start with curl" heading, then the batch one
+/// after it ("Many at once"), which goes on in the same shell.
 fn quick_start_block() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
     let readme = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let (_, after) = readme.split_once("### Quick start with curl").expect("the heading");
-    let (_, block) = after.split_once("```sh\n").expect("a ```sh block after the heading");
+    let first = sh_block(after);
+    let (_, after) = after.split_once("Many at once").expect("the batch paragraph");
+    format!("{first}\n{}", sh_block(after))
+}
+
+/// The first ```sh block in `text`.
+fn sh_block(text: &str) -> &str {
+    let (_, block) = text.split_once("```sh\n").expect("a ```sh block");
     let (block, _) = block.split_once("\n```").expect("the block's end");
-    block.to_string()
+    block
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readme_quick_start_runs_as_pasted() {
     let block = quick_start_block();
-    assert_eq!(block.matches(TARGET).count(), 1, "the quick start's target moved:\n{block}");
+    assert_eq!(block.matches(TARGET).count(), 3, "the quick start's target moved:\n{block}");
     assert!(!block.contains('<'), "a placeholder is left in the quick start:\n{block}");
     let block = block.replace(TARGET, TARGET_LOCAL);
     let server = Server::start(ADMIN_KEY).await;
@@ -44,8 +52,8 @@ async fn readme_quick_start_runs_as_pasted() {
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{out}")))
         .collect();
-    let [tenant, grant, created, shown, attempts, quotas] = answers.as_slice() else {
-        panic!("expected six answers, got {}:\n{out}", answers.len());
+    let [tenant, grant, created, shown, attempts, quotas, batch] = answers.as_slice() else {
+        panic!("expected seven answers, got {}:\n{out}", answers.len());
     };
     assert_eq!(tenant["name"], "acme", "{tenant}");
     assert!(tenant["api_key"].as_str().is_some_and(|k| k.starts_with("hk_")), "{tenant}");
@@ -55,6 +63,10 @@ async fn readme_quick_start_runs_as_pasted() {
     assert_eq!(created["tenant"], tenant["id"], "{created}");
     assert_eq!(shown["id"], created["id"], "{shown}");
     assert!(attempts["attempts"].is_array(), "{attempts}");
+    // The batch: a new delivery, then the first one again (a duplicate), each its own.
+    assert_eq!(batch["results"][0]["status"], 201, "{batch}");
+    assert_eq!(batch["results"][1]["status"], 200, "{batch}");
+    assert_eq!(batch["results"][1]["delivery"]["id"], created["id"], "{batch}");
     let webhook = &quotas["quotas"][0];
     assert_eq!(
         (webhook["quota_key"].clone(), webhook["granted"].clone()),

@@ -35,7 +35,19 @@ def _within_rules(value, depth=0):
 
 @schemathesis.hook
 def before_call(ctx, case, **kwargs):
-    if case.operation.method.upper() != "POST" or case.operation.path != "/v1/deliveries":
+    if case.operation.method.upper() != "POST":
+        return
+    if case.operation.path == "/v1/deliveries/batch":
+        # Each item follows the single submit's rules, with its operation_key in the item
+        # (an item without one is answered 400 in its place, inside the 200).
+        items = case.body.get("deliveries") if isinstance(case.body, dict) else None
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            if isinstance(item, dict):
+                if "payload" in item:
+                    item["payload"] = _within_rules(item["payload"])
+                item.setdefault("operation_key", f"schemathesis-{i}")
+        return
+    if case.operation.path != "/v1/deliveries":
         return
     if not isinstance(case.body, dict):
         return

@@ -6,7 +6,10 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, PathParams, QueryParams, TenantAuth};
 use crate::routes::path_id;
 use crate::state::AppState;
-use crate::wire::{AttemptList, CreateDelivery, DeliveryList, DeliveryView, QuotaList};
+use crate::wire::{
+    AttemptList, BatchResult, BatchResults, CreateDelivery, CreateDeliveryBatch, DeliveryList,
+    DeliveryView, ErrorView, QuotaList,
+};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -15,8 +18,8 @@ use serde::Deserialize;
 
 /// Default page of `GET /v1/deliveries`; the largest is `herald_core::limits::PAGE_MAX`.
 pub const PAGE_DEFAULT: usize = 50;
-use herald_core::limits::CHANNEL_LEN_MAX;
 pub use herald_core::limits::PAGE_MAX;
+use herald_core::limits::{CHANNEL_LEN_MAX, SUBMIT_BATCH_MAX};
 
 #[utoipa::path(post, path = "/v1/deliveries", request_body = CreateDelivery,
     responses((status = 201, body = DeliveryView), (status = 200, body = DeliveryView),
@@ -36,6 +39,81 @@ pub async fn create(
                 .to_string(),
         ),
     };
+    let request = submit_request(&state, tenant, body, header_key)?;
+    let answer = state.herald.submit_alone(&request).await;
+    let (status, view) = submit_answer(answer)?;
+    Ok((status, Json(view)))
+}
+
+#[utoipa::path(post, path = "/v1/deliveries/batch", request_body = CreateDeliveryBatch,
+    responses((status = 200, body = BatchResults, description = "Each item's own status and delivery or error, in the order sent"),
+        (status = 400), (status = 401), (status = 413),
+        (status = 503, description = "busy: nothing was changed")))]
+pub async fn create_batch(
+    State(state): State<AppState>,
+    TenantAuth(tenant): TenantAuth,
+    JsonBody(body): JsonBody<CreateDeliveryBatch>,
+) -> ApiResult<Json<BatchResults>> {
+    if body.deliveries.is_empty() {
+        return Err(ApiError::invalid("deliveries must hold at least one submit"));
+    }
+    if body.deliveries.len() > SUBMIT_BATCH_MAX {
+        return Err(ApiError::invalid(format!(
+            "a batch holds at most {SUBMIT_BATCH_MAX} submits, got {}",
+            body.deliveries.len()
+        )));
+    }
+    // Items refused before the engine keep their place; the others are submitted together.
+    let mut results: Vec<Option<BatchResult>> = Vec::with_capacity(body.deliveries.len());
+    let mut requests = Vec::with_capacity(body.deliveries.len());
+    for item in body.deliveries {
+        match submit_request(&state, tenant, item, None) {
+            Ok(request) => {
+                requests.push(request);
+                results.push(None);
+            }
+            Err(refused) => {
+                crate::metrics::submit("invalid");
+                results.push(Some(BatchResult::refused(refused)));
+            }
+        }
+    }
+    let mut answers = state.herald.submit_many(&requests).await?.into_iter();
+    let results = results
+        .into_iter()
+        .map(|result| match result {
+            Some(refused) => refused,
+            None => match answers.next().map(submit_answer) {
+                Some(Ok((status, view))) => {
+                    BatchResult { status: status.as_u16(), delivery: Some(view), error: None }
+                }
+                Some(Err(refused)) => BatchResult::refused(refused),
+                None => BatchResult::refused(ApiError::internal()),
+            },
+        })
+        .collect();
+    Ok(Json(BatchResults { results }))
+}
+
+impl BatchResult {
+    fn refused(e: ApiError) -> BatchResult {
+        BatchResult {
+            status: e.status.as_u16(),
+            delivery: None,
+            error: Some(ErrorView { code: e.code.to_string(), message: e.message }),
+        }
+    }
+}
+
+/// The engine's request for one submit as `POST /v1/deliveries` takes it: the checks that
+/// depend on this server (its channels, their recipients and payloads) and the wire's
+/// spellings (the header key, RFC 3339 times).
+fn submit_request(
+    state: &AppState,
+    tenant: herald::TenantId,
+    body: CreateDelivery,
+    header_key: Option<String>,
+) -> ApiResult<SubmitRequest> {
     let operation_key = match (header_key, body.operation_key) {
         (Some(h), Some(b)) if h != b => {
             return Err(ApiError::invalid("Idempotency-Key and operation_key differ"));
@@ -64,7 +142,7 @@ pub async fn create(
             ApiError::invalid("send_at must be an RFC 3339 time, like 2026-01-02T03:04:05Z")
         })?),
     };
-    let request = SubmitRequest {
+    Ok(SubmitRequest {
         tenant,
         operation_key,
         channel: body.channel,
@@ -74,8 +152,15 @@ pub async fn create(
         cost: body.cost,
         send_at,
         max_attempts: body.max_attempts,
-    };
-    let submitted = match state.herald.submit_alone(&request).await {
+    })
+}
+
+/// A submit's answer as HTTP says it: 201 created, 200 duplicate, or the error's status;
+/// counted in the metrics either way.
+fn submit_answer(
+    answer: Result<herald::Submitted, herald::Error>,
+) -> ApiResult<(StatusCode, DeliveryView)> {
+    let submitted = match answer {
         Ok(submitted) => submitted,
         Err(e) => {
             crate::metrics::submit(submit_result(&e));
@@ -86,7 +171,7 @@ pub async fn create(
     let status = if submitted.duplicate { StatusCode::OK } else { StatusCode::CREATED };
     let mut view = DeliveryView::from(submitted.delivery);
     view.duplicate = Some(submitted.duplicate);
-    Ok((status, Json(view)))
+    Ok((status, view))
 }
 
 fn submit_result(e: &herald::Error) -> &'static str {

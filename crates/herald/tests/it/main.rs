@@ -17,6 +17,7 @@ mod runner;
 mod sql_api;
 mod sql_api_mariadb;
 mod sqlite_reads;
+mod sqlite_writer;
 mod store_paths;
 mod submit;
 mod tracing;

@@ -73,7 +73,8 @@ fn conflict_options() -> TxOptions {
 /// PostgreSQL (REPEATABLE READ): `tx` reads a row, another connection commits an update
 /// of it, `tx` updates it too → 40001 from the server. SQLite: `tx` holds the write lock
 /// (BEGIN IMMEDIATE), so the only real conflict left is a second writer; the closure here
-/// writes through another connection (a classic bug) and gets SQLITE_BUSY from SQLite.
+/// begins another transaction of the same store (a classic bug), which finds the process's
+/// writer taken and is busy at once, as SQLITE_BUSY would be.
 /// An attempt that starts a hair before the caller's deadline may instead have its read
 /// cut short by the per-attempt `statement_timeout`; that error is returned as it is, for
 /// the runner to judge (it is the deadline's).

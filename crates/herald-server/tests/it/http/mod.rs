@@ -15,6 +15,7 @@ const NOT_FOUND: StatusCode = StatusCode::NOT_FOUND;
 /// list exactly these, and the router must answer each of them.
 const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/deliveries"),
+    ("POST", "/v1/deliveries/batch"),
     ("GET", "/v1/deliveries"),
     ("GET", "/v1/deliveries/{id}"),
     ("GET", "/v1/deliveries/{id}/attempts"),
@@ -48,6 +49,7 @@ fn ids(list: &[Value]) -> Vec<String> {
 
 mod admin;
 mod bad_input;
+mod batch;
 mod deliveries;
 mod submits;
 mod walls;

@@ -296,6 +296,7 @@ macro_rules! own_tx {
 }
 
 mod atomic_budget;
+mod group_commit;
 mod ledger;
 mod one_claim;
 mod order_of_checks;

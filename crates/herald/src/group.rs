@@ -1,0 +1,356 @@
+//! Group commit: submits with no transaction of the caller's around them
+//! ([`Herald::submit_alone`], [`Herald::submit_many`], the HTTP API) share one transaction
+//! and its one durable commit.
+//!
+//! Submits queue here, already checked (every check that can fail without SQL has run).
+//! At most [`GROUP_COMMIT_LANES`] lanes (one on SQLite) — tasks of their own, so a caller that goes away
+//! never cuts a batch short — each take what has gathered, up to [`GROUP_COMMIT_MAX`],
+//! and run it; what arrives meanwhile gathers for the next. There is no timer: a lone
+//! submit finds a lane free and commits at once.
+//!
+//! A batch of one is the submit alone ([`Herald::submit_solo`]: on PostgreSQL one
+//! autocommitted statement). A bigger batch is one transaction under the runner: the
+//! quota accounts its members reserve from are locked once, in the store's one order
+//! (`quota_lock`), then each member is claimed in arrival order — so an account that
+//! cannot cover the whole batch serves its first submits — and the transaction commits;
+//! then every member is answered what its claim said. A duplicate, a reused key, short
+//! quota are answers, not errors: they leave the transaction usable.
+//! - A conflict (deadlock, serialization failure, busy) or a connection lost before COMMIT
+//!   runs the whole batch again, within the runner's attempts and deadline.
+//! - Any other database error belongs to the member whose statement raised it (on
+//!   PostgreSQL it aborts the whole transaction): the batch runs again without it, and it
+//!   is answered alone, by a transaction of its own.
+//! - A COMMIT whose outcome is unknown is every member's: each gets
+//!   [`Error::CommitOutcomeUnknown`], and submitting the same request again settles it.
+//! - A member still queued at its deadline is [`Error::Busy`], with nothing written.
+
+use crate::error::Error;
+use crate::handle::Herald;
+use crate::runner::TxOptions;
+use crate::submit::{Checked, SubmitRequest, Submitted};
+use herald_core::limits::{GROUP_COMMIT_LANES, GROUP_COMMIT_MAX, TX_DEADLINE_DEFAULT};
+use herald_store::quota::quota_lock;
+use herald_store::{Backend, ErrorClass, StoreError};
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// The submits waiting for a lane, and how many lanes run. One per [`Herald`] handle and
+/// its clones.
+#[derive(Default)]
+pub(crate) struct Group {
+    queue: Mutex<Queue>,
+    /// Transactions committed for group-committed submits, and the submits they held.
+    committed: AtomicU64,
+    members: AtomicU64,
+}
+
+/// How much sharing the group commit achieved since the handle was opened:
+/// `submits / transactions` is the mean batch size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GroupCommitStats {
+    /// Transactions committed (a lone submit's included).
+    pub transactions: u64,
+    /// Submits answered by those commits.
+    pub submits: u64,
+}
+
+impl fmt::Debug for Group {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("Group")
+            .field("waiting", &queue.waiting.len())
+            .field("lanes", &queue.lanes)
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: VecDeque<Member>,
+    lanes: usize,
+}
+
+/// One checked submit and where its answer goes.
+struct Member {
+    req: SubmitRequest,
+    checked: Checked,
+    /// Still queued at this instant, it is answered `Busy`.
+    deadline: Instant,
+    reply: oneshot::Sender<Result<Submitted, Error>>,
+}
+
+impl Member {
+    fn answer(self, answer: Result<Submitted, Error>) {
+        // The caller may have gone away; the submit stands all the same.
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// How a batch's shared transaction ended.
+enum Together {
+    /// Committed: each member's answer, in order.
+    Committed(Vec<Result<Submitted, Error>>),
+    /// The statement of the member at this index raised an error of its own.
+    Failed(usize),
+    /// A statement of the batch's own (the accounts' lock) raised an error no member
+    /// owns: each member is answered alone.
+    Unowned,
+    /// What every member is answered: an unknown commit outcome, the deadline, an empty
+    /// pool.
+    Each(Error),
+}
+
+impl Herald {
+    /// How much sharing the group commit achieved so far, in this handle and its clones.
+    pub fn group_commit_stats(&self) -> GroupCommitStats {
+        GroupCommitStats {
+            transactions: self.group.committed.load(Ordering::Relaxed),
+            submits: self.group.members.load(Ordering::Relaxed),
+        }
+    }
+
+    fn count_commit(&self, submits: usize) {
+        self.group.committed.fetch_add(1, Ordering::Relaxed);
+        self.group.members.fetch_add(submits as u64, Ordering::Relaxed);
+    }
+
+    /// Queues the checked submits and waits for their answers, in the order given; items
+    /// that failed their checks are answered at once.
+    pub(crate) async fn group_commit(
+        &self,
+        reqs: &[SubmitRequest],
+        checked: Vec<Result<Checked, Error>>,
+    ) -> Vec<Result<Submitted, Error>> {
+        enum Pending {
+            Now(Box<Result<Submitted, Error>>),
+            Later(oneshot::Receiver<Result<Submitted, Error>>),
+        }
+        let deadline = Instant::now() + TX_DEADLINE_DEFAULT;
+        let mut members = Vec::new();
+        let pending: Vec<Pending> = reqs
+            .iter()
+            .zip(checked)
+            .map(|(req, checked)| match checked {
+                Err(e) => Pending::Now(Box::new(Err(e))),
+                Ok(checked) => {
+                    let (reply, answer) = oneshot::channel();
+                    members.push(Member { req: req.clone(), checked, deadline, reply });
+                    Pending::Later(answer)
+                }
+            })
+            .collect();
+        if !members.is_empty() {
+            self.enqueue(members);
+        }
+        let mut answers = Vec::with_capacity(pending.len());
+        for p in pending {
+            answers.push(match p {
+                Pending::Now(answer) => *answer,
+                Pending::Later(answer) => answer.await.unwrap_or_else(|_| {
+                    Err(Error::app("the group commit stopped before answering this submit"))
+                }),
+            });
+        }
+        answers
+    }
+
+    fn enqueue(&self, members: Vec<Member>) {
+        let mut queue = self.group.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        queue.waiting.extend(members);
+        self.start_lane_if_wanted(&mut queue);
+    }
+
+    /// Starts a lane when submits wait and fewer than the backend's lanes run:
+    /// [`GROUP_COMMIT_LANES`] on a server, one on SQLite, whose single writer a second lane
+    /// would only wait for (in the busy handler).
+    fn start_lane_if_wanted(&self, queue: &mut Queue) {
+        let lanes_max = match self.backend() {
+            Backend::Sqlite => 1,
+            Backend::Postgres | Backend::MySql => GROUP_COMMIT_LANES,
+        };
+        if !queue.waiting.is_empty() && queue.lanes < lanes_max {
+            queue.lanes += 1;
+            let lane = Lane { herald: self.clone(), ended: false };
+            tokio::spawn(lane.run());
+        }
+    }
+
+    /// Runs one gathering to its answers: together while it holds more than one member,
+    /// then the members whose own statements failed, each alone.
+    async fn run_batch(&self, mut members: Vec<Member>) {
+        let mut alone = Vec::new();
+        while members.len() > 1 {
+            match self.claim_together(&members).await {
+                Together::Committed(answers) => {
+                    self.count_commit(answers.len());
+                    for (member, answer) in members.drain(..).zip(answers) {
+                        member.answer(answer);
+                    }
+                }
+                Together::Failed(i) => alone.push(members.remove(i)),
+                Together::Unowned => alone.append(&mut members),
+                Together::Each(e) => {
+                    for member in members.drain(..) {
+                        member.answer(Err(each_member(&e)));
+                    }
+                }
+            }
+        }
+        alone.append(&mut members);
+        for member in alone {
+            let answer = self.submit_solo(&member.req, &member.checked, member.deadline).await;
+            if answer.is_ok() {
+                self.count_commit(1);
+            }
+            member.answer(answer);
+        }
+    }
+
+    /// The members' claims in one transaction: accounts locked first, in one order, then
+    /// each claim in arrival order.
+    async fn claim_together(&self, members: &[Member]) -> Together {
+        let earliest = members.iter().map(|m| m.deadline).min().unwrap_or_else(Instant::now);
+        let options = TxOptions {
+            deadline: earliest.saturating_duration_since(Instant::now()),
+            ..TxOptions::default()
+        };
+        let mut accounts: Vec<_> = members
+            .iter()
+            .filter(|m| m.checked.cost() > 0)
+            .map(|m| (m.req.tenant.as_uuid(), m.checked.quota_key().to_string()))
+            .collect();
+        accounts.sort();
+        accounts.dedup();
+        let failing = Mutex::new(None);
+        let committed = self
+            .transaction_with(&options, |tx| {
+                let (accounts, failing) = (&accounts, &failing);
+                Box::pin(async move {
+                    *failing.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                    // One account is locked by its claim, first thing, anyway.
+                    if accounts.len() > 1 {
+                        quota_lock(tx.conn(), accounts).await?;
+                    }
+                    let mut answers = Vec::with_capacity(members.len());
+                    let mut inserted = false;
+                    for (i, m) in members.iter().enumerate() {
+                        match self.claim_in(tx.conn(), &m.req, &m.checked).await {
+                            Ok(answer) => {
+                                inserted |= matches!(&answer, Ok(s) if !s.duplicate);
+                                answers.push(answer);
+                            }
+                            Err(Error::Store(e)) if owned_by_member(&e) => {
+                                *failing.lock().unwrap_or_else(PoisonError::into_inner) = Some(i);
+                                return Err(Error::Store(e));
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    if inserted {
+                        let wake = self.wake().clone();
+                        tx.after_commit(move || wake.soon());
+                    }
+                    Ok(answers)
+                })
+            })
+            .await;
+        let failing = failing.into_inner().unwrap_or_else(PoisonError::into_inner);
+        match (committed, failing) {
+            (Ok(committed), _) => Together::Committed(committed.value),
+            (Err(Error::Store(_)), Some(i)) => Together::Failed(i),
+            (Err(Error::Store(_)), None) => Together::Unowned,
+            (Err(e), _) => Together::Each(e),
+        }
+    }
+}
+
+/// Whether a database error raised by a member's claim is that member's own — not a
+/// conflict or a lost connection (the runner runs the batch again for those), nor the
+/// deadline's.
+fn owned_by_member(e: &StoreError) -> bool {
+    matches!(e.class(), ErrorClass::Other | ErrorClass::WaitTimeout)
+}
+
+/// A lane: takes gatherings off the queue until it is empty. Dropped without having
+/// ended (its task panicked), it gives its place back and starts another lane for what
+/// waits, so the queue is never left without one.
+struct Lane {
+    herald: Herald,
+    ended: bool,
+}
+
+impl Lane {
+    async fn run(mut self) {
+        loop {
+            let (batch, expired) = {
+                let mut queue =
+                    self.herald.group.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                let now = Instant::now();
+                let (mut batch, mut expired) = (Vec::new(), Vec::new());
+                while batch.len() < GROUP_COMMIT_MAX
+                    && let Some(member) = queue.waiting.pop_front()
+                {
+                    if member.deadline <= now { expired.push(member) } else { batch.push(member) }
+                }
+                if batch.is_empty() && expired.is_empty() {
+                    queue.lanes -= 1;
+                    self.ended = true;
+                    return;
+                }
+                self.herald.start_lane_if_wanted(&mut queue);
+                (batch, expired)
+            };
+            for member in expired {
+                member.answer(Err(queued_too_long()));
+            }
+            if !batch.is_empty() {
+                self.herald.run_batch(batch).await;
+            }
+        }
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        if !self.ended {
+            let mut queue = self.herald.group.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            queue.lanes -= 1;
+            self.herald.start_lane_if_wanted(&mut queue);
+        }
+    }
+}
+
+fn queued_too_long() -> Error {
+    Error::Busy {
+        source: StoreError::Database(herald_store::tx::timed_out(
+            "the group commit (the submit waited for its turn until its deadline)",
+        )),
+    }
+}
+
+/// `e` again, for one member of the batch it ended: the same kind, with the database
+/// error it carries kept as text (database errors are not `Clone`).
+fn each_member(e: &Error) -> Error {
+    fn echo(e: &StoreError) -> StoreError {
+        StoreError::Database(herald_store::sqlx::Error::Protocol(e.to_string()))
+    }
+    match e {
+        Error::CommitOutcomeUnknown { attempts, source } => {
+            Error::CommitOutcomeUnknown { attempts: *attempts, source: echo(source) }
+        }
+        Error::DeadlineExceeded { deadline, attempts, last } => Error::DeadlineExceeded {
+            deadline: *deadline,
+            attempts: *attempts,
+            last: last.as_ref().map(echo),
+        },
+        Error::AttemptsExhausted { attempts, last } => {
+            Error::AttemptsExhausted { attempts: *attempts, last: echo(last) }
+        }
+        Error::Busy { source } => Error::Busy { source: echo(source) },
+        other => Error::app(other.to_string()),
+    }
+}
