@@ -10,7 +10,7 @@ use crate::handle::Herald;
 use herald_core::DeliveryState;
 use herald_store::bench::{
     BenchSchema, BenchServer, bench_analyze, bench_reset, floor_drain_pooled, floor_drain_serial,
-    floor_submit_pooled,
+    floor_submit_batch_pooled, floor_submit_pooled,
 };
 use uuid::Uuid;
 
@@ -52,6 +52,12 @@ pub async fn floor_submit(
     operation_key: &str,
 ) -> Result<bool, Error> {
     Ok(floor_submit_pooled(herald.store(), commit, tenant, operation_key).await?)
+}
+
+/// The batched submit floor: the floor submit of each (tenant, operation key) one after
+/// another in one transaction with one COMMIT, on a pooled connection. How many were new.
+pub async fn floor_submit_batch(herald: &Herald, items: &[(Uuid, String)]) -> Result<usize, Error> {
+    Ok(floor_submit_batch_pooled(herald.store(), items).await?)
 }
 
 /// One batch of up to `limit` rows of the drain floor (lease, sent, ledger, journal) in a

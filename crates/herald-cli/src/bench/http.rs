@@ -1,20 +1,18 @@
-//! The phases of `herald bench` that go through HTTP: submits to the real API router
-//! served in-process, and the end-to-end phase, where a worker's webhook channel sends
-//! every delivery to a local receiver while clients submit.
+//! The end-to-end phases of `herald bench`, where a worker's webhook channel sends every
+//! delivery to a local receiver while clients submit, and the local servers every HTTP
+//! phase uses (`http_submit.rs` has the HTTP API's submit phases).
 
 use super::Args;
-use super::harness::{Bench, DRAIN_TIMEOUT, bar, rate, spawn_clients, start, worker};
+use super::harness::{Bench, DRAIN_TIMEOUT, bar, rate, start, worker};
 use super::report::{Figure, PeerMetric, figure};
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use herald::bench::Commit;
 use herald::channels::{WebhookChannel, WebhookOptions};
 use herald::{Channel, DeliveryState, Herald};
 use indicatif::ProgressBar;
-use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use uuid::Uuid;
 
 /// The webhook channel the HTTP API and the end-to-end phase send through, allowed to reach
 /// the local receiver.
@@ -95,93 +93,6 @@ async fn end_to_end_noop(args: &Args, bench: &Bench, herald: &Herald, n: usize) 
         bail!("end-to-end, no-op: {seen} sends seen and {sent} sent in the database, expected {n}");
     }
     Ok(rate(n, elapsed))
-}
-
-/// `POST /v1/deliveries` through the real router, served in-process on 127.0.0.1 by
-/// axum, from C concurrent clients over keep-alive connections (one shared pool); each
-/// tenant has its own API key, created through the admin API. Returns submits/s.
-pub(super) async fn submit_http(
-    bench: &Bench,
-    herald: &Herald,
-    webhook: Arc<dyn Channel>,
-    n: usize,
-) -> Result<f64> {
-    let admin_key = format!("bench-admin-{}", Uuid::now_v7().simple());
-    let config = herald_server::serve::ServeConfig {
-        listen: None,
-        admin_key: Some(admin_key.clone()),
-        metrics_token: None,
-        metrics_per_tenant: false,
-        http: herald_server::listen::HttpOptions::default(),
-        worker: None,
-        reconciler: None,
-        retention: None,
-        channels: vec![("webhook".to_string(), webhook)],
-    };
-    let router = herald_server::app(herald_server::serve::state(herald, &config));
-    let (addr, stop, task) = serve_api_local(router, bench.clients).await?;
-    let result = async {
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(bench.clients)
-            .no_proxy()
-            .build()
-            .context("building the HTTP client")?;
-        let base = format!("http://{addr}");
-        let mut keys = Vec::with_capacity(bench.tenants.len());
-        for t in &bench.tenants {
-            let response = client
-                .post(format!("{base}/v1/tenants/{t}/keys"))
-                .bearer_auth(&admin_key)
-                .send()
-                .await
-                .context("creating an API key")?;
-            let status = response.status();
-            let body = response.bytes().await?;
-            if !status.is_success() {
-                bail!("creating an API key: {status}: {}", String::from_utf8_lossy(&body));
-            }
-            let created: serde_json::Value = serde_json::from_slice(&body)?;
-            let key = created["api_key"]
-                .as_str()
-                .ok_or_else(|| anyhow!("creating an API key: no api_key in the answer"))?;
-            keys.push(format!("Bearer {key}"));
-        }
-        let (keys, url) = (Arc::new(keys), format!("{base}/v1/deliveries"));
-        let b = bar(n, "submit, HTTP API");
-        let started = Instant::now();
-        spawn_clients(bench.clients, n, &b, move |i| {
-            let (client, keys, url) = (client.clone(), keys.clone(), url.clone());
-            async move {
-                let body = json!({
-                    "operation_key": format!("http-{i}"),
-                    "channel": "webhook",
-                    "to": "https://example.com/hooks",
-                    "payload": {"event": "bench"},
-                });
-                let response = client
-                    .post(url)
-                    .header("authorization", &keys[i % keys.len()])
-                    .header("content-type", "application/json")
-                    .body(body.to_string())
-                    .send()
-                    .await
-                    .context("POST /v1/deliveries")?;
-                let status = response.status();
-                let body = response.bytes().await?;
-                if status != reqwest::StatusCode::CREATED {
-                    bail!("POST /v1/deliveries: {status}: {}", String::from_utf8_lossy(&body));
-                }
-                Ok(())
-            }
-        })
-        .await?;
-        let elapsed = started.elapsed();
-        b.finish();
-        Ok(rate(n, elapsed))
-    }
-    .await;
-    stop_local(stop, task).await;
-    result
 }
 
 /// Submit and drain at once. herald: C clients submit through the library while a worker
@@ -316,7 +227,7 @@ async fn serve_local(
 /// The HTTP API on 127.0.0.1 through the server loop `herald serve` uses (its limits,
 /// timeouts and JSON head errors), so the HTTP phase measures what ships; room for one
 /// connection per client.
-async fn serve_api_local(
+pub(super) async fn serve_api_local(
     router: axum::Router,
     clients: usize,
 ) -> Result<(std::net::SocketAddr, herald::CancellationToken, tokio::task::JoinHandle<()>)> {
@@ -332,7 +243,7 @@ async fn serve_api_local(
     Ok((addr, stop, task))
 }
 
-async fn stop_local(stop: herald::CancellationToken, task: tokio::task::JoinHandle<()>) {
+pub(super) async fn stop_local(stop: herald::CancellationToken, task: tokio::task::JoinHandle<()>) {
     stop.cancel();
     let abort = task.abort_handle();
     if tokio::time::timeout(Duration::from_secs(5), task).await.is_err() {

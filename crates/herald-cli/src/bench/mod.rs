@@ -12,13 +12,17 @@
 //! | submit, library, in a transaction | C clients, one delivery per `Herald::transaction` (`BEGIN`, `submit`, `COMMIT`: a submit inside the caller's transaction) | C clients, the same CTE between `BEGIN` and `COMMIT` | — |
 //! | submit, one tenant | `submit_alone`, every delivery on one quota row | the one-statement submit floor | — |
 //! | submit, half the keys repeat | `submit_alone`, every key submitted twice | the one-statement submit floor | — |
-//! | submit, HTTP API | C clients, keep-alive `POST /v1/deliveries` to the real router (API-key auth, validation, `submit_alone`) | the one-statement submit floor (no HTTP) | — |
+//! | submit, library, 64 tasks | `submit_alone` from 64 tasks: the group commit's case (the submits per commit are reported) | the one-statement submit floor (C clients) | `insert` |
+//! | submit, HTTP API, 1 / 8 / 64 connections | keep-alive `POST /v1/deliveries` to the real router (API-key auth, validation, `submit_alone`, group-committed), closed loop; p50, p99 and the submits per commit of each | the one-statement submit floor (no HTTP) | — |
+//! | submit, HTTP API, 64 connections, batched | the 64-connection figure | the batched floor: the floor's statement once per submit, *k* per transaction, one COMMIT each, from as many clients as herald has batches in flight (*k*: the submits per commit herald reached) | — |
+//! | submit, HTTP API, open loop | requests sent when due at half the 64-connection rate, p50 / p99 from when each was due | — | — |
+//! | submit, HTTP batch | `POST /v1/deliveries/batch`, 100 items per request, 8 connections | the one-statement submit floor | — |
 //! | drain, no-op channel | a worker with `--workers` send slots, a channel that returns `Sent` | C clients, one CTE per 100 rows (lease with SKIP LOCKED + sent + ledger + journal) | `drain`: N jobs bulk-inserted untimed, a no-op handler, until all are completed in the DB |
 //! | end-to-end, webhook | C clients `submit_alone` *while* a worker with the real webhook channel sends each delivery to a local HTTP receiver; time from the first submit to the N-th `sent` in the DB | the submit floor's C clients and the drain floor's C parts run at once, until all N are submitted and drained — the floor makes **no HTTP call** | `e2e`: C callers insert one job per transaction while the peer's worker drains them with a no-op handler, until all are completed (no HTTP call: this flatters the peer) |
 //! | end-to-end, no-op | the same with a no-op channel (the peers' work: the figure they are compared with) | the same floor | as above |
 //! | commit-to-start p50 / p99 | `submit_alone` at a fixed rate (200/s), an idle worker polling every second: time from COMMIT returned to the channel's `send` | — | `latency`: the peer's worker running, jobs inserted at a fixed rate, insert returned → handler start (procrastinate at 50/s, its drain saturates below 200/s) |
 //!
-//! | SQLite: submit, library / drain | the same phases on a fresh SQLite file (the default backend) | submit: `BEGIN IMMEDIATE`, claim + payload + reservation + journal row, `COMMIT`, from C clients; drain: one client, 100 rows marked sent per transaction, one account update per tenant, a journal row each | — |
+//! | SQLite: submit, library / drain / HTTP | the same phases on a fresh SQLite file (the default backend) | submit: `BEGIN IMMEDIATE`, claim + payload + reservation + journal row, `COMMIT`, from C clients; drain: one client, 100 rows marked sent per transaction, one account update per tenant, a journal row each | — |
 //!
 //! The PostgreSQL submit and drain floors run twice, before herald's submit and drain
 //! phases and after them; a ratio uses the mean of the two passes (both are in the JSON as
@@ -49,7 +53,9 @@
 //!   herald and its floor run through the same code.
 //! - [`phases`]: the PostgreSQL phases (floor passes, submits, drain, latency) and the
 //!   SQLite ones.
-//! - [`http`]: the phases that go through HTTP: the API submit and the end-to-end phases.
+//! - [`http_submit`]: the HTTP API's submit phases (closed and open loop, the batch
+//!   endpoint, the batched floor).
+//! - [`http`]: the end-to-end phases and the local servers the HTTP phases use.
 //! - [`peers`]: finding and running the peer wrappers.
 //! - [`report`]: figures, their ratios to the floor and to the peers, and the table.
 //!
@@ -58,6 +64,7 @@
 
 mod harness;
 mod http;
+mod http_submit;
 mod peers;
 mod phases;
 mod report;

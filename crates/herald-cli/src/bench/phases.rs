@@ -8,7 +8,8 @@ use super::harness::{
     Bench, DRAIN_TIMEOUT, bar, noop, peak_rss_kib, percentile, rate, spawn_clients, start,
     submit_one, worker,
 };
-use super::http::{end_to_end_figures, submit_http, webhook_channel};
+use super::http::{end_to_end_figures, webhook_channel};
+use super::http_submit::http_submit_figures;
 use super::report::{Figure, PeerMetric, figure};
 use anyhow::{Context, Result, anyhow};
 use herald::bench::Commit;
@@ -125,8 +126,17 @@ pub(super) async fn sqlite_phases(args: &Args, n: usize) -> Result<Vec<Figure>> 
         b.finish();
         let label = format!("SQLite: drain, no-op channel, {} slots", args.workers);
         let (pending, drain) = drain_herald(&bench, args.workers, &label).await?;
+        let http = http_submit_figures(
+            &bench,
+            &herald,
+            webhook_channel(&herald)?,
+            n,
+            floor_submit_rate,
+            "SQLite: ",
+        )
+        .await;
         herald.close().await;
-        Ok::<_, anyhow::Error>(vec![
+        let mut figures = vec![
             figure(
                 "SQLite: submit, library, single-delivery transactions",
                 submit,
@@ -136,7 +146,9 @@ pub(super) async fn sqlite_phases(args: &Args, n: usize) -> Result<Vec<Figure>> 
                 None,
             ),
             figure(label, drain, "/s", Some(floor_drain_rate), pending, None),
-        ])
+        ];
+        figures.extend(http?);
+        Ok(figures)
     }
     .await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -196,6 +208,22 @@ pub(super) async fn phases(
     b.finish();
     let drain_label = format!("drain, no-op channel, {} slots", args.workers);
     let (pending, drain) = drain_herald(&bench, args.workers, &drain_label).await?;
+    let wide = if args.drain_only {
+        None
+    } else {
+        // The group commit's own case: many callers at once.
+        bench.reset().await?;
+        let wide = Bench { herald: herald.clone(), tenants: tenants.clone(), clients: WIDE };
+        let b = bar(n, &format!("submit, library, submit_alone, {WIDE} tasks"));
+        let before = herald.group_commit_stats();
+        let value =
+            rate(n, wide.submit_herald(n, "wide", &tenants, false, Commit::Alone, &b).await?);
+        let after = herald.group_commit_stats();
+        b.finish();
+        let per_commit = (after.submits - before.submits) as f64
+            / (after.transactions - before.transactions).max(1) as f64;
+        Some((value, per_commit))
+    };
     let hot_and_dup = if args.drain_only {
         None
     } else {
@@ -244,6 +272,11 @@ pub(super) async fn phases(
         .floor_passes(&in_tx_passes),
     );
     figures.push(drain_figure);
+    if let Some((value, per_commit)) = wide {
+        let name = format!("submit, library, submit_alone, {WIDE} tasks");
+        figures.push(vs_alone(&name, value, n, Some(PeerMetric::Insert)));
+        figures.push(figure(format!("{name}: submits per commit"), per_commit, "", None, n, None));
+    }
     figures.push(vs_alone("submit, one tenant (hot quota row)", hot, n / 2, None));
     figures.push(vs_alone("submit, half the keys repeat", dup, n, None));
 
@@ -291,9 +324,9 @@ pub(super) async fn phases(
         None,
     ));
 
-    bench.reset().await?;
-    let http = submit_http(&bench, herald, webhook_channel(herald)?, n).await?;
-    figures.push(vs_alone("submit, HTTP API", http, n, None));
+    figures.extend(
+        http_submit_figures(&bench, herald, webhook_channel(herald)?, n, floor_alone, "").await?,
+    );
 
     if herald.backend() != herald::Backend::Sqlite {
         // The SQL API, as an application calls it: one autocommitted call per submit, on
@@ -360,6 +393,9 @@ pub(super) async fn phases(
     }
     Ok(figures)
 }
+
+/// Tasks of the wide library submit phase (and of the HTTP phase's widest).
+const WIDE: usize = 64;
 
 /// The SQL API's small payload, the size of the library's `{"event": "bench"}`.
 const SQL_PAYLOAD_SMALL: &str = r#"{"event": "bench"}"#;

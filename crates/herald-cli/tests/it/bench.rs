@@ -26,7 +26,16 @@ const FIGURES: &[&str] = &[
     "commit-to-start p99 at 200/s",
     "commit-to-start p50 at 200/s, worker in a second process",
     "commit-to-start p99 at 200/s, worker in a second process",
-    "submit, HTTP API",
+    "submit, library, submit_alone, 64 tasks",
+    "submit, library, submit_alone, 64 tasks: submits per commit",
+    "submit, HTTP API, 1 connection",
+    "submit, HTTP API, 1 connection: p99",
+    "submit, HTTP API, 8 connections",
+    "submit, HTTP API, 64 connections",
+    "submit, HTTP API, 64 connections: p50",
+    "submit, HTTP API, 64 connections: p99",
+    "submit, HTTP API, 64 connections: submits per commit",
+    "submit, HTTP batch (100 per request, 8 connections)",
     "end-to-end: submit + webhook drain",
     "end-to-end: submit + no-op drain",
     "submit, SQL API, 4 KiB nested payload",
@@ -89,6 +98,9 @@ fn a_short_run_reports_every_figure_as_json() {
         "submit, SQL API (herald_submit_v1)",
         "SQLite: submit, library, single-delivery transactions",
         "SQLite: drain, no-op channel, 2048 slots",
+        "SQLite: submit, HTTP API, 64 connections",
+        "SQLite: submit, HTTP API, 64 connections: p99",
+        "SQLite: submit, HTTP batch (100 per request, 8 connections)",
     ];
     short_run(&db, &[FIGURES, &postgres_only[..]].concat());
 }

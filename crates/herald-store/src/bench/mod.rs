@@ -315,6 +315,48 @@ pub async fn floor_submit_pooled(
     }
 }
 
+/// The batched submit floor: `items` (tenant, operation key) claimed by [`floor_submit`]
+/// one after another in one transaction, one COMMIT for all of them — the work of a
+/// group-committed batch of that size, hand-written. Returns how many were claimed.
+pub async fn floor_submit_batch_pooled(
+    store: &Store,
+    items: &[(Uuid, String)],
+) -> Result<usize, StoreError> {
+    let mut claimed = 0;
+    match store.acquire().await? {
+        PooledConn::MySql(mut c) => {
+            let mut tx = c.begin_with(mysql::FLOOR_BEGIN).await?;
+            for (tenant, key) in items {
+                claimed +=
+                    usize::from(floor_submit(tx.as_conn(), Uuid::now_v7(), *tenant, key).await?);
+            }
+            tx.commit().await?;
+        }
+        PooledConn::Postgres(mut c) => {
+            let mut tx = c.begin().await?;
+            for (tenant, key) in items {
+                claimed +=
+                    usize::from(floor_submit(tx.as_conn(), Uuid::now_v7(), *tenant, key).await?);
+            }
+            tx.commit().await?;
+        }
+        PooledConn::Sqlite(mut c) => {
+            sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *c).await?;
+            for (tenant, key) in items {
+                match floor_submit(c.as_conn(), Uuid::now_v7(), *tenant, key).await {
+                    Ok(one) => claimed += usize::from(one),
+                    Err(e) => {
+                        sqlx::raw_sql("ROLLBACK").execute(&mut *c).await?;
+                        return Err(e);
+                    }
+                }
+            }
+            sqlx::raw_sql("COMMIT").execute(&mut *c).await?;
+        }
+    }
+    Ok(claimed)
+}
+
 /// One batch of the drain floor (see [`floor_drain`]) in a transaction of its own, on a
 /// connection from `store`'s pool: `Some(rows drained)`, or `None` when the batch lost to a
 /// concurrency conflict and was rolled back — the caller runs it again, as `pgbench
