@@ -9,6 +9,12 @@ use sqlx::error::DatabaseError;
 pub enum StoreError {
     #[error("invalid database URL: {0}")]
     InvalidUrl(String),
+    /// A batch claim ([`crate::deliveries::deliveries_claim_many`]) planned an identity
+    /// as new that a concurrent transaction committed meanwhile, and a later submit of the
+    /// batch was refused quota the planned one never took: the batch must run again (the
+    /// caller's transaction rolled back), when the plan reads that identity as taken.
+    #[error("a concurrent commit claimed an identity this batch planned to claim")]
+    BatchRaced,
     /// This process's SQLite writer stayed taken longer than the caller could wait
     /// (`Store::sqlite_writer`): nothing was done.
     #[error("this process's SQLite writer was busy for {waited:?}: nothing was done")]
@@ -87,6 +93,8 @@ impl StoreError {
             // What SQLite itself answers a second writer (SQLITE_BUSY): within one process
             // the writer is taken here before SQLite's lock is.
             StoreError::WriterBusy { .. } => ErrorClass::Concurrency(Concurrency::SqliteBusy),
+            // What SERIALIZABLE would have said of the plan: a read it relied on changed.
+            StoreError::BatchRaced => ErrorClass::Concurrency(Concurrency::SerializationFailure),
             _ => ErrorClass::Other,
         }
     }

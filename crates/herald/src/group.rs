@@ -9,17 +9,21 @@
 //! submit finds a lane free and commits at once.
 //!
 //! A batch of one is the submit alone ([`Herald::submit_solo`]: on PostgreSQL one
-//! autocommitted statement). A bigger batch is one transaction under the runner: the
-//! quota accounts its members reserve from are locked once, in the store's one order
-//! (`quota_lock`), then each member is claimed in arrival order — so an account that
-//! cannot cover the whole batch serves its first submits — and the transaction commits;
-//! then every member is answered what its claim said. A duplicate, a reused key, short
-//! quota are answers, not errors: they leave the transaction usable.
+//! autocommitted statement). A bigger batch is one transaction under the runner. On
+//! PostgreSQL the store claims it whole in three statements (`deliveries_claim_many`: the
+//! accounts locked in the one order and read, the identities read, one insert of what the
+//! plan admits), each member answered as its claim alone would have been in arrival
+//! order. Elsewhere (or to find a member at fault) the accounts are locked once, in the
+//! store's one order (`quota_lock`), then each member is claimed in arrival order. Either
+//! way an account that cannot cover the whole batch serves its first submits, and a
+//! duplicate, a reused key, short quota are answers, not errors: they leave the
+//! transaction usable.
 //! - A conflict (deadlock, serialization failure, busy) or a connection lost before COMMIT
 //!   runs the whole batch again, within the runner's attempts and deadline.
 //! - Any other database error belongs to the member whose statement raised it (on
 //!   PostgreSQL it aborts the whole transaction): the batch runs again without it, and it
-//!   is answered alone, by a transaction of its own.
+//!   is answered alone, by a transaction of its own. When the batch's one statement
+//!   raised it, the batch runs again claim by claim, which names the member.
 //! - A COMMIT whose outcome is unknown is every member's: each gets
 //!   [`Error::CommitOutcomeUnknown`], and submitting the same request again settles it.
 //! - A member still queued at its deadline is [`Error::Busy`], with nothing written.
@@ -183,8 +187,9 @@ impl Herald {
     /// then the members whose own statements failed, each alone.
     async fn run_batch(&self, mut members: Vec<Member>) {
         let mut alone = Vec::new();
+        let mut one_by_one = false;
         while members.len() > 1 {
-            match self.claim_together(&members).await {
+            match self.claim_together(&members, one_by_one).await {
                 Together::Committed(answers) => {
                     self.count_commit(answers.len());
                     for (member, answer) in members.drain(..).zip(answers) {
@@ -192,6 +197,9 @@ impl Herald {
                     }
                 }
                 Together::Failed(i) => alone.push(members.remove(i)),
+                // The batch's one statement failed: claim by claim, the failing member's
+                // own statement names it.
+                Together::Unowned if !one_by_one => one_by_one = true,
                 Together::Unowned => alone.append(&mut members),
                 Together::Each(e) => {
                     for member in members.drain(..) {
@@ -210,9 +218,10 @@ impl Herald {
         }
     }
 
-    /// The members' claims in one transaction: accounts locked first, in one order, then
-    /// each claim in arrival order.
-    async fn claim_together(&self, members: &[Member]) -> Together {
+    /// The members' claims in one transaction: where the backend claims many at once
+    /// (PostgreSQL), all of them in its fixed number of statements; otherwise, or when
+    /// `one_by_one`, accounts locked first, in one order, then each claim in arrival order.
+    async fn claim_together(&self, members: &[Member], one_by_one: bool) -> Together {
         let earliest = members.iter().map(|m| m.deadline).min().unwrap_or_else(Instant::now);
         let options = TxOptions {
             deadline: earliest.saturating_duration_since(Instant::now()),
@@ -231,6 +240,16 @@ impl Herald {
                 let (accounts, failing) = (&accounts, &failing);
                 Box::pin(async move {
                     *failing.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                    if !one_by_one {
+                        let items: Vec<_> = members.iter().map(|m| (&m.req, &m.checked)).collect();
+                        if let Some(answers) = self.claim_many_in(tx.conn(), &items).await? {
+                            if answers.iter().any(|a| matches!(a, Ok(s) if !s.duplicate)) {
+                                let wake = self.wake().clone();
+                                tx.after_commit(move || wake.soon());
+                            }
+                            return Ok(answers);
+                        }
+                    }
                     // One account is locked by its claim, first thing, anyway.
                     if accounts.len() > 1 {
                         quota_lock(tx.conn(), accounts).await?;

@@ -25,7 +25,7 @@ use herald_core::limits::{
 use herald_core::{DeliveryId, TenantId};
 use herald_core::{OperationKey, Payload, json};
 use herald_store::deliveries::{
-    Claim, DeliveryRow, NewDelivery, delivery_by_identity, delivery_claim,
+    Claim, DeliveryRow, NewDelivery, deliveries_claim_many, delivery_by_identity, delivery_claim,
 };
 use herald_store::{AsConn, Conn};
 use jiff::Timestamp;
@@ -286,6 +286,63 @@ impl Herald {
             }
         }
         Ok(Err(vanished()))
+    }
+
+    /// Claims checked requests together on `conn` (inside a transaction), each answered as
+    /// [`Herald::claim_in`] would have answered it had they run one after another in this
+    /// order — where the backend claims many in a fixed number of statements
+    /// (`deliveries_claim_many`); `None` where it claims one by one. The outer error is
+    /// the database's, and names no request: the caller finds the one at fault by claiming
+    /// them one by one.
+    pub(crate) async fn claim_many_in(
+        &self,
+        mut conn: Conn<'_>,
+        items: &[(&SubmitRequest, &Checked)],
+    ) -> Result<Option<Vec<Result<Submitted, Error>>>, Error> {
+        if !self.store().backend().claims_in_one_statement() {
+            return Ok(None);
+        }
+        let ids: Vec<DeliveryId> = items.iter().map(|_| DeliveryId::new_v7()).collect();
+        let news: Vec<NewDelivery<'_>> = items
+            .iter()
+            .zip(&ids)
+            .map(|((req, checked), id)| new_delivery(req, checked, *id))
+            .collect();
+        let (now, notify) = (self.clock().now(), self.wake().take_pg_notify());
+        let claimed = deliveries_claim_many(conn.reborrow(), &news, now, notify).await;
+        let claims = match claimed {
+            Ok(Some(claims)) => claims,
+            Ok(None) | Err(_) => {
+                if notify {
+                    self.wake().pg_notify_unused();
+                }
+                return claimed.map(|_| None).map_err(Error::from);
+            }
+        };
+        if notify && !claims.iter().any(|c| matches!(c, Claim::Inserted { .. })) {
+            self.wake().pg_notify_unused();
+        }
+        let mut answers = Vec::with_capacity(items.len());
+        for (((req, checked), id), claim) in items.iter().zip(&ids).zip(claims) {
+            let existing = match claim {
+                Claim::Exists | Claim::QuotaShort => Some(
+                    delivery_by_identity(
+                        conn.reborrow(),
+                        req.tenant.as_uuid(),
+                        checked.operation_key.as_str(),
+                        &req.channel,
+                    )
+                    .await?,
+                ),
+                Claim::Inserted { .. } | Claim::UnknownTenant => None,
+            };
+            answers.push(match self.answer(req, checked, *id, claim, existing, false) {
+                Some(answer) => answer,
+                // The row it ran into was gone by the lookup (retention): claim it again.
+                None => self.claim_in(conn.reborrow(), req, checked).await?,
+            });
+        }
+        Ok(Some(answers))
     }
 
     /// One checked submit in a transaction of its own, by `deadline`: the group commit's

@@ -315,9 +315,11 @@ pub async fn floor_submit_pooled(
     }
 }
 
-/// The batched submit floor: `items` (tenant, operation key) claimed by [`floor_submit`]
-/// one after another in one transaction, one COMMIT for all of them — the work of a
-/// group-committed batch of that size, hand-written. Returns how many were claimed.
+/// The batched submit floor: `items` (tenant, operation key) claimed in one transaction,
+/// one COMMIT for all of them — the work of a group-committed batch of that size,
+/// hand-written: on PostgreSQL one statement for the batch (the rows, payloads, one update
+/// per account and the journal), elsewhere [`floor_submit`] once per item. Returns how
+/// many were claimed.
 pub async fn floor_submit_batch_pooled(
     store: &Store,
     items: &[(Uuid, String)],
@@ -332,13 +334,39 @@ pub async fn floor_submit_batch_pooled(
             }
             tx.commit().await?;
         }
+        // One statement for the whole batch, as herald's batch claim inserts it.
         PooledConn::Postgres(mut c) => {
             let mut tx = c.begin().await?;
-            for (tenant, key) in items {
-                claimed +=
-                    usize::from(floor_submit(tx.as_conn(), Uuid::now_v7(), *tenant, key).await?);
-            }
+            let ids: Vec<Uuid> = items.iter().map(|_| Uuid::now_v7()).collect();
+            let (tenants, keys): (Vec<Uuid>, Vec<String>) = items.iter().cloned().unzip();
+            let rows: i64 = sqlx::query_scalar(
+                "WITH i AS (SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[])
+                            AS i (id, tenant_id, operation_key)),
+                 d AS (
+                     INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
+                         fingerprint, quota_key, cost, state, max_attempts, next_attempt_at)
+                     SELECT id, tenant_id, operation_key, 'webhook', 'https://example.com/h',
+                         '\\x00', 'webhook', 1, 'pending', 8, now() FROM i
+                     ON CONFLICT DO NOTHING RETURNING id, tenant_id),
+                 p AS (INSERT INTO delivery_payloads (delivery_id, payload)
+                       SELECT id, '{}' FROM d),
+                 s AS (SELECT tenant_id, count(*) AS n FROM d GROUP BY tenant_id),
+                 a AS (UPDATE quota_accounts q SET available = q.available - s.n,
+                           reserved = q.reserved + s.n
+                       FROM s WHERE q.tenant_id = s.tenant_id AND q.quota_key = 'webhook'
+                       RETURNING 1),
+                 j AS (INSERT INTO quota_journal (tenant_id, quota_key, kind, amount,
+                           delivery_id, reservation_seq, at)
+                       SELECT tenant_id, 'webhook', 'reserve', 1, id, 1, now() FROM d)
+                 SELECT count(*) FROM d",
+            )
+            .bind(&ids)
+            .bind(&tenants)
+            .bind(&keys)
+            .fetch_one(&mut *tx)
+            .await?;
             tx.commit().await?;
+            claimed = rows as usize;
         }
         PooledConn::Sqlite(mut c) => {
             sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *c).await?;

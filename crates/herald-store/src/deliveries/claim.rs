@@ -61,3 +61,73 @@ pub async fn delivery_claim(
 ) -> Result<Claim, StoreError> {
     crate::per_backend!(conn, claim::delivery_claim(new, now, notify))
 }
+
+/// Claims many deliveries in the caller's transaction, each answered as [`delivery_claim`]
+/// would have answered it had they run one after another in this order — where the backend
+/// does it in a fixed number of statements (PostgreSQL: the accounts locked in the one
+/// order and read, the identities and tenants read, then one statement inserting every
+/// delivery the plan admits with its payload, reservation and journal row). `None` on a
+/// backend that claims one by one (the caller then calls [`delivery_claim`] per
+/// delivery).
+///
+/// The plan is made from what the transaction reads: an identity that a concurrent
+/// transaction commits meanwhile is not inserted (`ON CONFLICT DO NOTHING`) and is
+/// answered [`Claim::Exists`]; if that changed what a later delivery of the batch was
+/// answered (quota it planned to take was refused to a later one), the result is
+/// [`StoreError::BatchRaced`], a concurrency conflict: roll back and run the batch again.
+pub async fn deliveries_claim_many(
+    conn: Conn<'_>,
+    news: &[NewDelivery<'_>],
+    now: Now,
+    notify: bool,
+) -> Result<Option<Vec<Claim>>, StoreError> {
+    match conn {
+        Conn::Postgres(c) => {
+            crate::postgres::claim::deliveries_claim_many(c, news, now, notify).await.map(Some)
+        }
+        Conn::Sqlite(_) | Conn::MySql(_) => Ok(None),
+    }
+}
+
+/// What a batch claim decided for one delivery before inserting anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Planned {
+    Insert,
+    Exists,
+    UnknownTenant,
+    QuotaShort,
+}
+
+/// The batch claim's plan, in order, from what was read: for each delivery whether its
+/// tenant is known and its identity taken, and each account's available units (absent:
+/// no account). Exactly the single claims' answers run one after another: a delivery whose
+/// identity an earlier one of the batch takes exists; one that costs more than its account
+/// has left is short.
+pub(crate) fn claim_plan(
+    news: &[NewDelivery<'_>],
+    known: &[bool],
+    taken: &[bool],
+    mut available: std::collections::HashMap<(Uuid, String), i64>,
+) -> Vec<Planned> {
+    let mut claimed = std::collections::HashSet::new();
+    news.iter()
+        .zip(known.iter().zip(taken))
+        .map(|(new, (&known, &taken))| {
+            let identity = (new.tenant_id, new.operation_key, new.channel);
+            if !known {
+                return Planned::UnknownTenant;
+            }
+            if taken || claimed.contains(&identity) {
+                return Planned::Exists;
+            }
+            if new.cost > 0 {
+                match available.get_mut(&(new.tenant_id, new.quota_key.to_string())) {
+                    Some(left) if *left >= new.cost => *left -= new.cost,
+                    _ => return Planned::QuotaShort,
+                }
+            }
+            claimed.insert(identity);
+            Planned::Insert
+        })
+        .collect()
+}

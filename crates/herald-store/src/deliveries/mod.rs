@@ -17,7 +17,8 @@ pub use apply::{
     AttemptEnd, Settlement, StateChange, Transition, deliveries_sent_fenced, delivery_apply,
     lease_expired,
 };
-pub use claim::{Claim, NewDelivery, delivery_claim};
+pub use claim::{Claim, NewDelivery, deliveries_claim_many, delivery_claim};
+pub(crate) use claim::{Planned, claim_plan};
 pub use lease::{
     ExpiredLease, Lease, deliveries_expired, deliveries_lease, deliveries_leased_by,
     delivery_hand_back, delivery_lease_extend,

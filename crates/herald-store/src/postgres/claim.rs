@@ -1,7 +1,9 @@
 use crate::clock::Now;
-use crate::deliveries::{Claim, NewDelivery};
+use crate::deliveries::{Claim, NewDelivery, Planned, claim_plan};
 use crate::error::StoreError;
 use sqlx::PgConnection;
+use sqlx::types::Uuid;
+use std::collections::HashMap;
 
 /// One statement, in a transaction or autocommitted. The account row is locked first
 /// (`q`, `FOR UPDATE`, which re-reads its latest version) and the claim inserted (`d`)
@@ -79,3 +81,150 @@ pub(crate) async fn delivery_claim(
 
 /// created, due, tenant known, quota covered, notified.
 type ClaimRow = (Option<i64>, Option<i64>, bool, bool, i64);
+
+/// [`crate::deliveries::deliveries_claim_many`] on PostgreSQL: three statements for any
+/// number of deliveries. (1) The accounts the batch reserves from, locked in the one order
+/// (as `quota_lock` does) and read; (2) for each delivery, whether its tenant exists and
+/// its identity is taken; then the plan ([`claim_plan`]), and (3) one statement inserting
+/// every planned delivery (`ON CONFLICT DO NOTHING`: an identity committed meanwhile is
+/// skipped), their payloads, one reservation per account for what was inserted, a journal
+/// row each, and the wake-up. The balance's CHECK would abort the statement rather than
+/// commit an unbudgeted claim, should the plan ever be wrong.
+pub(crate) async fn deliveries_claim_many(
+    c: &mut PgConnection,
+    news: &[NewDelivery<'_>],
+    now: Now,
+    notify: bool,
+) -> Result<Vec<Claim>, StoreError> {
+    let mut accounts: Vec<(Uuid, String)> = news
+        .iter()
+        .filter(|n| n.cost > 0)
+        .map(|n| (n.tenant_id, n.quota_key.to_string()))
+        .collect();
+    accounts.sort();
+    accounts.dedup();
+    let (tenants, keys): (Vec<Uuid>, Vec<String>) = accounts.into_iter().unzip();
+    let available: HashMap<(Uuid, String), i64> = sqlx::query_as::<_, (Uuid, String, i64)>(
+        "SELECT q.tenant_id, q.quota_key, q.available FROM quota_accounts q
+         JOIN unnest($1::uuid[], $2::text[]) AS k (tenant_id, quota_key)
+           ON q.tenant_id = k.tenant_id AND q.quota_key = k.quota_key
+         ORDER BY q.tenant_id, q.quota_key
+         FOR UPDATE OF q",
+    )
+    .bind(&tenants)
+    .bind(&keys)
+    .fetch_all(&mut *c)
+    .await?
+    .into_iter()
+    .map(|(t, k, a)| ((t, k), a))
+    .collect();
+
+    let column = |f: fn(&NewDelivery<'_>) -> String| news.iter().map(f).collect::<Vec<_>>();
+    let tenant_ids: Vec<Uuid> = news.iter().map(|n| n.tenant_id).collect();
+    let operation_keys = column(|n| n.operation_key.to_string());
+    let channels = column(|n| n.channel.to_string());
+    let seen: Vec<(bool, bool)> = sqlx::query_as(
+        "SELECT EXISTS (SELECT 1 FROM tenants t WHERE t.id = i.tenant_id),
+             EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = i.tenant_id
+                 AND d.operation_key = i.operation_key AND d.channel = i.channel)
+         FROM unnest($1::uuid[], $2::text[], $3::text[])
+             WITH ORDINALITY AS i (tenant_id, operation_key, channel, ord)
+         ORDER BY i.ord",
+    )
+    .bind(&tenant_ids)
+    .bind(&operation_keys)
+    .bind(&channels)
+    .fetch_all(&mut *c)
+    .await?;
+    let (known, taken): (Vec<bool>, Vec<bool>) = seen.into_iter().unzip();
+    let plan = claim_plan(news, &known, &taken, available);
+
+    let admitted: Vec<&NewDelivery<'_>> =
+        news.iter().zip(&plan).filter(|(_, p)| **p == Planned::Insert).map(|(n, _)| n).collect();
+    let inserted: HashMap<Uuid, (i64, i64)> = if admitted.is_empty() {
+        HashMap::new()
+    } else {
+        let pick =
+            |f: fn(&NewDelivery<'_>) -> String| admitted.iter().map(|n| f(n)).collect::<Vec<_>>();
+        let rows: Vec<(Uuid, i64, i64, i64)> = sqlx::query_as(
+            "WITH i AS (
+                 SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
+                     $6::bytea[], $7::int2[], $8::text[], $9::int8[], $10::int4[], $11::int8[],
+                     $12::text[])
+                     AS i (id, tenant_id, operation_key, channel, recipient, fingerprint,
+                         fingerprint_version, quota_key, cost, max_attempts, send_at, payload)),
+             d AS (
+                 INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
+                     fingerprint, fingerprint_version, quota_key, cost, state, max_attempts,
+                     next_attempt_at, created_at, updated_at)
+                 SELECT id, tenant_id, operation_key, channel, recipient, fingerprint,
+                     fingerprint_version, quota_key, cost, 'pending', max_attempts,
+                     coalesce(herald_ts(send_at), herald_now($13)), herald_now($13),
+                     herald_now($13)
+                 FROM i
+                 ON CONFLICT (tenant_id, operation_key, channel) DO NOTHING
+                 RETURNING id, tenant_id, quota_key, cost,
+                     herald_ms(created_at) AS created_ms, herald_ms(next_attempt_at) AS due_ms),
+             p AS (INSERT INTO delivery_payloads (delivery_id, payload)
+                   SELECT i.id, i.payload FROM i JOIN d ON d.id = i.id),
+             s AS (SELECT tenant_id, quota_key, sum(cost) AS total FROM d WHERE cost > 0
+                   GROUP BY tenant_id, quota_key),
+             a AS (UPDATE quota_accounts q SET available = q.available - s.total,
+                       reserved = q.reserved + s.total, updated_at = herald_now($13)
+                   FROM s WHERE q.tenant_id = s.tenant_id AND q.quota_key = s.quota_key
+                   RETURNING 1),
+             j AS (INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+                       reservation_seq, at)
+                   SELECT tenant_id, quota_key, 'reserve', cost, id, 1, herald_now($13)
+                   FROM d WHERE cost > 0),
+             n AS (SELECT pg_notify($14, '') FROM (SELECT 1 FROM d LIMIT 1) AS one WHERE $15)
+         SELECT id, created_ms, due_ms, (SELECT count(*) FROM n) FROM d",
+        )
+        .bind(admitted.iter().map(|n| n.id).collect::<Vec<_>>())
+        .bind(admitted.iter().map(|n| n.tenant_id).collect::<Vec<_>>())
+        .bind(pick(|n| n.operation_key.to_string()))
+        .bind(pick(|n| n.channel.to_string()))
+        .bind(pick(|n| n.recipient.to_string()))
+        .bind(admitted.iter().map(|n| n.fingerprint.to_vec()).collect::<Vec<_>>())
+        .bind(admitted.iter().map(|n| n.fingerprint_version).collect::<Vec<_>>())
+        .bind(pick(|n| n.quota_key.to_string()))
+        .bind(admitted.iter().map(|n| n.cost).collect::<Vec<_>>())
+        .bind(admitted.iter().map(|n| n.max_attempts).collect::<Vec<_>>())
+        .bind(admitted.iter().map(|n| n.send_at).collect::<Vec<_>>())
+        .bind(pick(|n| n.payload.to_string()))
+        .bind(now.pg())
+        .bind(crate::notify::WAKE_CHANNEL)
+        .bind(notify)
+        .fetch_all(&mut *c)
+        .await?;
+        rows.into_iter().map(|(id, created, due, _notified)| (id, (created, due))).collect()
+    };
+
+    // A planned delivery that was not inserted: a concurrent transaction committed its
+    // identity meanwhile. Its planned reservation was never taken, so a later delivery of
+    // the batch on that account that the plan refused may have been refused wrongly.
+    let mut raced_accounts = std::collections::HashSet::new();
+    let mut claims = Vec::with_capacity(news.len());
+    for (new, planned) in news.iter().zip(&plan) {
+        claims.push(match planned {
+            Planned::Insert => match inserted.get(&new.id) {
+                Some(&(created_at, next_attempt_at)) => {
+                    Claim::Inserted { created_at, next_attempt_at }
+                }
+                None => {
+                    raced_accounts.insert((new.tenant_id, new.quota_key));
+                    Claim::Exists
+                }
+            },
+            Planned::Exists => Claim::Exists,
+            Planned::UnknownTenant => Claim::UnknownTenant,
+            Planned::QuotaShort => {
+                if raced_accounts.contains(&(new.tenant_id, new.quota_key)) {
+                    return Err(StoreError::BatchRaced);
+                }
+                Claim::QuotaShort
+            }
+        });
+    }
+    Ok(claims)
+}

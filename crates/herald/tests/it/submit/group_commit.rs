@@ -344,3 +344,57 @@ async fn a_batch_over_the_limit_is_refused_whole_and_changes_nothing() {
         assert!(empty.is_empty(), "{name}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_committed_while_the_batch_plans_never_costs_a_later_submit_its_quota() {
+    let Some(base) = crate::common::postgres_url() else { return };
+    // PostgreSQL claims a batch in one statement, planned from what it read: an identity
+    // another transaction commits meanwhile is skipped by the insert. The quota the plan
+    // gave it must then go to the later submit the plan had refused.
+    let db = crate::common::postgres(&base).await;
+    let herald = db.herald().await;
+    let tenant = herald.tenant_create("acme").await.unwrap().id;
+    herald.quota_grant(tenant, "email", 1, None).await.unwrap();
+    herald.quota_grant(tenant, "other", 1, None).await.unwrap();
+    let pool = herald.store().postgres_pool().unwrap().clone();
+
+    // Another transaction claims "k" (on another account, so it holds no lock the batch
+    // waits for before its insert), uncommitted.
+    let mut other = pool.begin().await.unwrap();
+    let first = SubmitRequest { quota_key: Some("other".into()), ..request(tenant, "k") };
+    herald.submit_in(&mut *other, &first).await.unwrap();
+    let other_pid: i32 =
+        sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut *other).await.unwrap();
+
+    // The batch: "k" (planned new, it cannot see the other's row) and "m", both on the
+    // one-unit account: the plan refuses "m".
+    let reqs = vec![request(tenant, "k"), request(tenant, "m")];
+    let batch = tokio::spawn({
+        let (herald, reqs) = (herald.clone(), reqs.clone());
+        async move { herald.submit_many(&reqs).await }
+    });
+    // Once the batch's insert waits on the other transaction, that one commits.
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))",
+        )
+        .bind(other_pid)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    other.commit().await.unwrap();
+
+    let answers = batch.await.unwrap().unwrap();
+    let kinds: Vec<_> = answers.iter().map(kind).collect();
+    // "k" exists with another quota key: reused. "m" gets the unit "k" never took.
+    assert_eq!(kinds, ["reused", "created"], "{answers:?}");
+    assert_eq!(
+        herald.quotas(tenant).await.unwrap(),
+        [account(tenant, "email", [1, 0, 1, 0]), account(tenant, "other", [1, 0, 1, 0])]
+    );
+}
