@@ -7,7 +7,8 @@
 //! group commit reached at 64 connections.
 //!
 //! Every phase checks its end state before its figure counts: every request answered 201
-//! (or 201 per item), and exactly that many pending deliveries in the database.
+//! (or 201 per item), exactly that many pending deliveries in the database, every account
+//! balanced (granted = available + reserved + spent) and one unit reserved for each.
 
 use super::harness::{Bench, bar, percentile, rate, spawn_clients};
 use super::http::{serve_api_local, stop_local};
@@ -225,11 +226,32 @@ async fn post_one(client: &reqwest::Client, api: &Api, phase: &str, i: usize) ->
     Ok(())
 }
 
-/// The phase's figure stands only if the database holds exactly `n` pending deliveries.
-async fn verify(bench: &Bench, n: usize, label: &str) -> Result<()> {
+/// The units reserved on the bench's accounts, each account's ledger identity checked
+/// (granted = available + reserved + spent).
+async fn reserved_checked(bench: &Bench, label: &str) -> Result<i64> {
+    let mut reserved = 0;
+    for tenant in &bench.tenants {
+        for a in bench.herald.quotas(*tenant).await? {
+            if a.granted != a.available + a.reserved + a.spent {
+                bail!("{label}: the ledger does not balance on {a:?}");
+            }
+            reserved += a.reserved;
+        }
+    }
+    Ok(reserved)
+}
+
+/// The phase's figure stands only if the database holds exactly `n` pending deliveries,
+/// every account balances, and the phase reserved exactly one unit for each (`reserved`:
+/// what [`reserved_checked`] said before it).
+async fn verify(bench: &Bench, n: usize, label: &str, reserved: i64) -> Result<()> {
     let pending = bench.count(DeliveryState::Pending).await? as usize;
     if pending != n {
         bail!("{label}: {pending} pending deliveries in the database after {n} submits");
+    }
+    let taken = reserved_checked(bench, label).await? - reserved;
+    if taken != n as i64 {
+        bail!("{label}: {taken} units reserved for {n} submits");
     }
     Ok(())
 }
@@ -243,6 +265,7 @@ async fn closed_loop(
     label: &str,
 ) -> Result<Run> {
     bench.reset().await?;
+    let reserved = reserved_checked(bench, label).await?;
     let client = client(connections)?;
     let phase = format!("http-{connections}");
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(n)));
@@ -265,7 +288,7 @@ async fn closed_loop(
     .await?;
     let (elapsed, after) = (started.elapsed(), herald.group_commit_stats());
     b.finish();
-    verify(bench, n, label).await?;
+    verify(bench, n, label, reserved).await?;
     let ms = latencies.lock().map(|l| l.clone()).unwrap_or_default();
     Ok(Run::new(n, elapsed, ms, before, after))
 }
@@ -281,6 +304,7 @@ async fn open_loop(
     label: &str,
 ) -> Result<Run> {
     bench.reset().await?;
+    let reserved = reserved_checked(bench, label).await?;
     let client = client(512)?;
     let b = bar(n, label);
     let before = herald.group_commit_stats();
@@ -303,7 +327,7 @@ async fn open_loop(
     }
     let (elapsed, after) = (start.elapsed(), herald.group_commit_stats());
     b.finish();
-    verify(bench, n, label).await?;
+    verify(bench, n, label, reserved).await?;
     Ok(Run::new(n, elapsed, ms, before, after))
 }
 
@@ -317,6 +341,7 @@ async fn batch_endpoint(
     label: &str,
 ) -> Result<Run> {
     bench.reset().await?;
+    let reserved = reserved_checked(bench, label).await?;
     let requests = n.div_ceil(BATCH_ITEMS);
     let client = client(BATCH_CONNECTIONS)?;
     let b = bar(n, label);
@@ -357,7 +382,7 @@ async fn batch_endpoint(
     .await?;
     let (elapsed, after) = (started.elapsed(), herald.group_commit_stats());
     b.finish();
-    verify(bench, n, label).await?;
+    verify(bench, n, label, reserved).await?;
     Ok(Run::new(n, elapsed, Vec::new(), before, after))
 }
 
@@ -371,6 +396,7 @@ async fn batched_floor(
     clients: usize,
 ) -> Result<f64> {
     bench.reset().await?;
+    let reserved = reserved_checked(bench, "the batched floor").await?;
     let b = bar(n, &format!("floor: submit, {size} per commit"));
     let batches = n.div_ceil(size);
     let (h, tenants, counted) = (herald.clone(), bench.tenants.clone(), b.clone());
@@ -395,6 +421,6 @@ async fn batched_floor(
     .await?;
     let floor = rate(n, started.elapsed());
     b.finish();
-    verify(bench, n, "the batched floor").await?;
+    verify(bench, n, "the batched floor", reserved).await?;
     Ok(floor)
 }
