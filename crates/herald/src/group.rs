@@ -117,6 +117,15 @@ impl Herald {
         }
     }
 
+    /// Group-committed transactions this handle runs at once: [`GROUP_COMMIT_LANES`] on a
+    /// server, one on SQLite.
+    pub fn group_commit_lanes(&self) -> usize {
+        match self.backend() {
+            Backend::Sqlite => 1,
+            Backend::Postgres | Backend::MySql => GROUP_COMMIT_LANES,
+        }
+    }
+
     fn count_commit(&self, submits: usize) {
         self.group.committed.fetch_add(1, Ordering::Relaxed);
         self.group.members.fetch_add(submits as u64, Ordering::Relaxed);
@@ -168,15 +177,10 @@ impl Herald {
         self.start_lane_if_wanted(&mut queue);
     }
 
-    /// Starts a lane when submits wait and fewer than the backend's lanes run:
-    /// [`GROUP_COMMIT_LANES`] on a server, one on SQLite, whose single writer a second lane
-    /// would only wait for (in the busy handler).
+    /// Starts a lane when submits wait and fewer than [`Herald::group_commit_lanes`] run
+    /// (one on SQLite, whose single writer a second lane would only wait for).
     fn start_lane_if_wanted(&self, queue: &mut Queue) {
-        let lanes_max = match self.backend() {
-            Backend::Sqlite => 1,
-            Backend::Postgres | Backend::MySql => GROUP_COMMIT_LANES,
-        };
-        if !queue.waiting.is_empty() && queue.lanes < lanes_max {
+        if !queue.waiting.is_empty() && queue.lanes < self.group_commit_lanes() {
             queue.lanes += 1;
             let lane = Lane { herald: self.clone(), ended: false };
             tokio::spawn(lane.run());

@@ -27,7 +27,7 @@ use herald_core::{OperationKey, Payload, json};
 use herald_store::deliveries::{
     Claim, DeliveryRow, NewDelivery, deliveries_claim_many, delivery_by_identity, delivery_claim,
 };
-use herald_store::{AsConn, Conn};
+use herald_store::{AsConn, Conn, StoreError};
 use jiff::Timestamp;
 
 /// A request to deliver something once.
@@ -269,18 +269,7 @@ impl Herald {
         for _ in 0..CLAIM_ROUNDS_MAX {
             let (now, notify) = (self.clock().now(), self.wake().take_pg_notify());
             let claim = delivery_claim(conn.reborrow(), &new, now, notify).await?;
-            let existing = match claim {
-                Claim::Exists | Claim::QuotaShort => Some(
-                    delivery_by_identity(
-                        conn.reborrow(),
-                        req.tenant.as_uuid(),
-                        checked.operation_key.as_str(),
-                        &req.channel,
-                    )
-                    .await?,
-                ),
-                Claim::Inserted { .. } | Claim::UnknownTenant => None,
-            };
+            let existing = identity_after(conn.reborrow(), req, checked, claim).await?;
             if let Some(answer) = self.answer(req, checked, id, claim, existing, notify) {
                 return Ok(answer);
             }
@@ -324,18 +313,7 @@ impl Herald {
         }
         let mut answers = Vec::with_capacity(items.len());
         for (((req, checked), id), claim) in items.iter().zip(&ids).zip(claims) {
-            let existing = match claim {
-                Claim::Exists | Claim::QuotaShort => Some(
-                    delivery_by_identity(
-                        conn.reborrow(),
-                        req.tenant.as_uuid(),
-                        checked.operation_key.as_str(),
-                        &req.channel,
-                    )
-                    .await?,
-                ),
-                Claim::Inserted { .. } | Claim::UnknownTenant => None,
-            };
+            let existing = identity_after(conn.reborrow(), req, checked, claim).await?;
             answers.push(match self.answer(req, checked, *id, claim, existing, false) {
                 Some(answer) => answer,
                 // The row it ran into was gone by the lookup (retention): claim it again.
@@ -435,6 +413,29 @@ impl Herald {
             (Claim::Exists, None) => return None,
         })
     }
+}
+
+/// The row under the request's identity when the claim inserted nothing (a duplicate is
+/// reported before short quota, so both look it up); `None` when there is nothing to look
+/// up.
+async fn identity_after(
+    conn: Conn<'_>,
+    req: &SubmitRequest,
+    checked: &Checked,
+    claim: Claim,
+) -> Result<Option<Option<DeliveryRow>>, StoreError> {
+    Ok(match claim {
+        Claim::Exists | Claim::QuotaShort => Some(
+            delivery_by_identity(
+                conn,
+                req.tenant.as_uuid(),
+                checked.operation_key.as_str(),
+                &req.channel,
+            )
+            .await?,
+        ),
+        Claim::Inserted { .. } | Claim::UnknownTenant => None,
+    })
 }
 
 /// Claims tried at most per submit: another round only when the row a claim ran into was

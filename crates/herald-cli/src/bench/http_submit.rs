@@ -38,6 +38,18 @@ struct Run {
 }
 
 impl Run {
+    /// `label: p50` and `label: p99`, in ms.
+    fn latency_figures(&self, label: &str) -> [Figure; 2] {
+        [
+            figure(format!("{label}: p50"), self.p50_ms, "ms", None, self.n, None),
+            figure(format!("{label}: p99"), self.p99_ms, "ms", None, self.n, None),
+        ]
+    }
+
+    fn per_commit_figure(&self, label: &str) -> Figure {
+        figure(format!("{label}: submits per commit"), self.per_commit, "", None, self.n, None)
+    }
+
     /// A phase's figures from its requests' latencies (in any order) and the group
     /// commit's counters before and after it.
     fn new(
@@ -105,16 +117,8 @@ pub(super) async fn http_submit_figures(
             );
             let run = closed_loop(bench, herald, &api, connections, n, &label).await?;
             figures.push(figure(&label, run.rate, "/s", Some(floor_alone), run.n, None));
-            figures.push(figure(format!("{label}: p50"), run.p50_ms, "ms", None, run.n, None));
-            figures.push(figure(format!("{label}: p99"), run.p99_ms, "ms", None, run.n, None));
-            figures.push(figure(
-                format!("{label}: submits per commit"),
-                run.per_commit,
-                "",
-                None,
-                run.n,
-                None,
-            ));
+            figures.extend(run.latency_figures(&label));
+            figures.push(run.per_commit_figure(&label));
             if connections == 64 {
                 at_64 = Some(run);
             }
@@ -124,10 +128,7 @@ pub(super) async fn http_submit_figures(
         // The batched floor at the batch size herald reached, with as many clients as
         // herald had batches in flight.
         let size = at_64.per_commit.round().max(1.0) as usize;
-        let lanes = match herald.backend() {
-            herald::Backend::Sqlite => 1,
-            _ => herald_core::limits::GROUP_COMMIT_LANES,
-        };
+        let lanes = herald.group_commit_lanes();
         let batched = batched_floor(bench, herald, n, size, lanes).await?;
         figures.push(figure(
             format!("{prefix}submit, HTTP API, 64 connections, against the batched floor ({size} per commit, {lanes} client(s))"),
@@ -143,22 +144,14 @@ pub(super) async fn http_submit_figures(
         let open_n = ((offered * 5.0) as usize).clamp(100, n);
         let label = format!("{prefix}submit, HTTP API, open loop at {offered:.0}/s (half capacity)");
         let run = open_loop(bench, herald, &api, offered, open_n, &label).await?;
-        figures.push(figure(format!("{label}: p50"), run.p50_ms, "ms", None, run.n, None));
-        figures.push(figure(format!("{label}: p99"), run.p99_ms, "ms", None, run.n, None));
+        figures.extend(run.latency_figures(&label));
 
         let label = format!(
             "{prefix}submit, HTTP batch ({BATCH_ITEMS} per request, {BATCH_CONNECTIONS} connections)"
         );
         let run = batch_endpoint(bench, herald, &api, n, &label).await?;
         figures.push(figure(&label, run.rate, "/s", Some(floor_alone), run.n, None));
-        figures.push(figure(
-            format!("{label}: submits per commit"),
-            run.per_commit,
-            "",
-            None,
-            run.n,
-            None,
-        ));
+        figures.push(run.per_commit_figure(&label));
         Ok(figures)
     }
     .await;
