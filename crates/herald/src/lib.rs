@@ -66,7 +66,7 @@ pub use runner::{Committed, TxOptions};
 pub use settings::{SETTINGS_REFRESH, Settings};
 pub use sql_api::SqlGrant;
 pub use submit::{SubmitRequest, Submitted};
-pub use worker::{RunReport, Worker, WorkerOptions};
+pub use worker::{RunReport, Worker, WorkerOptions, WorkerStats};
 
 /// A cancellation token: background loops stop when it is cancelled.
 pub use tokio_util::sync::CancellationToken;

@@ -5,11 +5,14 @@
 use crate::error::Error;
 use crate::handle::Herald;
 use crate::outcome::{self, AttemptReport};
+use crate::worker::WorkerCounts;
 use herald_core::limits::RECORD_BATCH_MAX;
 use herald_core::{Decision, Report, RetryPolicy};
 use herald_store::deliveries::deliveries_sent_fenced;
 use herald_store::quota::quota_lock;
 use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -36,6 +39,7 @@ pub(crate) struct Recorder {
     /// How long an unavailable database is waited out before an outcome is given up to
     /// the reconciler: the lease.
     pub retry_for: Duration,
+    pub counts: Arc<WorkerCounts>,
 }
 
 impl Recorder {
@@ -148,6 +152,7 @@ impl Recorder {
                 })
             })
             .await?;
+        self.counts.record_transactions.fetch_add(1, Ordering::Relaxed);
         Ok(committed.value)
     }
 }

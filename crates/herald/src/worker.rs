@@ -26,6 +26,7 @@ use herald_store::deliveries::{
 };
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -121,6 +122,26 @@ pub struct RunReport {
     pub late_sent: usize,
 }
 
+/// What a worker's transactions did since it was made: `leased / (lease_transactions +
+/// record_transactions)` is its deliveries per transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WorkerStats {
+    /// Lease statements' transactions.
+    pub lease_transactions: u64,
+    /// Transactions that recorded outcomes (a batch, or one outcome alone).
+    pub record_transactions: u64,
+    /// Deliveries leased.
+    pub leased: u64,
+}
+
+/// The counters behind [`WorkerStats`], shared with the recorder.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerCounts {
+    lease_transactions: AtomicU64,
+    pub(crate) record_transactions: AtomicU64,
+    leased: AtomicU64,
+}
+
 /// A worker. Cheap to clone.
 #[derive(Clone)]
 pub struct Worker {
@@ -134,6 +155,7 @@ struct Inner {
     channel_names: Vec<String>,
     /// Where finished sends queue their outcomes; started with the first one.
     recorder: OnceLock<mpsc::UnboundedSender<Recording>>,
+    counts: Arc<WorkerCounts>,
 }
 
 impl fmt::Debug for Worker {
@@ -155,12 +177,23 @@ impl Worker {
         options.validate()?;
         let channels: BTreeMap<_, _> = channels.into_iter().collect();
         let channel_names = channels.keys().cloned().collect();
-        let recorder = OnceLock::new();
-        Ok(Worker { inner: Arc::new(Inner { herald, options, channels, channel_names, recorder }) })
+        let (recorder, counts) = (OnceLock::new(), Arc::default());
+        let inner = Inner { herald, options, channels, channel_names, recorder, counts };
+        Ok(Worker { inner: Arc::new(inner) })
     }
 
     pub fn options(&self) -> &WorkerOptions {
         &self.inner.options
+    }
+
+    /// What this worker's transactions did so far.
+    pub fn stats(&self) -> WorkerStats {
+        let c = &self.inner.counts;
+        WorkerStats {
+            lease_transactions: c.lease_transactions.load(Ordering::Relaxed),
+            record_transactions: c.record_transactions.load(Ordering::Relaxed),
+            leased: c.leased.load(Ordering::Relaxed),
+        }
     }
 
     /// Leases up to the free slots (all of them, once), sends everything leased, and
@@ -342,7 +375,7 @@ impl Worker {
         let now = inner.herald.clock().now();
         let (worker, channels, lease) =
             (inner.options.id.as_str(), inner.channel_names.as_slice(), inner.options.lease);
-        inner
+        let rows = inner
             .herald
             .transaction(|tx| {
                 Box::pin(async move {
@@ -350,8 +383,11 @@ impl Worker {
                     Ok(deliveries_lease(tx.conn(), &params).await?)
                 })
             })
-            .await
-            .map(|c| c.value)
+            .await?
+            .value;
+        inner.counts.lease_transactions.fetch_add(1, Ordering::Relaxed);
+        inner.counts.leased.fetch_add(rows.len() as u64, Ordering::Relaxed);
+        Ok(rows)
     }
 }
 
@@ -481,6 +517,7 @@ impl Inner {
                 worker: self.options.id.clone(),
                 retry: self.options.retry,
                 retry_for: self.options.lease,
+                counts: self.counts.clone(),
             };
             tokio::spawn(recorder.run(pending));
             queue

@@ -3,7 +3,7 @@
 //! with the same concurrency, so a ratio between them is about the work and not the
 //! harness.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use herald::bench::Commit;
 use herald::{
     Channel, DeliveryState, Herald, Leased, Outcome, SubmitRequest, Worker, WorkerOptions,
@@ -241,6 +241,21 @@ impl Bench {
 
     pub(super) async fn count(&self, state: DeliveryState) -> Result<i64> {
         Ok(herald::bench::count_state(&self.herald, state).await?)
+    }
+
+    /// The units reserved on the bench's accounts, each account's ledger identity checked
+    /// (granted = available + reserved + spent).
+    pub(super) async fn reserved_checked(&self, label: &str) -> Result<i64> {
+        let mut reserved = 0;
+        for tenant in &self.tenants {
+            for a in self.herald.quotas(*tenant).await? {
+                if a.granted != a.available + a.reserved + a.spent {
+                    bail!("{label}: the ledger does not balance on {a:?}");
+                }
+                reserved += a.reserved;
+            }
+        }
+        Ok(reserved)
     }
 }
 

@@ -3,7 +3,8 @@
 //! loop: each connection sends its next request when the last is answered), then at a
 //! fixed offered rate of half the 64-connection capacity (open loop: each request's
 //! latency counts from when it was due, so a stall is not hidden by the requests it held
-//! back), then `POST /v1/deliveries/batch`; and the batched floor at the batch size the
+//! back), then `POST /v1/deliveries/batch`; 64 connections on one tenant (one account row
+//! for every batch to lock), against the many-tenant figure; and the batched floor at the batch size the
 //! group commit reached at 64 connections.
 //!
 //! Every phase checks its end state before its figure counts: every request answered 201
@@ -26,6 +27,9 @@ const BATCH_ITEMS: usize = 100;
 const BATCH_CONNECTIONS: usize = 8;
 /// The closed-loop connection counts.
 const CONNECTIONS: [usize; 3] = [1, 8, 64];
+/// The hot-tenant phase, whose "floor" is the 64-connection figure over many tenants.
+const HOT_LABEL: &str =
+    "submit, HTTP API, 64 connections, one tenant (against the many-tenant figure)";
 
 /// What one closed- or open-loop phase measured.
 struct Run {
@@ -125,6 +129,13 @@ pub(super) async fn http_submit_figures(
         }
         let at_64 = at_64.ok_or_else(|| anyhow!("the 64-connection phase did not run"))?;
 
+        // One hot tenant: every request on one account, whose row each batch locks.
+        let hot_api = Api { base: api.base.clone(), keys: Arc::new(api.keys[..1].to_vec()) };
+        let label = format!("{prefix}{HOT_LABEL}");
+        let hot = closed_loop(bench, herald, &hot_api, 64, n, &label).await?;
+        figures.push(figure(&label, hot.rate, "/s", Some(at_64.rate), hot.n, None));
+        figures.push(hot.per_commit_figure(&label));
+
         // The batched floor at the batch size herald reached, with as many clients as
         // herald had batches in flight.
         let size = at_64.per_commit.round().max(1.0) as usize;
@@ -219,30 +230,15 @@ async fn post_one(client: &reqwest::Client, api: &Api, phase: &str, i: usize) ->
     Ok(())
 }
 
-/// The units reserved on the bench's accounts, each account's ledger identity checked
-/// (granted = available + reserved + spent).
-async fn reserved_checked(bench: &Bench, label: &str) -> Result<i64> {
-    let mut reserved = 0;
-    for tenant in &bench.tenants {
-        for a in bench.herald.quotas(*tenant).await? {
-            if a.granted != a.available + a.reserved + a.spent {
-                bail!("{label}: the ledger does not balance on {a:?}");
-            }
-            reserved += a.reserved;
-        }
-    }
-    Ok(reserved)
-}
-
 /// The phase's figure stands only if the database holds exactly `n` pending deliveries,
 /// every account balances, and the phase reserved exactly one unit for each (`reserved`:
-/// what [`reserved_checked`] said before it).
+/// what [`Bench::reserved_checked`] said before it).
 async fn verify(bench: &Bench, n: usize, label: &str, reserved: i64) -> Result<()> {
     let pending = bench.count(DeliveryState::Pending).await? as usize;
     if pending != n {
         bail!("{label}: {pending} pending deliveries in the database after {n} submits");
     }
-    let taken = reserved_checked(bench, label).await? - reserved;
+    let taken = bench.reserved_checked(label).await? - reserved;
     if taken != n as i64 {
         bail!("{label}: {taken} units reserved for {n} submits");
     }
@@ -258,7 +254,7 @@ async fn closed_loop(
     label: &str,
 ) -> Result<Run> {
     bench.reset().await?;
-    let reserved = reserved_checked(bench, label).await?;
+    let reserved = bench.reserved_checked(label).await?;
     let client = client(connections)?;
     let phase = format!("http-{connections}");
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(n)));
@@ -297,7 +293,7 @@ async fn open_loop(
     label: &str,
 ) -> Result<Run> {
     bench.reset().await?;
-    let reserved = reserved_checked(bench, label).await?;
+    let reserved = bench.reserved_checked(label).await?;
     let client = client(512)?;
     let b = bar(n, label);
     let before = herald.group_commit_stats();
@@ -334,7 +330,7 @@ async fn batch_endpoint(
     label: &str,
 ) -> Result<Run> {
     bench.reset().await?;
-    let reserved = reserved_checked(bench, label).await?;
+    let reserved = bench.reserved_checked(label).await?;
     let requests = n.div_ceil(BATCH_ITEMS);
     let client = client(BATCH_CONNECTIONS)?;
     let b = bar(n, label);
@@ -389,7 +385,7 @@ async fn batched_floor(
     clients: usize,
 ) -> Result<f64> {
     bench.reset().await?;
-    let reserved = reserved_checked(bench, "the batched floor").await?;
+    let reserved = bench.reserved_checked("the batched floor").await?;
     let b = bar(n, &format!("floor: submit, {size} per commit"));
     let batches = n.div_ceil(size);
     let (h, tenants, counted) = (herald.clone(), bench.tenants.clone(), b.clone());

@@ -116,6 +116,9 @@ pub struct Args {
     /// Only the end-to-end phase, floor and herald (for profiling it).
     #[arg(long, hide = true, conflicts_with = "drain_only")]
     e2e_only: bool,
+    /// Only the one-statement submit floor and the HTTP submit phases (for profiling them).
+    #[arg(long, hide = true, conflicts_with_all = ["drain_only", "e2e_only"])]
+    http_only: bool,
 }
 
 /// The URL prints without its password.
@@ -133,6 +136,7 @@ impl std::fmt::Debug for Args {
             .field("n", &self.n)
             .field("drain_only", &self.drain_only)
             .field("e2e_only", &self.e2e_only)
+            .field("http_only", &self.http_only)
             .finish()
     }
 }
@@ -190,7 +194,7 @@ pub async fn run(args: Args) -> Result<()> {
     let mut figures = result?;
     dropped?;
     let mut peer_runs = Vec::new();
-    if !args.drain_only && !args.e2e_only && !mariadb {
+    if !args.drain_only && !args.e2e_only && !args.http_only && !mariadb {
         figures.extend(sqlite_phases(&args, n).await?);
         if let Some(dir) = &peers {
             peer_runs = run_peers(&args, n, dir).await?;

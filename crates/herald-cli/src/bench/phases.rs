@@ -11,7 +11,7 @@ use super::harness::{
 use super::http::{end_to_end_figures, webhook_channel};
 use super::http_submit::http_submit_figures;
 use super::report::{Figure, PeerMetric, figure};
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use herald::bench::Commit;
 use herald::{DeliveryState, Herald};
 use indicatif::ProgressBar;
@@ -50,11 +50,28 @@ async fn floor_pass(bench: &Bench, n: usize, pass: &str, in_tx: bool) -> Result<
     Ok(FloorPass { submit_in_tx, submit_alone, drain: rate(drained, elapsed) })
 }
 
-/// Drains every pending delivery with a no-op channel and `slots` send slots; returns how
-/// many and the rate, timed until the last outcome is committed.
-async fn drain_herald(bench: &Bench, slots: usize, label: &str) -> Result<(usize, f64)> {
+/// What a drain of pre-submitted deliveries measured.
+struct Drained {
+    n: usize,
+    rate: f64,
+    /// Deliveries per transaction of the worker (its leases and records).
+    per_transaction: f64,
+}
+
+impl Drained {
+    fn transactions_figure(&self, label: &str) -> Figure {
+        let name = format!("{label}: deliveries per transaction");
+        figure(name, self.per_transaction, "", None, self.n, None)
+    }
+}
+
+/// Drains every pending delivery with a no-op channel and `slots` send slots, timed until
+/// the last outcome is committed. The figure stands only if every account balances
+/// afterwards and the drain committed exactly one unit for each delivery.
+async fn drain_herald(bench: &Bench, slots: usize, label: &str) -> Result<Drained> {
     bench.analyze().await?;
     let pending = bench.count(DeliveryState::Pending).await? as usize;
+    let reserved = bench.reserved_checked(label).await?;
     let b = bar(pending, label);
     let channel = noop(pending, b.clone());
     let w = worker(&bench.herald, channel.clone(), slots, Duration::from_millis(50))?;
@@ -72,10 +89,20 @@ async fn drain_herald(bench: &Bench, slots: usize, label: &str) -> Result<(usize
     })
     .await
     .context("drain: outcomes were not all recorded")??;
-    let drain = rate(pending, started.elapsed());
+    let per_s = rate(pending, started.elapsed());
     running.stop().await?;
     b.finish();
-    Ok((pending, drain))
+    let committed = reserved - bench.reserved_checked(label).await?;
+    if committed != pending as i64 {
+        bail!("{label}: {committed} units committed for {pending} deliveries sent");
+    }
+    let stats = w.stats();
+    let transactions = (stats.lease_transactions + stats.record_transactions).max(1);
+    Ok(Drained {
+        n: pending,
+        rate: per_s,
+        per_transaction: stats.leased as f64 / transactions as f64,
+    })
 }
 
 /// The SQLite default, where it applies: submit and drain through the library on a fresh
@@ -125,7 +152,7 @@ pub(super) async fn sqlite_phases(args: &Args, n: usize) -> Result<Vec<Figure>> 
             rate(n, bench.submit_herald(n, "lib", &tenants, false, Commit::Alone, &b).await?);
         b.finish();
         let label = format!("SQLite: drain, no-op channel, {} slots", args.workers);
-        let (pending, drain) = drain_herald(&bench, args.workers, &label).await?;
+        let drained = drain_herald(&bench, args.workers, &label).await?;
         let http = http_submit_figures(
             &bench,
             &herald,
@@ -145,7 +172,8 @@ pub(super) async fn sqlite_phases(args: &Args, n: usize) -> Result<Vec<Figure>> 
                 n,
                 None,
             ),
-            figure(label, drain, "/s", Some(floor_drain_rate), pending, None),
+            figure(&label, drained.rate, "/s", Some(floor_drain_rate), drained.n, None),
+            drained.transactions_figure(&label),
         ];
         figures.extend(http?);
         Ok(figures)
@@ -173,6 +201,14 @@ pub(super) async fn phases(
     let mut figures = Vec::new();
     if args.e2e_only {
         return end_to_end_figures(args, &bench, herald, n).await;
+    }
+    if args.http_only {
+        bench.reset().await?;
+        let b = bar(n, "floor: submit, one statement");
+        let floor_alone = rate(n, bench.submit_floor(n, "floor", Commit::Alone, &b).await?);
+        b.finish();
+        return http_submit_figures(&bench, herald, webhook_channel(herald)?, n, floor_alone, "")
+            .await;
     }
     println!(
         "herald bench{}: {version}, {} clients, {} send slots, {} tenants, \
@@ -207,7 +243,7 @@ pub(super) async fn phases(
         rate(n, bench.submit_herald(n, "lib", &tenants, false, Commit::Alone, &b).await?);
     b.finish();
     let drain_label = format!("drain, no-op channel, {} slots", args.workers);
-    let (pending, drain) = drain_herald(&bench, args.workers, &drain_label).await?;
+    let drained = drain_herald(&bench, args.workers, &drain_label).await?;
     let wide = if args.drain_only {
         None
     } else {
@@ -244,9 +280,16 @@ pub(super) async fn phases(
         (mean(|p| p.submit_in_tx), mean(|p| p.submit_alone), mean(|p| p.drain));
     let in_tx_passes = [before.submit_in_tx, after.submit_in_tx];
     let alone_passes = [before.submit_alone, after.submit_alone];
-    let drain_figure =
-        figure(drain_label, drain, "/s", Some(floor_drain), pending, Some(PeerMetric::Drain))
-            .floor_passes(&[before.drain, after.drain]);
+    let drain_transactions = drained.transactions_figure(&drain_label);
+    let drain_figure = figure(
+        drain_label,
+        drained.rate,
+        "/s",
+        Some(floor_drain),
+        drained.n,
+        Some(PeerMetric::Drain),
+    )
+    .floor_passes(&[before.drain, after.drain]);
     let vs_alone = |name: &str, value: f64, n: usize, compare: Option<PeerMetric>| {
         figure(name, value, "/s", Some(floor_alone), n, compare).floor_passes(&alone_passes)
     };
@@ -257,7 +300,7 @@ pub(super) async fn phases(
         Some(PeerMetric::Insert),
     );
     let Some((hot, dup)) = hot_and_dup else {
-        return Ok(vec![submit_figure, drain_figure]);
+        return Ok(vec![submit_figure, drain_figure, drain_transactions]);
     };
     figures.push(submit_figure);
     figures.push(
@@ -272,6 +315,7 @@ pub(super) async fn phases(
         .floor_passes(&in_tx_passes),
     );
     figures.push(drain_figure);
+    figures.push(drain_transactions);
     if let Some((value, per_commit)) = wide {
         let name = format!("submit, library, submit_alone, {WIDE} tasks");
         figures.push(vs_alone(&name, value, n, Some(PeerMetric::Insert)));
