@@ -8,6 +8,7 @@ mod support;
 
 mod audit;
 mod bench;
+mod chaos;
 mod cli;
 mod e2e;
 mod faults;

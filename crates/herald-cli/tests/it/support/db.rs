@@ -84,11 +84,31 @@ impl Drop for MyDatabase {
     }
 }
 
-/// A database several `herald` processes share: a PostgreSQL schema or a MariaDB
-/// database, with the few reads the process tests make of it.
+/// A database several `herald` processes share: a PostgreSQL schema, a MariaDB
+/// database or a SQLite file, with the few reads the process tests make of it.
 pub enum SharedDb {
     Postgres(PgSchema),
     MySql(MyDatabase),
+    Sqlite(SqliteFile),
+}
+
+/// A fresh SQLite file in a directory of its own, removed with the value.
+pub struct SqliteFile {
+    pub dir: tempfile::TempDir,
+    /// `--db` for herald.
+    pub url: String,
+}
+
+impl SqliteFile {
+    pub fn create() -> SqliteFile {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}", dir.path().join("herald.db").display());
+        SqliteFile { dir, url }
+    }
+
+    async fn connect(&self) -> sqlx::SqliteConnection {
+        sqlx::SqliteConnection::connect(&self.url).await.expect("open the SQLite file")
+    }
 }
 
 impl SharedDb {
@@ -96,6 +116,7 @@ impl SharedDb {
         match self {
             SharedDb::Postgres(s) => &s.url,
             SharedDb::MySql(d) => &d.url,
+            SharedDb::Sqlite(f) => &f.url,
         }
     }
 
@@ -103,6 +124,7 @@ impl SharedDb {
         match self {
             SharedDb::Postgres(_) => "PostgreSQL",
             SharedDb::MySql(_) => "MariaDB",
+            SharedDb::Sqlite(_) => "SQLite",
         }
     }
 
@@ -130,6 +152,17 @@ impl SharedDb {
                 conn.close().await.ok();
                 n
             }
+            SharedDb::Sqlite(f) => {
+                let mut conn = f.connect().await;
+                let sql = sql.replace("$1", "?");
+                let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.clone()));
+                if let Some(arg) = arg {
+                    q = q.bind(arg.to_string());
+                }
+                let n = q.fetch_one(&mut conn).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+                conn.close().await.ok();
+                n
+            }
         }
     }
 
@@ -144,6 +177,19 @@ impl SharedDb {
             }
             SharedDb::MySql(d) => {
                 let mut conn = sqlx::MySqlConnection::connect(&d.url).await.expect("connect");
+                let by_state = sqlx::query_as::<_, (String, i64)>(
+                    "SELECT state, count(*) FROM deliveries GROUP BY state",
+                )
+                .fetch_all(&mut conn)
+                .await
+                .expect("count deliveries by state")
+                .into_iter()
+                .collect();
+                conn.close().await.ok();
+                by_state
+            }
+            SharedDb::Sqlite(f) => {
+                let mut conn = f.connect().await;
                 let by_state = sqlx::query_as::<_, (String, i64)>(
                     "SELECT state, count(*) FROM deliveries GROUP BY state",
                 )

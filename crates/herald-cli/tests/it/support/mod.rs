@@ -346,6 +346,8 @@ pub async fn run(mut cmd: Command, bound: Duration) -> (bool, String) {
 pub struct Reply {
     pub status: u16,
     pub body: String,
+    /// The `Retry-After` header, if any.
+    pub retry_after: Option<String>,
 }
 
 impl Reply {
@@ -421,7 +423,7 @@ pub fn parse_reply(raw: &[u8]) -> Result<Reply, String> {
         }
         body.to_string()
     };
-    Ok(Reply { status, body })
+    Ok(Reply { status, body, retry_after: header("retry-after") })
 }
 
 pub fn dechunk(mut rest: &str) -> Result<String, String> {
