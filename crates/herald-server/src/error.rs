@@ -48,6 +48,16 @@ impl ApiError {
             "the database was too busy to answer in time; nothing was changed, retry",
         )
     }
+    /// 503 `storage_full`: the database's disk is full. Unlike `busy`, a retry succeeds
+    /// only once the operator has made room, so the message names the cause.
+    pub fn storage_full() -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "storage_full",
+            "the database has no room to write (its disk is full); nothing was changed, \
+             retry once room is made",
+        )
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -107,6 +117,13 @@ impl From<herald::Error> for ApiError {
                      send the same request again (same operation key) to learn its outcome",
                 )
             }
+            // The database refused the write for want of room and rolled it back (SQLite
+            // undoes the statement, or at COMMIT the transaction): the server's state, not
+            // the request, so never a 500, and the same request succeeds once room is made.
+            E::Store(ref store) if store.class() == herald::ErrorClass::StorageFull => {
+                tracing::warn!(error = %e, "the database has no room to write: its disk is full");
+                ApiError::storage_full()
+            }
             E::DeadlineExceeded { .. } | E::AttemptsExhausted { .. } | E::Busy { .. } => {
                 tracing::warn!(error = %e, "the database was too busy to answer in time");
                 ApiError::busy()
@@ -154,5 +171,30 @@ mod tests {
         }
         // Nothing of the cause reaches the client.
         assert!(!unknown.message.contains("timed out"), "{}", unknown.message);
+    }
+
+    /// A real SQLITE_FULL (an in-memory database capped by `max_page_count`) is a 503
+    /// naming the full disk, with Retry-After, not a 500.
+    #[tokio::test]
+    #[allow(clippy::expect_used)] // a test whose setup fails fails
+    async fn a_full_disk_is_503_storage_full() {
+        use herald::sqlx::{self, Connection};
+        let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:").await.expect("open");
+        sqlx::raw_sql("CREATE TABLE t (x BLOB); PRAGMA max_page_count = 8")
+            .execute(&mut conn)
+            .await
+            .expect("create a capped table");
+        let full = sqlx::query("INSERT INTO t VALUES (zeroblob(65536))")
+            .execute(&mut conn)
+            .await
+            .expect_err("an insert past max_page_count");
+        let full = E::Store(StoreError::Database(full));
+        assert!(full.is_unavailable(), "{full}");
+        let api = ApiError::from(full);
+        assert_eq!((api.status, api.code), (StatusCode::SERVICE_UNAVAILABLE, "storage_full"));
+        assert!(api.message.contains("disk is full"), "{}", api.message);
+        assert!(api.message.contains("nothing was changed"), "{}", api.message);
+        let response = api.into_response();
+        assert_eq!(response.headers()[axum::http::header::RETRY_AFTER], "1");
     }
 }

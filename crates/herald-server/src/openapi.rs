@@ -125,7 +125,7 @@ fn describe(status: &str) -> &'static str {
         "409" => "conflict: the resource's state refuses the request",
         "413" => "payload_too_large",
         "422" => "idempotency_key_reused: the key was used with a different request",
-        "503" => "the database did not answer in time (busy, outcome_unknown, unavailable)",
+        "503" => "the database cannot do it now (busy, outcome_unknown, unavailable, storage_full)",
         _ => "see the error code",
     }
 }

@@ -81,6 +81,11 @@ pub enum ErrorClass {
     /// The pool had no connection to give within its acquire timeout: herald is busier
     /// than its connections allow. Nothing was done; the caller may retry later.
     PoolExhausted,
+    /// The database has no room to write: SQLite FULL (13), the disk (or the file system's
+    /// quota) is full. SQLite rolled back the statement or, at COMMIT, the whole
+    /// transaction, so nothing was done; the same work can succeed once room is made, but
+    /// not by running it again at once.
+    StorageFull,
     /// Anything else: propagate at once.
     Other,
 }
@@ -165,9 +170,11 @@ pub fn classify_postgres_sqlstate(sqlstate: &str) -> ErrorClass {
 pub fn classify_sqlite_code(code: i32) -> ErrorClass {
     const SQLITE_BUSY: i32 = 5;
     const SQLITE_LOCKED: i32 = 6;
+    const SQLITE_FULL: i32 = 13;
     match code & 0xff {
         SQLITE_BUSY => ErrorClass::Concurrency(Concurrency::SqliteBusy),
         SQLITE_LOCKED => ErrorClass::Concurrency(Concurrency::SqliteLocked),
+        SQLITE_FULL => ErrorClass::StorageFull,
         _ => ErrorClass::Other,
     }
 }
@@ -219,6 +226,8 @@ mod tests {
             (262, ErrorClass::Concurrency(SqliteLocked)), // LOCKED_SHAREDCACHE
             (2067, ErrorClass::Other),                    // CONSTRAINT_UNIQUE
             (8, ErrorClass::Other),                       // READONLY
+            (13, ErrorClass::StorageFull),                // FULL
+            (10, ErrorClass::Other),                      // IOERR
         ];
         for (code, expect) in sqlite {
             assert_eq!(classify_sqlite_code(code), expect, "sqlite code {code}");
@@ -232,5 +241,24 @@ mod tests {
         assert_eq!(classify_mysql_error_number(1969), ErrorClass::WaitTimeout);
         assert_eq!(classify_mysql_error_number(1927), ErrorClass::ConnectionLost);
         assert_eq!(classify_mysql_error_number(1062), ErrorClass::Other);
+    }
+
+    /// A real SQLITE_FULL, as the driver reports it: an in-memory database capped at a few
+    /// pages (`max_page_count`) answers an insert past them as a full disk would.
+    #[tokio::test]
+    #[allow(clippy::expect_used)] // a test whose setup fails fails
+    async fn a_full_sqlite_database_is_storage_full() {
+        use sqlx::Connection;
+        let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:").await.expect("open");
+        sqlx::raw_sql("CREATE TABLE t (x BLOB); PRAGMA max_page_count = 8")
+            .execute(&mut conn)
+            .await
+            .expect("create a capped table");
+        let full = sqlx::query("INSERT INTO t VALUES (zeroblob(65536))")
+            .execute(&mut conn)
+            .await
+            .expect_err("an insert past max_page_count");
+        let full = StoreError::Database(full);
+        assert_eq!((full.class(), full.code().as_deref()), (ErrorClass::StorageFull, Some("13")));
     }
 }

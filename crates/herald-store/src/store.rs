@@ -215,6 +215,13 @@ impl Store {
                 // application to its own, would stay on the pooled connection for every
                 // later use. So each connection gets the store's again when it comes back
                 // to the pool (in sqlx's release task, off the caller's path).
+                //
+                // A connection that sqlx still counts inside a transaction by then (its
+                // rollback on drop ran before this statement, and failed) is closed, not
+                // pooled. SQLite rolls a transaction back by itself when its COMMIT fails
+                // with SQLITE_FULL (or IOERR, NOMEM); sqlx counts it open, its ROLLBACK then
+                // finds none, and every later BEGIN on that connection would be refused
+                // ("begin_with at non-zero transaction depth") long after room was made.
                 let restore = format!(
                     "PRAGMA busy_timeout = {}",
                     options.sqlite_busy_timeout.as_millis().min(i32::MAX as u128)
@@ -225,8 +232,8 @@ impl Store {
                     .after_release(move |conn, _meta| {
                         let restore = AssertSqlSafe(restore.clone());
                         Box::pin(async move {
-                            sqlx::raw_sql(restore).execute(conn).await?;
-                            Ok(true)
+                            sqlx::raw_sql(restore).execute(&mut *conn).await?;
+                            Ok(!conn.is_in_transaction())
                         })
                     });
                 // Opening a fresh file sets WAL mode, which needs the file to itself: while

@@ -123,9 +123,9 @@ impl Error {
     }
 
     /// Whether the database could not do the work *now* — no connection free, a broken
-    /// one, a deadline spent waiting, or a COMMIT whose outcome is unknown — so that the
-    /// same idempotent call may succeed later. (For a call that is not idempotent, an
-    /// unknown outcome must be looked up before it is repeated.)
+    /// one, a deadline spent waiting, no room left on its disk, or a COMMIT whose outcome
+    /// is unknown — so that the same idempotent call may succeed later. (For a call that is
+    /// not idempotent, an unknown outcome must be looked up before it is repeated.)
     pub fn is_unavailable(&self) -> bool {
         match self {
             Error::Busy { .. }
@@ -133,7 +133,12 @@ impl Error {
             | Error::AttemptsExhausted { .. }
             | Error::CommitOutcomeUnknown { .. } => true,
             Error::Store(e) => {
-                matches!(e.class(), ErrorClass::ConnectionLost | ErrorClass::PoolExhausted)
+                matches!(
+                    e.class(),
+                    ErrorClass::ConnectionLost
+                        | ErrorClass::PoolExhausted
+                        | ErrorClass::StorageFull
+                )
             }
             _ => false,
         }

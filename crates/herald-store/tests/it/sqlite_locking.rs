@@ -1,11 +1,14 @@
 //! SQLite's locks across connections and processes: a transaction's wait bound does not
-//! stay behind on its pooled connection, and independent stores opening one fresh file at
-//! the same moment all migrate it without tripping over each other.
+//! stay behind on its pooled connection, a connection whose transaction SQLite ended by
+//! itself is not pooled, and independent stores opening one fresh file at the same moment
+//! all migrate it without tripping over each other.
 
 use herald_core::limits::SQLITE_BUSY_TIMEOUT_DEFAULT;
 use herald_store::migrate::schema_version_known;
 use herald_store::sqlx::{self, Connection, SqliteConnection};
-use herald_store::{Backend, BeginOptions, Concurrency, ErrorClass, Store, StoreOptions};
+use herald_store::{
+    AsConn, Backend, BeginOptions, Concurrency, Conn, ErrorClass, SqliteLock, Store, StoreOptions,
+};
 use std::time::{Duration, Instant};
 
 /// How long the other connection keeps the write lock in the waiting test.
@@ -66,6 +69,35 @@ async fn a_transactions_wait_bound_does_not_stay_on_its_pooled_connection() {
     let waited = started.elapsed();
     assert!(waited >= HOLD - Duration::from_millis(50), "waited only {waited:?}");
     release.await.expect("release").close().await.ok();
+    store.close().await;
+}
+
+/// SQLite rolls a transaction back by itself when its COMMIT fails with SQLITE_FULL (a
+/// full disk); sqlx still counts it open, and its ROLLBACK finds none. Such a connection is
+/// closed, not pooled: otherwise every later BEGIN on it would be refused ("begin_with at
+/// non-zero transaction depth"), long after the disk had room again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_whose_transaction_sqlite_ended_by_itself_is_not_pooled() {
+    let (_dir, url) = fresh();
+    let options = StoreOptions { connections_max: 2, ..StoreOptions::default() };
+    let store = Store::open(&url, &options).await.expect("open");
+    let mut tx = store.begin(&BeginOptions::default()).await.expect("begin");
+    let Conn::Sqlite(conn) = tx.as_conn() else { unreachable!("sqlite") };
+    // What SQLite does after a COMMIT that failed with SQLITE_FULL: no transaction is left.
+    sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.expect("end it behind sqlx's back");
+    tx.commit().await.expect_err("COMMIT finds no transaction");
+
+    // Both pooled connections at once (deferred, so neither waits for this process's
+    // writer), a few times over: every one of them begins.
+    let deferred = BeginOptions { sqlite_lock: SqliteLock::Deferred, ..BeginOptions::default() };
+    for round in 0..3 {
+        let (a, b) = tokio::join!(store.begin(&deferred), store.begin(&deferred));
+        for tx in [a, b] {
+            let tx =
+                tx.unwrap_or_else(|e| panic!("round {round}: BEGIN on a pooled connection: {e}"));
+            tx.rollback().await.expect("rollback");
+        }
+    }
     store.close().await;
 }
 

@@ -10,6 +10,9 @@
 use crate::support::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+mod cluster;
+mod database;
+mod disk_full;
 mod kill_loop;
 mod receiver;
 
