@@ -33,8 +33,10 @@ enum Fate {
 }
 
 /// The proxy's shared state.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shared {
+    /// Where new connections go (a failover moves it).
+    upstream: Mutex<SocketAddr>,
     /// Live connections by number, each with the sender of its fate.
     connections: Mutex<BTreeMap<u64, watch::Sender<Fate>>>,
     latency_us: AtomicU64,
@@ -47,7 +49,6 @@ struct Shared {
 #[derive(Debug)]
 pub struct FaultProxy {
     addr: SocketAddr,
-    upstream: SocketAddr,
     shared: Arc<Shared>,
     stall: watch::Sender<bool>,
     accept: JoinHandle<()>,
@@ -70,10 +71,16 @@ impl FaultProxy {
     pub async fn start_on(listen: SocketAddr, upstream: SocketAddr) -> io::Result<FaultProxy> {
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            upstream: Mutex::new(upstream),
+            connections: Mutex::default(),
+            latency_us: AtomicU64::default(),
+            accepted: AtomicU64::default(),
+            faults: AtomicU64::default(),
+        });
         let (stall, stalled) = watch::channel(false);
-        let accept = tokio::spawn(accept_loop(listener, upstream, shared.clone(), stalled));
-        Ok(FaultProxy { addr, upstream, shared, stall, accept })
+        let accept = tokio::spawn(accept_loop(listener, shared.clone(), stalled));
+        Ok(FaultProxy { addr, shared, stall, accept })
     }
 
     /// Where clients connect.
@@ -81,9 +88,15 @@ impl FaultProxy {
         self.addr
     }
 
-    /// Where the proxy connects.
+    /// Where the proxy connects new connections.
     pub fn upstream(&self) -> SocketAddr {
-        self.upstream
+        *self.shared.upstream.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// From now on new connections go to `upstream` (a failover to a promoted standby);
+    /// open ones stay where they are until they close or are faulted.
+    pub fn set_upstream(&self, upstream: SocketAddr) {
+        *self.shared.upstream.lock().unwrap_or_else(PoisonError::into_inner) = upstream;
     }
 
     /// Connections open now (blackholed ones included).
@@ -165,17 +178,13 @@ impl FaultProxy {
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
-    upstream: SocketAddr,
-    shared: Arc<Shared>,
-    stalled: watch::Receiver<bool>,
-) {
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stalled: watch::Receiver<bool>) {
     loop {
         let Ok((client, _)) = listener.accept().await else { continue };
         let number = shared.accepted.fetch_add(1, Ordering::Relaxed);
         let (fate_tx, fate) = watch::channel(Fate::Flow);
         shared.connections.lock().unwrap_or_else(PoisonError::into_inner).insert(number, fate_tx);
+        let upstream = *shared.upstream.lock().unwrap_or_else(PoisonError::into_inner);
         let (shared, stalled) = (shared.clone(), stalled.clone());
         tokio::spawn(async move {
             proxy(client, upstream, &shared, fate, stalled).await;

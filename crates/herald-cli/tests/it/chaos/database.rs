@@ -1,0 +1,183 @@
+//! Database faults on PostgreSQL servers of the suite's own (cluster.rs): herald's
+//! backends terminated and the server crashed and restarted mid-run; and a failover —
+//! a primary with a synchronous standby, the primary crashed mid-run, the standby
+//! promoted, herald reaching it through the fault proxy. Nothing herald acknowledged may
+//! be lost.
+
+use super::cluster::{Cluster, pg_bin_or_skip};
+use super::*;
+use herald_faults::FaultProxy;
+
+fn deliveries() -> usize {
+    if long() { 10_000 } else { 1_200 }
+}
+
+const CLIENTS: usize = 8;
+/// Sends take this long at the receiver: one process's 8 slots drain ~160 /s, so the
+/// faults land while deliveries are being submitted and sent.
+const RECEIVER_DELAY: Duration = Duration::from_millis(50);
+/// Time between faults.
+const FAULT_EVERY: Duration = Duration::from_millis(700);
+/// Every delivery is sent within this of the last fault (a lease whose COMMIT went
+/// unanswered: the runner's deadline, the lease, the reconciler, a backoff, the rest of
+/// the drain).
+const RECOVERY_BOUND: Duration = Duration::from_secs(60);
+/// Every submit is accepted within this of the last fault.
+const LOAD_BOUND: Duration = Duration::from_secs(90);
+/// Reads of the delivery states while the recorder catches up with the receiver.
+const STATE_READS_MAX: usize = 20_000;
+
+fn env() -> Vec<(&'static str, &'static str)> {
+    FAST.iter().copied().chain([("HERALD_BACKOFF_MAX", "1s")]).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crashed_and_restarted_server_and_terminated_backends_lose_nothing() {
+    let Some(bin) = pg_bin_or_skip() else {
+        eprintln!("skipped: no PostgreSQL binaries to start a server of the suite's own");
+        return;
+    };
+    let cluster = Cluster::primary(&bin, "").await;
+    let shared = SharedDb::Postgres(PgSchema::create(&cluster.url()).await);
+    let rounds = if long() { 20 } else { 6 };
+    let mut faults = Vec::new();
+    let run = Run::start(&shared).await;
+    for round in 0..rounds {
+        // The fault schedule, not a wait for work.
+        tokio::time::sleep(FAULT_EVERY).await;
+        if round == rounds / 2 {
+            cluster.crash().await;
+            cluster.start().await;
+            faults.push("crash and restart".to_string());
+        } else {
+            faults.push(format!("{} backends terminated", cluster.terminate_backends().await));
+        }
+    }
+    run.finish(&shared, &format!("restarts: {faults:?}"), rounds).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failover_to_a_synchronous_standby_loses_nothing_acknowledged() {
+    let Some(bin) = pg_bin_or_skip() else {
+        eprintln!("skipped: no PostgreSQL binaries to start a server of the suite's own");
+        return;
+    };
+    // An acknowledged commit is on both: the primary waits for the standby's flush.
+    let primary =
+        Cluster::primary(&bin, "synchronous_standby_names = '*'\nsynchronous_commit = on").await;
+    let standby = Cluster::standby_of(&primary).await;
+    let sync = "SELECT count(*)::text FROM pg_stat_replication WHERE sync_state = 'sync'";
+    let by = Instant::now() + Duration::from_secs(30);
+    while primary.scalar(sync).await != "1" {
+        assert!(Instant::now() < by, "the standby did not become synchronous");
+        // Polls the server's own view; it has no signal to wait on.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let proxy = FaultProxy::start(primary.addr()).await.expect("start the proxy");
+    let through = format!("postgres://postgres@{}/postgres", proxy.addr());
+    let shared = SharedDb::Postgres(PgSchema::create(&through).await);
+    let run = Run::start(&shared).await;
+    // Mid-run: the primary is lost, the standby promoted, the proxy moved to it.
+    tokio::time::sleep(FAULT_EVERY * 2).await;
+    primary.crash().await;
+    let failover = Instant::now();
+    standby.promote().await;
+    proxy.set_upstream(standby.addr());
+    proxy.reset_all();
+    let note =
+        format!("failover, the promoted standby serving {:?} after the crash", failover.elapsed());
+    run.finish(&shared, &note, 1).await;
+}
+
+/// One scenario's process, receiver and load.
+struct Run {
+    _cwd: tempfile::TempDir,
+    server: Proc,
+    receiver: LogReceiver,
+    key: String,
+    load: tokio::task::JoinHandle<(BTreeSet<String>, Statuses)>,
+    started: Instant,
+}
+
+impl Run {
+    async fn start(shared: &SharedDb) -> Run {
+        let cwd = tempfile::tempdir().expect("tempdir");
+        let receiver = LogReceiver::start(RECEIVER_DELAY).await;
+        let server = Proc::serve("serve", cwd.path(), &["--db", shared.url()], &env()).await;
+        let n = deliveries();
+        let (_tenant, key, _secret) = tenant_with_quota(&server, "database", n as i64).await;
+        let servers = Arc::new(Mutex::new(vec![server.addr]));
+        let load = tokio::spawn({
+            let (key, to) = (key.clone(), receiver.url("database"));
+            async move { submit_all(servers, &key, &to, "db", n, CLIENTS).await }
+        });
+        Run { _cwd: cwd, server, receiver, key, load, started: Instant::now() }
+    }
+
+    /// After the last of `faults` faults: waits for the load and the recovery, then checks.
+    async fn finish(self, shared: &SharedDb, what: &str, faults: usize) {
+        let last_fault = Instant::now();
+        let n = deliveries();
+        let load = tokio::time::timeout(LOAD_BOUND, self.load).await;
+        let Ok(load) = load else {
+            panic!(
+                "{what}: the submits were not all accepted within {LOAD_BOUND:?}; stderr:\n{}",
+                self.server.stderr()
+            );
+        };
+        let (accepted, statuses) = load.expect("the submitting clients");
+        let all_seen = self.receiver.until_all(&accepted, last_fault + RECOVERY_BOUND).await;
+        assert!(
+            all_seen,
+            "{what}: {} of {} deliveries reached the receiver within {RECOVERY_BOUND:?} of the \
+             last fault; stderr:\n{}",
+            self.receiver.distinct(),
+            accepted.len(),
+            self.server.stderr()
+        );
+        let mut reads = 0;
+        loop {
+            reads += 1;
+            let by_state = shared.states().await;
+            if by_state.get("sent").copied() == Some(n as i64) && by_state.len() == 1 {
+                break;
+            }
+            assert!(reads < STATE_READS_MAX, "{what}: not all recorded sent: {by_state:?}");
+            tokio::task::yield_now().await;
+        }
+        let recovered_in = last_fault.elapsed();
+        let verdict =
+            check(self.server.addr, &self.key, &accepted, shared, &self.receiver.log()).await;
+        eprintln!(
+            "PostgreSQL {what}: {n} deliveries; lost {}, duplicates {} (bound {}), unexpected \
+             {}, over budget {}; quota {:?}, journal {:?}; HTTP {:?}, {} unanswered, {} 503 \
+             without Retry-After; all sent {recovered_in:?} after the last fault, {:?} in all",
+            verdict.lost.len(),
+            verdict.duplicates,
+            faults * SLOTS,
+            verdict.unexpected,
+            verdict.over_budget,
+            verdict.quota,
+            verdict.journal,
+            statuses.by_status,
+            statuses.unanswered,
+            statuses.unguided_503,
+            self.started.elapsed(),
+        );
+        assert_eq!(accepted.len(), n, "one delivery per operation key");
+        assert!(verdict.lost.is_empty(), "{what}: lost {:?}", verdict.lost);
+        assert_eq!(verdict.unexpected, 0, "{what}: requests for no accepted delivery");
+        assert_eq!(verdict.over_budget, 0, "{what}: a delivery over its attempt budget");
+        assert!(
+            verdict.duplicates <= faults * SLOTS,
+            "{what}: {} duplicates; each of {faults} faults can interrupt at most {SLOTS} sends",
+            verdict.duplicates
+        );
+        assert!(verdict.ledger_holds(), "{what}: the ledger: {verdict:?}");
+        let n = n as i64;
+        assert_eq!(verdict.quota, (n, 0, 0, n), "{what}: every delivery charged once");
+        let unexpected_status = statuses.by_status.keys().any(|s| ![200, 201, 503].contains(s));
+        assert!(!unexpected_status, "{what}: only 201, 200 or 503: {statuses:?}");
+        assert_eq!(statuses.unguided_503, 0, "{what}: a 503 without Retry-After");
+    }
+}
