@@ -188,3 +188,129 @@ impl Drop for Cluster {
             .status();
     }
 }
+
+/// A MariaDB server of the suite's own: `mariadb-install-db` into a temporary directory,
+/// `mariadbd` on a free port as the `mysql` user. Killed and removed when dropped.
+pub struct Maria {
+    dir: tempfile::TempDir,
+    pub port: u16,
+    server: Option<std::process::Child>,
+}
+
+/// `mariadb-install-db` and `mariadbd`, or `None` (a skip) outside CI.
+pub fn maria_or_skip() -> Option<()> {
+    let found = Path::new("/usr/bin/mariadb-install-db").is_file()
+        && Path::new("/usr/sbin/mariadbd").is_file();
+    if !found && std::env::var_os("CI").is_some() {
+        panic!("CI is set but mariadb-install-db or mariadbd is missing");
+    }
+    found.then_some(())
+}
+
+impl Maria {
+    /// A fresh server, started, with a `test` database; root without a password.
+    pub async fn start_new() -> Maria {
+        let dir = tempfile::Builder::new().prefix("herald-maria-").tempdir().expect("tempdir");
+        let status = std::process::Command::new("chown")
+            .args(["mysql:mysql"])
+            .arg(dir.path())
+            .status()
+            .expect("chown");
+        assert!(status.success(), "chown the server's directory to mysql");
+        let out = Command::new("/usr/bin/mariadb-install-db")
+            .arg(format!("--datadir={}", dir.path().join("data").display()))
+            .args(["--user=mysql", "--auth-root-authentication-method=normal", "--skip-test-db"])
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .expect("run mariadb-install-db");
+        assert!(
+            out.status.success(),
+            "mariadb-install-db: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut maria = Maria { dir, port: free_port(), server: None };
+        maria.start().await;
+        let mut conn = maria.connect("").await;
+        sqlx::raw_sql("CREATE DATABASE test").execute(&mut conn).await.expect("create test");
+        conn.close().await.ok();
+        maria
+    }
+
+    /// `mysql://root@127.0.0.1:PORT/test`
+    pub fn url(&self) -> String {
+        format!("mysql://root@127.0.0.1:{}/test", self.port)
+    }
+
+    async fn connect(&self, db: &str) -> sqlx::MySqlConnection {
+        let url = format!("mysql://root@127.0.0.1:{}/{db}", self.port);
+        sqlx::MySqlConnection::connect(&url).await.expect("connect to the suite's MariaDB")
+    }
+
+    /// Starts `mariadbd` and waits until it accepts connections.
+    pub async fn start(&mut self) {
+        let data = self.dir.path().join("data");
+        let child = std::process::Command::new("/usr/sbin/mariadbd")
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--socket={}", self.dir.path().join("sock").display()))
+            .arg(format!("--port={}", self.port))
+            .args(["--bind-address=127.0.0.1", "--user=mysql", "--skip-log-bin"])
+            .arg(format!("--log-error={}", self.dir.path().join("error.log").display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start mariadbd");
+        self.server = Some(child);
+        let url = format!("mysql://root@127.0.0.1:{}/", self.port);
+        let by = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(conn) = sqlx::MySqlConnection::connect(&url).await {
+                conn.close().await.ok();
+                return;
+            }
+            assert!(Instant::now() < by, "mariadbd did not accept connections within 60 s");
+            // Polls the new server; it has no readiness signal to wait on.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// SIGKILL: a crash, as of a killed server or a lost machine (InnoDB recovers).
+    pub async fn crash(&mut self) {
+        if let Some(mut child) = self.server.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills every other connection (`KILL CONNECTION`); returns how many.
+    pub async fn kill_connections(&self) -> usize {
+        let mut conn = self.connect("").await;
+        let ids: Vec<i64> = sqlx::query_scalar(
+            "SELECT CAST(id AS SIGNED) FROM information_schema.processlist
+             WHERE id <> connection_id() AND command <> 'Daemon' AND user = 'root'",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .expect("list connections");
+        let mut killed = 0;
+        for id in ids {
+            let sql = format!("KILL CONNECTION {id}");
+            killed += usize::from(
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await.is_ok(),
+            );
+        }
+        conn.close().await.ok();
+        killed
+    }
+}
+
+impl Drop for Maria {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.server.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

@@ -26,8 +26,6 @@ const KILL_UNTIL_SHARE: f64 = 0.8;
 const RECOVERY_BOUND: Duration = Duration::from_secs(40);
 /// `HERALD_SHUTDOWN_GRACE` (10 s) plus closing the pool.
 const SHUTDOWN_BOUND: Duration = Duration::from_secs(15);
-/// Reads of the delivery states while the recorders catch up with the receiver.
-const STATE_READS_MAX: usize = 20_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_loop_on_postgres_loses_nothing_and_duplicates_only_sends_in_flight() {
@@ -110,17 +108,7 @@ async fn kill_loop(shared: SharedDb) {
             procs[1].stderr()
         );
     }
-    // The recorders catch up with the receiver: a bounded number of reads, no sleeps.
-    let mut reads = 0;
-    loop {
-        reads += 1;
-        let by_state = shared.states().await;
-        if by_state.get("sent").copied() == Some(n as i64) && by_state.len() == 1 {
-            break;
-        }
-        assert!(reads < STATE_READS_MAX, "{}: not all recorded sent: {by_state:?}", shared.name());
-        tokio::task::yield_now().await;
-    }
+    until_all_sent(&shared, n, shared.name()).await;
     // Recovered: every delivery recorded sent, counted from the last kill.
     let recovered_in = last_kill.elapsed();
 
@@ -142,19 +130,5 @@ async fn kill_loop(shared: SharedDb) {
         statuses.unanswered,
         started.elapsed(),
     );
-    assert_eq!(accepted.len(), n, "one delivery per operation key");
-    assert!(verdict.lost.is_empty(), "lost: {:?}", verdict.lost);
-    assert_eq!(verdict.unexpected, 0, "requests for no accepted delivery, or unsigned");
-    assert_eq!(verdict.over_budget, 0, "a delivery used more attempts than its budget");
-    assert!(
-        verdict.duplicates <= kills * SLOTS,
-        "{} duplicates; each of {kills} kills can interrupt at most {SLOTS} sends",
-        verdict.duplicates
-    );
-    assert!(verdict.ledger_holds(), "the ledger: {verdict:?}");
-    let n = n as i64;
-    assert_eq!(verdict.quota, (n, 0, 0, n), "every delivery charged once");
-    let unexpected_status = statuses.by_status.keys().any(|s| ![200, 201, 503].contains(s));
-    assert!(!unexpected_status, "only 201, 200 (a resent duplicate) or 503: {statuses:?}");
-    assert_eq!(statuses.unguided_503, 0, "a 503 without Retry-After: {statuses:?}");
+    verdict.assert_clean(shared.name(), n, accepted.len(), kills * SLOTS, &statuses);
 }

@@ -225,6 +225,24 @@ impl LogReceiver {
 // ---------------------------------------------------------------------------------------
 // The checker
 
+/// Reads of the delivery states while the recorders catch up with the receiver.
+const STATE_READS_MAX: usize = 20_000;
+
+/// Waits until all `n` deliveries are recorded `sent` (each request the receiver answered
+/// is recorded right after): a bounded number of reads, each a round trip, no sleeps.
+pub async fn until_all_sent(shared: &SharedDb, n: usize, what: &str) {
+    let mut reads = 0;
+    loop {
+        reads += 1;
+        let by_state = shared.states().await;
+        if by_state.get("sent").copied() == Some(n as i64) && by_state.len() == 1 {
+            return;
+        }
+        assert!(reads < STATE_READS_MAX, "{what}: not all recorded sent: {by_state:?}");
+        tokio::task::yield_now().await;
+    }
+}
+
 /// What a scenario ended with, as the checker read it.
 #[derive(Debug)]
 pub struct Verdict {
@@ -243,6 +261,35 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// What every scenario asserts: `n` accepted, none lost, nothing unexpected, no
+    /// delivery over its budget, at most `duplicates_max` duplicates, the ledger exact
+    /// (each of the `n` charged once, one unit each), and the clients saw only 201, 200
+    /// (a resent duplicate) or 503 with Retry-After.
+    pub fn assert_clean(
+        &self,
+        what: &str,
+        n: usize,
+        accepted: usize,
+        duplicates_max: usize,
+        statuses: &Statuses,
+    ) {
+        assert_eq!(accepted, n, "{what}: one delivery per operation key");
+        assert!(self.lost.is_empty(), "{what}: lost {:?}", self.lost);
+        assert_eq!(self.unexpected, 0, "{what}: requests for no accepted delivery, or unsigned");
+        assert_eq!(self.over_budget, 0, "{what}: a delivery over its attempt budget");
+        assert!(
+            self.duplicates <= duplicates_max,
+            "{what}: {} duplicates, at most {duplicates_max} allowed (sends in flight at a fault)",
+            self.duplicates
+        );
+        assert!(self.ledger_holds(), "{what}: the ledger: {self:?}");
+        let n = n as i64;
+        assert_eq!(self.quota, (n, 0, 0, n), "{what}: every delivery charged once");
+        let unexpected_status = statuses.by_status.keys().any(|s| ![200, 201, 503].contains(s));
+        assert!(!unexpected_status, "{what}: only 201, 200 or 503: {statuses:?}");
+        assert_eq!(statuses.unguided_503, 0, "{what}: a 503 without Retry-After: {statuses:?}");
+    }
+
     /// The ledger identity through the API, and the journal's sums equal to it.
     pub fn ledger_holds(&self) -> bool {
         let (granted, available, reserved, spent) = self.quota;
