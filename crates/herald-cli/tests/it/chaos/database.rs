@@ -44,7 +44,7 @@ async fn a_crashed_and_restarted_server_and_terminated_backends_lose_nothing() {
     let shared = SharedDb::Postgres(PgSchema::create(&cluster.url()).await);
     let rounds = if long() { 20 } else { 6 };
     let mut faults = Vec::new();
-    let run = Run::start(&shared).await;
+    let mut run = Run::start(&shared).await;
     for round in 0..rounds {
         // The fault schedule, not a wait for work.
         tokio::time::sleep(fault_every()).await;
@@ -55,6 +55,7 @@ async fn a_crashed_and_restarted_server_and_terminated_backends_lose_nothing() {
         } else {
             faults.push(format!("{} backends terminated", cluster.terminate_backends().await));
         }
+        run.faulted_at.push(Instant::now());
     }
     run.finish(&shared, &format!("restarts: {faults:?}"), rounds).await;
 }
@@ -69,7 +70,7 @@ async fn on_mariadb_a_crashed_and_restarted_server_and_killed_connections_lose_n
     let shared = SharedDb::MySql(MyDatabase::create(&server.url()).await);
     let rounds = if long() { 20 } else { 6 };
     let mut faults = Vec::new();
-    let run = Run::start(&shared).await;
+    let mut run = Run::start(&shared).await;
     for round in 0..rounds {
         // The fault schedule, not a wait for work.
         tokio::time::sleep(fault_every()).await;
@@ -80,6 +81,7 @@ async fn on_mariadb_a_crashed_and_restarted_server_and_killed_connections_lose_n
         } else {
             faults.push(format!("{} connections killed", server.kill_connections().await));
         }
+        run.faulted_at.push(Instant::now());
     }
     run.finish(&shared, &format!("restarts: {faults:?}"), rounds).await;
 }
@@ -104,7 +106,7 @@ async fn a_failover_to_a_synchronous_standby_loses_nothing_acknowledged() {
     let proxy = FaultProxy::start(primary.addr()).await.expect("start the proxy");
     let through = format!("postgres://postgres@{}/postgres", proxy.addr());
     let shared = SharedDb::Postgres(PgSchema::create(&through).await);
-    let run = Run::start(&shared).await;
+    let mut run = Run::start(&shared).await;
     // Mid-run: latency on every byte, then the link stalled for a second and a half (every
     // connection waits, none is closed), then the primary is lost, the standby promoted,
     // the proxy moved to it.
@@ -121,6 +123,7 @@ async fn a_failover_to_a_synchronous_standby_loses_nothing_acknowledged() {
     standby.promote().await;
     proxy.set_upstream(standby.addr());
     proxy.reset_all();
+    run.faulted_at.push(Instant::now());
     let note = format!(
         "latency, a stall, then a failover (the promoted standby serving {:?} after the crash)",
         failover.elapsed()
@@ -136,6 +139,8 @@ struct Run {
     key: String,
     load: tokio::task::JoinHandle<(BTreeSet<String>, Statuses)>,
     started: Instant,
+    /// When each fault was over (the server back, the backends killed, the proxy moved).
+    faulted_at: Vec<Instant>,
 }
 
 impl Run {
@@ -150,7 +155,15 @@ impl Run {
             let (key, to) = (key.clone(), receiver.url("database"));
             async move { submit_all(servers, &key, &to, "db", n, CLIENTS).await }
         });
-        Run { _cwd: cwd, server, receiver, key, load, started: Instant::now() }
+        Run {
+            _cwd: cwd,
+            server,
+            receiver,
+            key,
+            load,
+            started: Instant::now(),
+            faulted_at: Vec::new(),
+        }
     }
 
     /// After the last of `faults` faults: waits for the load and the recovery, then checks.
@@ -177,12 +190,17 @@ impl Run {
         );
         until_all_sent(shared, n, what).await;
         let recovered_in = last_fault.elapsed();
-        let verdict =
-            check(self.server.addr, &self.key, &accepted, shared, &self.receiver.log()).await;
+        let log = self.receiver.log();
+        let verdict = check(self.server.addr, &self.key, &accepted, shared, &log).await;
+        let sends: Vec<Instant> = log.iter().map(|l| l.at).collect();
+        let (submits_back, sends_back) =
+            (recovery(&self.faulted_at, &statuses.accepted_at), recovery(&self.faulted_at, &sends));
         eprintln!(
             "{} {what}: {n} deliveries; lost {}, duplicates {} (bound {}), unexpected \
              {}, over budget {}; quota {:?}, journal {:?}; HTTP {:?}, {} unanswered, {} 503 \
-             without Retry-After; all sent {recovered_in:?} after the last fault, {:?} in all",
+             without Retry-After; after each fault, (worst, median) until a submit was \
+             accepted {submits_back:?} and a send arrived {sends_back:?}; all sent \
+             {recovered_in:?} after the last fault, {:?} in all",
             shared.name(),
             verdict.lost.len(),
             verdict.duplicates,

@@ -74,6 +74,7 @@ async fn kill_loop(shared: SharedDb) {
     // The kill loop.
     let mut kills = 0;
     let mut last_kill = Instant::now();
+    let mut killed_at = Vec::new();
     while kills < kills_max && (receiver.distinct() as f64) < KILL_UNTIL_SHARE * n as f64 {
         // The fault schedule, not a wait for work.
         tokio::time::sleep(kill_every).await;
@@ -81,6 +82,7 @@ async fn kill_loop(shared: SharedDb) {
         procs[slot].child.start_kill().expect("SIGKILL");
         procs[slot].child.wait().await.expect("reap the killed process");
         last_kill = Instant::now();
+        killed_at.push(last_kill);
         kills += 1;
         let restarted =
             Proc::serve(&format!("serve-{slot}-after-kill-{kills}"), cwd.path(), &args, &env).await;
@@ -112,12 +114,17 @@ async fn kill_loop(shared: SharedDb) {
     // Recovered: every delivery recorded sent, counted from the last kill.
     let recovered_in = last_kill.elapsed();
 
-    let verdict = check(survivor, &key, &accepted, &shared, &receiver.log()).await;
+    let log = receiver.log();
+    let verdict = check(survivor, &key, &accepted, &shared, &log).await;
+    let sends: Vec<Instant> = log.iter().map(|l| l.at).collect();
+    let (submits_back, sends_back) =
+        (recovery(&killed_at, &statuses.accepted_at), recovery(&killed_at, &sends));
     eprintln!(
         "{} kill loop: {n} deliveries, {kills} SIGKILLs {kill_every:?} apart, a SIGTERM at \
          {sigterm_at} received (exit in {stopped_in:?}); lost {}, duplicates {} (bound {}), \
          unexpected {}, over budget {}; quota {:?}, journal {:?}; HTTP {:?}, {} unanswered; \
-         all sent {recovered_in:?} after the last kill, {:?} in all",
+         after each kill, (worst, median) until a submit was accepted {submits_back:?} and a \
+         send arrived {sends_back:?}; all sent {recovered_in:?} after the last kill, {:?} in all",
         shared.name(),
         verdict.lost.len(),
         verdict.duplicates,

@@ -35,6 +35,20 @@ pub struct Statuses {
     pub unanswered: usize,
     /// 503s without a `Retry-After` header (retry guidance).
     pub unguided_503: usize,
+    /// When each submit was accepted (201 or 200).
+    pub accepted_at: Vec<Instant>,
+}
+
+/// Per fault (each instant in `faults`), how long until the first of `events` after it:
+/// a submit accepted again, a send arriving again. `None` where nothing came after it
+/// (the work had ended). Returns the worst and the median of those that came.
+pub fn recovery(faults: &[Instant], events: &[Instant]) -> Option<(Duration, Duration)> {
+    let mut events = events.to_vec();
+    events.sort();
+    let mut gaps: Vec<Duration> =
+        faults.iter().filter_map(|f| events.iter().find(|e| *e >= f).map(|e| *e - *f)).collect();
+    gaps.sort();
+    Some((*gaps.last()?, gaps[gaps.len() / 2]))
 }
 
 /// Submits operation `prefix-i` for `i` in `0..n` from `clients` tasks, each request to
@@ -110,6 +124,7 @@ async fn submit_until_accepted(
         }
         match reply {
             Ok(r) if r.status == 200 || r.status == 201 => {
+                statuses.lock().unwrap().accepted_at.push(Instant::now());
                 return r.json()["id"]
                     .as_str()
                     .map(str::to_string)
@@ -133,6 +148,7 @@ async fn submit_until_accepted(
 pub struct Logged {
     pub webhook_id: String,
     pub signed: bool,
+    pub at: Instant,
 }
 
 struct LogState {
@@ -160,6 +176,7 @@ async fn log_hook(State(state): State<Arc<LogState>>, headers: HeaderMap) -> Sta
     let logged = Logged {
         webhook_id: header("webhook-id").unwrap_or_default(),
         signed: header("webhook-signature").is_some_and(|s| s.starts_with("v1,")),
+        at: Instant::now(),
     };
     let len = {
         let mut log = state.log.lock().unwrap();

@@ -242,7 +242,7 @@ async fn receiver_faults(shared: SharedDb) {
     let arrivals = hostile.arrivals.lock().unwrap().clone();
     let log: Vec<Logged> = arrivals
         .iter()
-        .map(|a| Logged { webhook_id: a.webhook_id.clone(), signed: a.signed })
+        .map(|a| Logged { webhook_id: a.webhook_id.clone(), signed: a.signed, at: a.at.into_std() })
         .collect();
     let verdict = check(server.addr, &key, &accepted, &shared, &log).await;
 
