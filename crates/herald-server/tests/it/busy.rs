@@ -92,6 +92,14 @@ async fn pooled_connections_reset_while_idle_are_replaced_and_the_request_retrie
             resp.unwrap().expect(StatusCode::CREATED);
         }
         assert!(proxy.reset_all() > 0, "the pool should hold open connections");
+        // The resets happen in the proxy's connection tasks: wait until every one is done,
+        // so the pool's connections are broken before the next request rather than while
+        // its statement is in flight (which is an unknown outcome, rightly not retried).
+        let by = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while proxy.open() > 0 {
+            assert!(std::time::Instant::now() < by, "the proxy's resets did not finish");
+            tokio::task::yield_now().await;
+        }
         let get = api.send(get("/v1/deliveries").bearer(&tenant.key)).await;
         get.expect(StatusCode::OK);
         let resp = api.send(submit(&tenant.key, &format!("after-reset-{round}"))).await;

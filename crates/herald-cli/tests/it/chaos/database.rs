@@ -42,22 +42,7 @@ async fn a_crashed_and_restarted_server_and_terminated_backends_lose_nothing() {
     };
     let cluster = Cluster::primary(&bin, "").await;
     let shared = SharedDb::Postgres(PgSchema::create(&cluster.url()).await);
-    let rounds = if long() { 20 } else { 6 };
-    let mut faults = Vec::new();
-    let mut run = Run::start(&shared).await;
-    for round in 0..rounds {
-        // The fault schedule, not a wait for work.
-        tokio::time::sleep(fault_every()).await;
-        if round == rounds / 2 {
-            cluster.crash().await;
-            cluster.start().await;
-            faults.push("crash and restart".to_string());
-        } else {
-            faults.push(format!("{} backends terminated", cluster.terminate_backends().await));
-        }
-        run.faulted_at.push(Instant::now());
-    }
-    run.finish(&shared, &format!("restarts: {faults:?}"), rounds).await;
+    crash_and_cut(Own::Postgres(&cluster), &shared).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -68,22 +53,56 @@ async fn on_mariadb_a_crashed_and_restarted_server_and_killed_connections_lose_n
     };
     let mut server = Maria::start_new().await;
     let shared = SharedDb::MySql(MyDatabase::create(&server.url()).await);
+    crash_and_cut(Own::MariaDb(&mut server), &shared).await;
+}
+
+/// A database server of the suite's own.
+enum Own<'a> {
+    Postgres(&'a Cluster),
+    MariaDb(&'a mut Maria),
+}
+
+impl Own<'_> {
+    async fn crash_and_restart(&mut self) {
+        match self {
+            Own::Postgres(c) => {
+                c.crash().await;
+                c.start().await;
+            }
+            Own::MariaDb(m) => {
+                m.crash().await;
+                m.start().await;
+            }
+        }
+    }
+
+    /// Ends every herald connection from the server's side; says how many.
+    async fn cut_connections(&self) -> String {
+        match self {
+            Own::Postgres(c) => format!("{} backends terminated", c.terminate_backends().await),
+            Own::MariaDb(m) => format!("{} connections killed", m.kill_connections().await),
+        }
+    }
+}
+
+/// While the deliveries flow: herald's connections cut every `fault_every()`, and once,
+/// in the middle, the server crashed and restarted.
+async fn crash_and_cut(mut server: Own<'_>, shared: &SharedDb) {
     let rounds = if long() { 20 } else { 6 };
     let mut faults = Vec::new();
-    let mut run = Run::start(&shared).await;
+    let mut run = Run::start(shared).await;
     for round in 0..rounds {
         // The fault schedule, not a wait for work.
         tokio::time::sleep(fault_every()).await;
         if round == rounds / 2 {
-            server.crash().await;
-            server.start().await;
+            server.crash_and_restart().await;
             faults.push("crash and restart".to_string());
         } else {
-            faults.push(format!("{} connections killed", server.kill_connections().await));
+            faults.push(server.cut_connections().await);
         }
         run.faulted_at.push(Instant::now());
     }
-    run.finish(&shared, &format!("restarts: {faults:?}"), rounds).await;
+    run.finish(shared, &format!("restarts: {faults:?}"), rounds).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
