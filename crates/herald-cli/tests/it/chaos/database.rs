@@ -211,26 +211,11 @@ impl Run {
         let recovered_in = last_fault.elapsed();
         let log = self.receiver.log();
         let verdict = check(self.server.addr, &self.key, &accepted, shared, &log).await;
-        let sends: Vec<Instant> = log.iter().map(|l| l.at).collect();
-        let (submits_back, sends_back) =
-            (recovery(&self.faulted_at, &statuses.accepted_at), recovery(&self.faulted_at, &sends));
         eprintln!(
-            "{} {what}: {n} deliveries; lost {}, duplicates {} (bound {}), unexpected \
-             {}, over budget {}; quota {:?}, journal {:?}; HTTP {:?}, {} unanswered, {} 503 \
-             without Retry-After; after each fault, (worst, median) until a submit was \
-             accepted {submits_back:?} and a send arrived {sends_back:?}; all sent \
-             {recovered_in:?} after the last fault, {:?} in all",
+            "{} {what}: {n} deliveries; {}; all sent {recovered_in:?} after the last fault, \
+             {:?} in all",
             shared.name(),
-            verdict.lost.len(),
-            verdict.duplicates,
-            faults * SLOTS,
-            verdict.unexpected,
-            verdict.over_budget,
-            verdict.quota,
-            verdict.journal,
-            statuses.by_status,
-            statuses.unanswered,
-            statuses.unguided_503,
+            verdict.report(faults * SLOTS, &statuses, &self.faulted_at, &log),
             self.started.elapsed(),
         );
         verdict.assert_clean(what, n, accepted.len(), faults * SLOTS, &statuses);

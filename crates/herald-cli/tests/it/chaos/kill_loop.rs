@@ -116,25 +116,12 @@ async fn kill_loop(shared: SharedDb) {
 
     let log = receiver.log();
     let verdict = check(survivor, &key, &accepted, &shared, &log).await;
-    let sends: Vec<Instant> = log.iter().map(|l| l.at).collect();
-    let (submits_back, sends_back) =
-        (recovery(&killed_at, &statuses.accepted_at), recovery(&killed_at, &sends));
     eprintln!(
         "{} kill loop: {n} deliveries, {kills} SIGKILLs {kill_every:?} apart, a SIGTERM at \
-         {sigterm_at} received (exit in {stopped_in:?}); lost {}, duplicates {} (bound {}), \
-         unexpected {}, over budget {}; quota {:?}, journal {:?}; HTTP {:?}, {} unanswered; \
-         after each kill, (worst, median) until a submit was accepted {submits_back:?} and a \
-         send arrived {sends_back:?}; all sent {recovered_in:?} after the last kill, {:?} in all",
+         {sigterm_at} received (exit in {stopped_in:?}); {}; all sent {recovered_in:?} after \
+         the last kill, {:?} in all",
         shared.name(),
-        verdict.lost.len(),
-        verdict.duplicates,
-        kills * SLOTS,
-        verdict.unexpected,
-        verdict.over_budget,
-        verdict.quota,
-        verdict.journal,
-        statuses.by_status,
-        statuses.unanswered,
+        verdict.report(kills * SLOTS, &statuses, &killed_at, &log),
         started.elapsed(),
     );
     verdict.assert_clean(shared.name(), n, accepted.len(), kills * SLOTS, &statuses);

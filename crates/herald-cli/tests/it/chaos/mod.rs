@@ -42,7 +42,7 @@ pub struct Statuses {
 /// Per fault (each instant in `faults`), how long until the first of `events` after it:
 /// a submit accepted again, a send arriving again. `None` where nothing came after it
 /// (the work had ended). Returns the worst and the median of those that came.
-pub fn recovery(faults: &[Instant], events: &[Instant]) -> Option<(Duration, Duration)> {
+fn recovery(faults: &[Instant], events: &[Instant]) -> Option<(Duration, Duration)> {
     let mut events = events.to_vec();
     events.sort();
     let mut gaps: Vec<Duration> =
@@ -305,6 +305,37 @@ impl Verdict {
         let unexpected_status = statuses.by_status.keys().any(|s| ![200, 201, 503].contains(s));
         assert!(!unexpected_status, "{what}: only 201, 200 or 503: {statuses:?}");
         assert_eq!(statuses.unguided_503, 0, "{what}: a 503 without Retry-After: {statuses:?}");
+    }
+
+    /// The checker's figures as one line: lost, duplicates against `duplicates_max`,
+    /// unexpected, over budget, the ledger, what the clients saw, and after each fault
+    /// (instants in `faults`) the worst and median time until a submit was accepted again
+    /// and a send reached the receiver again (`log`).
+    pub fn report(
+        &self,
+        duplicates_max: usize,
+        statuses: &Statuses,
+        faults: &[Instant],
+        log: &[Logged],
+    ) -> String {
+        let sends: Vec<Instant> = log.iter().map(|l| l.at).collect();
+        format!(
+            "lost {}, duplicates {} (bound {duplicates_max}), unexpected {}, over budget {}; \
+             quota {:?}, journal {:?}; HTTP {:?}, {} unanswered, {} 503 without Retry-After; \
+             after each fault, (worst, median) until a submit was accepted {:?} and a send \
+             arrived {:?}",
+            self.lost.len(),
+            self.duplicates,
+            self.unexpected,
+            self.over_budget,
+            self.quota,
+            self.journal,
+            statuses.by_status,
+            statuses.unanswered,
+            statuses.unguided_503,
+            recovery(faults, &statuses.accepted_at),
+            recovery(faults, &sends),
+        )
     }
 
     /// The ledger identity through the API, and the journal's sums equal to it.
