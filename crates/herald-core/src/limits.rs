@@ -137,6 +137,8 @@ pub const RECORD_BATCH_MAX: usize = 1024;
 pub const ORPHANS_BATCH_MAX: usize = 10_000;
 /// Longest worker id (its lease-owner name).
 pub const WORKER_ID_LEN_MAX: usize = 200;
+/// Longest release identifier (`HERALD_RELEASE`), in bytes.
+pub const RELEASE_LEN_MAX: usize = 200;
 /// Most send slots one worker may have (`HERALD_WORKERS`).
 pub const WORKER_SLOTS_MAX: usize = 10_000;
 /// Longest tenant name.

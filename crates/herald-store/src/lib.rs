@@ -37,6 +37,7 @@ pub mod notify;
 mod postgres;
 pub mod quota;
 pub mod receipts;
+pub mod rollup;
 pub mod settings;
 pub mod sql_api;
 mod sqlite;
@@ -44,6 +45,7 @@ pub mod store;
 pub mod tenants;
 pub mod tx;
 pub mod url;
+pub mod workers;
 
 pub use clock::Now;
 pub use conn::{AsConn, Conn};

@@ -21,6 +21,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (2, "engine", include_str!("../migrations/sqlite/0002_engine.sql")),
     (3, "attempt on row", include_str!("../migrations/sqlite/0003_attempt_on_row.sql")),
     (4, "fingerprint v2", include_str!("../migrations/sqlite/0004_fingerprint_v2.sql")),
+    (5, "operators", include_str!("../migrations/sqlite/0005_operators.sql")),
 ];
 const POSTGRES: &[(i64, &str, &str)] = &[
     (1, "foundation", include_str!("../migrations/postgres/0001_foundation.sql")),
@@ -31,12 +32,14 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (6, "sql api", include_str!("../migrations/postgres/0006_sql_api.sql")),
     (7, "sql api fixes", include_str!("../migrations/postgres/0007_sql_api_fixes.sql")),
     (8, "sql submit lean", include_str!("../migrations/postgres/0008_sql_submit_lean.sql")),
+    (9, "operators", include_str!("../migrations/postgres/0009_operators.sql")),
 ];
 /// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
 /// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.
 const MYSQL: &[(i64, &str, &str)] = &[
     (1, "schema", include_str!("../migrations/mysql/0001_schema.sql")),
     (2, "sql api", include_str!("../migrations/mysql/0002_sql_api.sql")),
+    (3, "operators", include_str!("../migrations/mysql/0003_operators.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -140,6 +140,47 @@ pub async fn quota_lock(conn: Conn<'_>, accounts: &[(Uuid, String)]) -> Result<(
     crate::per_backend!(conn, quota::quota_lock(&sorted))
 }
 
+/// One journal entry: a movement on one of a tenant's accounts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalRow {
+    /// When it was written, in Unix milliseconds.
+    pub at: i64,
+    pub quota_key: String,
+    /// `grant`, `reserve`, `commit` or `release`.
+    pub kind: String,
+    pub amount: i64,
+    /// The delivery a reservation, commit or release is for (`None` for a grant).
+    pub delivery_id: Option<Uuid>,
+    pub reservation_seq: Option<i32>,
+}
+
+/// The tenant's newest journal entries first (by the journal's own id, descending: the
+/// order they were written in), at most `limit`.
+pub async fn quota_journal_recent(
+    conn: Conn<'_>,
+    tenant: Uuid,
+    limit: usize,
+) -> Result<Vec<JournalRow>, StoreError> {
+    crate::per_backend!(conn, quota::quota_journal_recent(tenant, limit))
+}
+
+/// Decodes a [`JournalRow`] from a row of any backend.
+macro_rules! journal_row {
+    ($row:expr) => {{
+        use sqlx::Row as _;
+        let row = &$row;
+        $crate::quota::JournalRow {
+            at: row.try_get("at")?,
+            quota_key: row.try_get("quota_key")?,
+            kind: row.try_get("kind")?,
+            amount: row.try_get("amount")?,
+            delivery_id: row.try_get("delivery_id")?,
+            reservation_seq: row.try_get("reservation_seq")?,
+        }
+    }};
+}
+pub(crate) use journal_row;
+
 /// The account columns, in [`QuotaAccount`]'s order.
 pub(crate) const ACCOUNT_COLS: &str = "tenant_id, quota_key, granted, available, reserved, spent";
 

@@ -56,6 +56,11 @@ pub async fn tenant_rotate_secret(
     crate::per_backend!(conn, tenants::tenant_rotate_secret(id, new_secret))
 }
 
+/// (id, name) of tenants ordered by name (byte order, on every backend), at most `limit`.
+pub async fn tenants_list(conn: Conn<'_>, limit: usize) -> Result<Vec<(Uuid, String)>, StoreError> {
+    crate::per_backend!(conn, tenants::tenants_list(limit))
+}
+
 /// Decodes a [`TenantRow`] from a row of either backend.
 macro_rules! tenant_row {
     ($row:expr) => {{

@@ -67,6 +67,7 @@ pub struct ExpiredLease {
     pub attempts: i32,
     pub tenant_id: Uuid,
     pub quota_key: String,
+    pub channel: String,
 }
 
 /// Deliveries `sending` whose lease has expired by `now`, oldest expiry first.

@@ -25,8 +25,9 @@ pub use lease::{
 };
 pub use manage::delivery_replay_apply;
 pub use read::{
-    ListFilter, deliveries_count_by_state, deliveries_list, delivery_attempts,
-    delivery_by_identity, delivery_get, oldest_due_age_ms,
+    ListFilter, SelectFilter, deliveries_count_by_channel, deliveries_count_by_state,
+    deliveries_list, deliveries_select, delivery_attempts, delivery_by_identity, delivery_get,
+    delivery_payload, oldest_due_age_ms,
 };
 pub use retention::{Pruned, retention_prune};
 

@@ -43,6 +43,9 @@ pub struct ListFilter<'a> {
     pub channel: Option<&'a str>,
     /// The keyset position: only ids before this one (exclusive).
     pub before: Option<Uuid>,
+    /// Only ids from this one on (inclusive). Ids are UUIDv7, so id order is creation
+    /// order: a caller turns a creation time into an id bound.
+    pub from: Option<Uuid>,
     pub limit: usize,
 }
 
@@ -74,4 +77,112 @@ pub async fn deliveries_count_by_state(
             Ok((state, n))
         })
         .collect()
+}
+
+/// Which of a tenant's deliveries a selection takes (bulk replay and cancel): every given
+/// filter applies. Ids are UUIDv7, so an id range is a creation-time range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SelectFilter<'a> {
+    pub tenant: Uuid,
+    pub state: Option<DeliveryState>,
+    pub channel: Option<&'a str>,
+    /// Only ids from this one on (inclusive).
+    pub from: Option<Uuid>,
+    /// Only ids before this one (exclusive).
+    pub to: Option<Uuid>,
+    /// Only deliveries whose latest attempt (its row in `delivery_attempts`, `n` =
+    /// the delivery's `attempts`) ended with this error code. An attempt in flight, or one
+    /// that ended `sent` under its own lease, has no row: it never matches.
+    pub error_code: Option<&'a str>,
+    /// The keyset position: only ids after this one (exclusive).
+    pub after: Option<Uuid>,
+    pub limit: usize,
+}
+
+/// The ids of the tenant's deliveries that match `filter`, ascending, at most `limit`.
+/// A plain read: no row is locked (the caller pages through with `after` and handles each
+/// id in a transaction of its own).
+///
+/// The id bounds (`from`, `to`, `after`) reach the backend as one inclusive range, always
+/// bound, so every backend reads it as a range of its (tenant, id) index.
+pub async fn deliveries_select(
+    conn: Conn<'_>,
+    filter: &SelectFilter<'_>,
+) -> Result<Vec<Uuid>, StoreError> {
+    let Some((low, high)) = id_range(filter) else { return Ok(Vec::new()) };
+    crate::per_backend!(conn, read::deliveries_select(filter, low, high))
+}
+
+/// `filter`'s id bounds as one inclusive range (`None`: empty). `after` (exclusive) is its
+/// successor, inclusive; `to` (exclusive) its predecessor.
+fn id_range(filter: &SelectFilter<'_>) -> Option<(Uuid, Uuid)> {
+    let mut low = filter.from.map_or(0, |from| from.as_u128());
+    if let Some(after) = filter.after {
+        low = low.max(after.as_u128().checked_add(1)?);
+    }
+    let high = match filter.to {
+        Some(to) => to.as_u128().checked_sub(1)?,
+        None => u128::MAX,
+    };
+    (low <= high).then(|| (Uuid::from_u128(low), Uuid::from_u128(high)))
+}
+
+/// Deliveries per (channel, state), of one tenant or of every tenant (`None`), ordered by
+/// channel then state (byte order, on every backend). A state this build does not know
+/// is an error that names it.
+pub async fn deliveries_count_by_channel(
+    conn: Conn<'_>,
+    tenant: Option<Uuid>,
+) -> Result<Vec<(String, DeliveryState, i64)>, StoreError> {
+    let rows: Vec<(String, String, i64)> =
+        crate::per_backend!(conn, read::deliveries_count_by_channel(tenant))?;
+    rows.into_iter()
+        .map(|(channel, state, n)| {
+            let state = state.parse().map_err(|e: herald_core::state::UnknownState| {
+                StoreError::Database(sqlx::Error::Decode(e.into()))
+            })?;
+            Ok((channel, state, n))
+        })
+        .collect()
+}
+
+/// A delivery's payload as it was submitted (JSON text, byte for byte); `None` when there
+/// is no such delivery. Any tenant's: the caller checks the tenant first.
+pub async fn delivery_payload(conn: Conn<'_>, id: Uuid) -> Result<Option<String>, StoreError> {
+    crate::per_backend!(conn, read::delivery_payload(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(from: Option<u128>, to: Option<u128>, after: Option<u128>) -> SelectFilter<'static> {
+        SelectFilter {
+            tenant: Uuid::nil(),
+            state: None,
+            channel: None,
+            from: from.map(Uuid::from_u128),
+            to: to.map(Uuid::from_u128),
+            error_code: None,
+            after: after.map(Uuid::from_u128),
+            limit: 10,
+        }
+    }
+
+    fn range(low: u128, high: u128) -> Option<(Uuid, Uuid)> {
+        Some((Uuid::from_u128(low), Uuid::from_u128(high)))
+    }
+
+    #[test]
+    fn the_id_bounds_are_one_inclusive_range() {
+        assert_eq!(id_range(&filter(None, None, None)), range(0, u128::MAX));
+        assert_eq!(id_range(&filter(Some(5), Some(9), None)), range(5, 8));
+        assert_eq!(id_range(&filter(Some(5), None, Some(6))), range(7, u128::MAX));
+        assert_eq!(id_range(&filter(Some(5), None, Some(2))), range(5, u128::MAX));
+        assert_eq!(id_range(&filter(None, Some(9), Some(7))), range(8, 8));
+        assert_eq!(id_range(&filter(None, Some(9), Some(8))), None);
+        assert_eq!(id_range(&filter(Some(9), Some(9), None)), None);
+        assert_eq!(id_range(&filter(None, Some(0), None)), None);
+        assert_eq!(id_range(&filter(None, None, Some(u128::MAX))), None);
+    }
 }

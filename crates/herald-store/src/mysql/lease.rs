@@ -124,20 +124,21 @@ pub(crate) async fn deliveries_expired(
     limit: i64,
 ) -> Result<Vec<ExpiredLease>, StoreError> {
     let q = format!(
-        "SELECT id, lease_owner, attempts, tenant_id, quota_key FROM deliveries
+        "SELECT id, lease_owner, attempts, tenant_id, quota_key, channel FROM deliveries
          WHERE state = 'sending' AND lease_until <= {} ORDER BY lease_until LIMIT ?",
         now.mysql_sql()
     );
-    let rows: Vec<(Uuid, String, i32, Uuid, String)> =
+    let rows: Vec<(Uuid, String, i32, Uuid, String, String)> =
         sqlx::query_as(sql(q)).bind_now(now).bind(limit).fetch_all(c).await?;
     Ok(rows
         .into_iter()
-        .map(|(id, lease_owner, attempts, tenant_id, quota_key)| ExpiredLease {
+        .map(|(id, lease_owner, attempts, tenant_id, quota_key, channel)| ExpiredLease {
             id,
             lease_owner,
             attempts,
             tenant_id,
             quota_key,
+            channel,
         })
         .collect())
 }

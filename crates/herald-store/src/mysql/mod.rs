@@ -28,8 +28,10 @@ pub(crate) mod quota;
 pub(crate) mod read;
 pub(crate) mod receipts;
 pub(crate) mod retention;
+pub(crate) mod rollup;
 pub(crate) mod settings;
 pub(crate) mod tenants;
+pub(crate) mod workers;
 
 use crate::clock::Now;
 use crate::error::StoreError;

@@ -1,7 +1,9 @@
 use super::{Bind, end_savepoint, savepoint, sql};
 use crate::clock::Now;
 use crate::error::StoreError;
-use crate::quota::{ACCOUNT_COLS, GrantState, QuotaAccount, Settle, account_row};
+use crate::quota::{
+    ACCOUNT_COLS, GrantState, JournalRow, QuotaAccount, Settle, account_row, journal_row,
+};
 use sqlx::MySqlConnection;
 use sqlx::types::Uuid;
 
@@ -268,4 +270,24 @@ pub(crate) async fn quota_lock(
         .await?;
     }
     Ok(())
+}
+
+pub(crate) async fn quota_journal_recent(
+    c: &mut MySqlConnection,
+    tenant: Uuid,
+    limit: usize,
+) -> Result<Vec<JournalRow>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT at, quota_key, kind, amount, delivery_id, reservation_seq
+         FROM quota_journal WHERE tenant_id = ? ORDER BY id DESC LIMIT ?",
+    )
+    .bind(tenant)
+    .bind(limit as i64)
+    .fetch_all(c)
+    .await?;
+    let mut journal = Vec::with_capacity(rows.len());
+    for row in rows {
+        journal.push(journal_row!(row));
+    }
+    Ok(journal)
 }

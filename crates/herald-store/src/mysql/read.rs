@@ -1,6 +1,8 @@
 use super::{Bind, DELIVERY_COLS, sql};
 use crate::clock::Now;
-use crate::deliveries::{AttemptRow, DeliveryRow, ListFilter, attempt_row, delivery_row};
+use crate::deliveries::{
+    AttemptRow, DeliveryRow, ListFilter, SelectFilter, attempt_row, delivery_row,
+};
 use crate::error::StoreError;
 use sqlx::MySqlConnection;
 use sqlx::types::Uuid;
@@ -81,7 +83,7 @@ pub(crate) async fn deliveries_list(
     let q = format!(
         "SELECT {DELIVERY_COLS} FROM deliveries
          WHERE tenant_id = ? AND (? IS NULL OR state = ?) AND (? IS NULL OR channel = ?)
-           AND (? IS NULL OR id < ?)
+           AND (? IS NULL OR id < ?) AND (? IS NULL OR id >= ?)
          ORDER BY id DESC LIMIT ?"
     );
     let state = f.state.map(|s| s.as_str());
@@ -93,6 +95,8 @@ pub(crate) async fn deliveries_list(
         .bind(f.channel)
         .bind(f.before)
         .bind(f.before)
+        .bind(f.from)
+        .bind(f.from)
         .bind(f.limit as i64)
         .fetch_all(c)
         .await?;
@@ -123,4 +127,59 @@ pub(crate) async fn deliveries_count_by_state(
     c: &mut MySqlConnection,
 ) -> Result<Vec<(String, i64)>, StoreError> {
     Ok(sqlx::query_as("SELECT state, COUNT(*) FROM deliveries GROUP BY state").fetch_all(c).await?)
+}
+
+/// `low` and `high` are the filter's id bounds, inclusive (the contract computes them).
+pub(crate) async fn deliveries_select(
+    c: &mut MySqlConnection,
+    f: &SelectFilter<'_>,
+    low: Uuid,
+    high: Uuid,
+) -> Result<Vec<Uuid>, StoreError> {
+    let state = f.state.map(|s| s.as_str());
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM deliveries d
+         WHERE tenant_id = ? AND id BETWEEN ? AND ?
+           AND (? IS NULL OR state = ?) AND (? IS NULL OR channel = ?)
+           AND (? IS NULL OR EXISTS (
+               SELECT 1 FROM delivery_attempts a
+               WHERE a.delivery_id = d.id AND a.n = d.attempts AND a.error_code = ?))
+         ORDER BY id LIMIT ?",
+    )
+    .bind(f.tenant)
+    .bind(low)
+    .bind(high)
+    .bind(state)
+    .bind(state)
+    .bind(f.channel)
+    .bind(f.channel)
+    .bind(f.error_code)
+    .bind(f.error_code)
+    .bind(f.limit as i64)
+    .fetch_all(c)
+    .await?)
+}
+
+pub(crate) async fn deliveries_count_by_channel(
+    c: &mut MySqlConnection,
+    tenant: Option<Uuid>,
+) -> Result<Vec<(String, String, i64)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT channel, state, COUNT(*) FROM deliveries WHERE (? IS NULL OR tenant_id = ?)
+         GROUP BY channel, state ORDER BY channel, state",
+    )
+    .bind(tenant)
+    .bind(tenant)
+    .fetch_all(c)
+    .await?)
+}
+
+pub(crate) async fn delivery_payload(
+    c: &mut MySqlConnection,
+    id: Uuid,
+) -> Result<Option<String>, StoreError> {
+    Ok(sqlx::query_scalar("SELECT payload FROM delivery_payloads WHERE delivery_id = ?")
+        .bind(id)
+        .fetch_optional(c)
+        .await?)
 }

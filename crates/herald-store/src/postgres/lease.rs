@@ -107,8 +107,8 @@ pub(crate) async fn deliveries_expired(
     now: Now,
     limit: i64,
 ) -> Result<Vec<ExpiredLease>, StoreError> {
-    let rows: Vec<(Uuid, String, i32, Uuid, String)> = sqlx::query_as(
-        "SELECT id, lease_owner, attempts, tenant_id, quota_key FROM deliveries
+    let rows: Vec<(Uuid, String, i32, Uuid, String, String)> = sqlx::query_as(
+        "SELECT id, lease_owner, attempts, tenant_id, quota_key, channel FROM deliveries
          WHERE state = 'sending' AND lease_until <= herald_now($1)
          ORDER BY lease_until LIMIT $2",
     )
@@ -118,12 +118,13 @@ pub(crate) async fn deliveries_expired(
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, lease_owner, attempts, tenant_id, quota_key)| ExpiredLease {
+        .map(|(id, lease_owner, attempts, tenant_id, quota_key, channel)| ExpiredLease {
             id,
             lease_owner,
             attempts,
             tenant_id,
             quota_key,
+            channel,
         })
         .collect())
 }

@@ -13,8 +13,10 @@ pub(crate) mod quota;
 pub(crate) mod read;
 pub(crate) mod receipts;
 pub(crate) mod retention;
+pub(crate) mod rollup;
 pub(crate) mod settings;
 pub(crate) mod tenants;
+pub(crate) mod workers;
 
 /// The columns of a [`crate::deliveries::DeliveryRow`], from `deliveries d`.
 pub(crate) const DELIVERY_COLS: &str = "d.id, d.tenant_id, d.operation_key, d.channel, \

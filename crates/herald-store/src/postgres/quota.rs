@@ -1,6 +1,8 @@
 use crate::clock::Now;
 use crate::error::StoreError;
-use crate::quota::{ACCOUNT_COLS, GrantState, QuotaAccount, Settle, account_row};
+use crate::quota::{
+    ACCOUNT_COLS, GrantState, JournalRow, QuotaAccount, Settle, account_row, journal_row,
+};
 use sqlx::PgConnection;
 use sqlx::types::Uuid;
 
@@ -190,4 +192,24 @@ pub(crate) async fn quota_lock(
     .fetch_all(c)
     .await?;
     Ok(())
+}
+
+pub(crate) async fn quota_journal_recent(
+    c: &mut PgConnection,
+    tenant: Uuid,
+    limit: usize,
+) -> Result<Vec<JournalRow>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT herald_ms(at) AS at, quota_key, kind, amount, delivery_id, reservation_seq
+         FROM quota_journal WHERE tenant_id = $1 ORDER BY id DESC LIMIT $2",
+    )
+    .bind(tenant)
+    .bind(limit as i64)
+    .fetch_all(c)
+    .await?;
+    let mut journal = Vec::with_capacity(rows.len());
+    for row in rows {
+        journal.push(journal_row!(row));
+    }
+    Ok(journal)
 }

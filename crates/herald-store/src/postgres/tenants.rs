@@ -62,3 +62,14 @@ pub(crate) async fn tenant_rotate_secret(
     .rows_affected();
     Ok(rotated == 1)
 }
+
+/// Names in byte order (`COLLATE "C"`), as the other backends order them.
+pub(crate) async fn tenants_list(
+    c: &mut PgConnection,
+    limit: usize,
+) -> Result<Vec<(Uuid, String)>, StoreError> {
+    Ok(sqlx::query_as("SELECT id, name FROM tenants ORDER BY name COLLATE \"C\" LIMIT $1")
+        .bind(limit as i64)
+        .fetch_all(c)
+        .await?)
+}

@@ -1,4 +1,4 @@
-use super::{DELIVERY_COLS, sql};
+use super::{DELIVERY_COLS, json_array, sql};
 use crate::clock::Now;
 use crate::deliveries::{ExpiredLease, Lease, LeasedRow, delivery_row};
 use crate::error::StoreError;
@@ -46,15 +46,6 @@ pub(crate) async fn deliveries_lease(
         leased.push(LeasedRow { delivery, payload });
     }
     Ok(leased)
-}
-
-/// The channel names as a JSON array, for `json_each`.
-fn json_array(items: &[String]) -> String {
-    let quoted: Vec<String> = items
-        .iter()
-        .map(|s| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"")))
-        .collect();
-    format!("[{}]", quoted.join(","))
 }
 
 pub(crate) async fn delivery_lease_extend(
@@ -116,8 +107,8 @@ pub(crate) async fn deliveries_expired(
     now: Now,
     limit: i64,
 ) -> Result<Vec<ExpiredLease>, StoreError> {
-    let rows: Vec<(Uuid, String, i32, Uuid, String)> = sqlx::query_as(
-        "SELECT id, lease_owner, attempts, tenant_id, quota_key FROM deliveries
+    let rows: Vec<(Uuid, String, i32, Uuid, String, String)> = sqlx::query_as(
+        "SELECT id, lease_owner, attempts, tenant_id, quota_key, channel FROM deliveries
          WHERE state = 'sending' AND lease_until <= ?1 ORDER BY lease_until LIMIT ?2",
     )
     .bind(now.sqlite_ms())
@@ -126,12 +117,13 @@ pub(crate) async fn deliveries_expired(
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, lease_owner, attempts, tenant_id, quota_key)| ExpiredLease {
+        .map(|(id, lease_owner, attempts, tenant_id, quota_key, channel)| ExpiredLease {
             id,
             lease_owner,
             attempts,
             tenant_id,
             quota_key,
+            channel,
         })
         .collect())
 }

@@ -13,8 +13,10 @@ pub(crate) mod quota;
 pub(crate) mod read;
 pub(crate) mod receipts;
 pub(crate) mod retention;
+pub(crate) mod rollup;
 pub(crate) mod settings;
 pub(crate) mod tenants;
+pub(crate) mod workers;
 
 /// The columns of a [`crate::deliveries::DeliveryRow`].
 pub(crate) const DELIVERY_COLS: &str = "id, tenant_id, operation_key, channel, recipient, \
@@ -24,4 +26,27 @@ pub(crate) const DELIVERY_COLS: &str = "id, tenant_id, operation_key, channel, r
 
 pub(crate) fn sql(s: String) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(s)
+}
+
+/// Names as a JSON array of strings, for `json_each` (SQLite's stand-in for an array
+/// parameter): quotes, backslashes and control characters escaped.
+pub(crate) fn json_array<S: AsRef<str>>(items: &[S]) -> String {
+    let mut out = String::from("[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('"');
+        for c in item.as_ref().chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    out.push(']');
+    out
 }

@@ -1,6 +1,8 @@
 use super::{DELIVERY_COLS, sql};
 use crate::clock::Now;
-use crate::deliveries::{AttemptRow, DeliveryRow, ListFilter, attempt_row, delivery_row};
+use crate::deliveries::{
+    AttemptRow, DeliveryRow, ListFilter, SelectFilter, attempt_row, delivery_row,
+};
 use crate::error::StoreError;
 use sqlx::SqliteConnection;
 use sqlx::types::Uuid;
@@ -76,14 +78,15 @@ pub(crate) async fn deliveries_list(
     let q = format!(
         "SELECT {DELIVERY_COLS} FROM deliveries
          WHERE tenant_id = ?1 AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR channel = ?3)
-           AND (?4 IS NULL OR id < ?4)
-         ORDER BY id DESC LIMIT ?5"
+           AND (?4 IS NULL OR id < ?4) AND (?5 IS NULL OR id >= ?5)
+         ORDER BY id DESC LIMIT ?6"
     );
     let rows = sqlx::query(sql(q))
         .bind(f.tenant)
         .bind(f.state.map(|s| s.as_str()))
         .bind(f.channel)
         .bind(f.before)
+        .bind(f.from)
         .bind(f.limit as i64)
         .fetch_all(c)
         .await?;
@@ -111,4 +114,54 @@ pub(crate) async fn deliveries_count_by_state(
     c: &mut SqliteConnection,
 ) -> Result<Vec<(String, i64)>, StoreError> {
     Ok(sqlx::query_as("SELECT state, count(*) FROM deliveries GROUP BY state").fetch_all(c).await?)
+}
+
+/// `low` and `high` are the filter's id bounds, inclusive (the contract computes them).
+pub(crate) async fn deliveries_select(
+    c: &mut SqliteConnection,
+    f: &SelectFilter<'_>,
+    low: Uuid,
+    high: Uuid,
+) -> Result<Vec<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM deliveries d
+         WHERE tenant_id = ?1 AND id BETWEEN ?2 AND ?3
+           AND (?4 IS NULL OR state = ?4) AND (?5 IS NULL OR channel = ?5)
+           AND (?6 IS NULL OR EXISTS (
+               SELECT 1 FROM delivery_attempts a
+               WHERE a.delivery_id = d.id AND a.n = d.attempts AND a.error_code = ?6))
+         ORDER BY id LIMIT ?7",
+    )
+    .bind(f.tenant)
+    .bind(low)
+    .bind(high)
+    .bind(f.state.map(|s| s.as_str()))
+    .bind(f.channel)
+    .bind(f.error_code)
+    .bind(f.limit as i64)
+    .fetch_all(c)
+    .await?)
+}
+
+pub(crate) async fn deliveries_count_by_channel(
+    c: &mut SqliteConnection,
+    tenant: Option<Uuid>,
+) -> Result<Vec<(String, String, i64)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT channel, state, count(*) FROM deliveries WHERE (?1 IS NULL OR tenant_id = ?1)
+         GROUP BY channel, state ORDER BY channel, state",
+    )
+    .bind(tenant)
+    .fetch_all(c)
+    .await?)
+}
+
+pub(crate) async fn delivery_payload(
+    c: &mut SqliteConnection,
+    id: Uuid,
+) -> Result<Option<String>, StoreError> {
+    Ok(sqlx::query_scalar("SELECT payload FROM delivery_payloads WHERE delivery_id = ?1")
+        .bind(id)
+        .fetch_optional(c)
+        .await?)
 }

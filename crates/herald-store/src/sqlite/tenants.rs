@@ -65,3 +65,13 @@ pub(crate) async fn tenant_rotate_secret(
     .rows_affected();
     Ok(rotated == 1)
 }
+
+pub(crate) async fn tenants_list(
+    c: &mut SqliteConnection,
+    limit: usize,
+) -> Result<Vec<(Uuid, String)>, StoreError> {
+    Ok(sqlx::query_as("SELECT id, name FROM tenants ORDER BY name LIMIT ?1")
+        .bind(limit as i64)
+        .fetch_all(c)
+        .await?)
+}

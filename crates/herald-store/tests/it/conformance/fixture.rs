@@ -10,8 +10,8 @@ use herald_store::deliveries::{
 use herald_store::quota::{QuotaAccount, quota_accounts, quota_grant_apply, quota_grant_lock};
 use herald_store::sqlx::types::Uuid;
 use herald_store::tenants::tenant_insert;
-use herald_store::{AsConn, Conn, Now, StoreError};
-use std::time::Duration;
+use herald_store::{AsConn, Backend, Conn, Now, Store, StoreError};
+use std::time::{Duration, Instant};
 
 /// The tests' "now" (2027-01-15), in Unix milliseconds: every statement is given its time.
 pub const T0: i64 = 1_800_000_000_000;
@@ -274,6 +274,46 @@ pub async fn count_on(conn: Conn<'_>, table: &str, column: &str, id: Uuid) -> i6
     let sql = format!("SELECT count(*) FROM {table} WHERE {column} = $1");
     let (n,): (i64,) = raw_query_as!(conn, &sql, [id], fetch_one).expect("count rows");
     n
+}
+
+/// The server's id of the session on `conn`: PostgreSQL's backend pid, MariaDB's
+/// connection id (SQLite has none: 0).
+pub async fn session_id(conn: Conn<'_>) -> i64 {
+    let sql = match conn.backend() {
+        Backend::Sqlite => return 0,
+        Backend::Postgres => "SELECT CAST(pg_backend_pid() AS bigint)",
+        Backend::MySql => "SELECT CAST(CONNECTION_ID() AS SIGNED)",
+    };
+    let (id,): (i64,) = raw_query_as!(conn, sql, [], fetch_one).expect("the session's id");
+    id
+}
+
+/// Waits (up to a bound) until session `id` ([`session_id`]) waits on a row lock: the
+/// signal that a racing transaction is blocked. SQLite's second writer waits at BEGIN,
+/// where it cannot be watched: nothing to wait for.
+pub async fn wait_for_a_lock_wait(store: &Store, id: i64) {
+    const BOUND: Duration = Duration::from_secs(10);
+    let sql = match store.backend() {
+        Backend::Sqlite => return,
+        Backend::Postgres => {
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'"
+        }
+        Backend::MySql => {
+            "SELECT COUNT(*) FROM information_schema.innodb_trx
+             WHERE trx_mysql_thread_id = $1 AND trx_state = 'LOCK WAIT'"
+        }
+    };
+    let start = Instant::now();
+    loop {
+        let mut conn = store.acquire().await.expect("acquire");
+        let (waiting,): (i64,) =
+            raw_query_as!(conn.as_conn(), sql, [id], fetch_one).expect("read the lock waits");
+        if waiting > 0 {
+            return;
+        }
+        assert!(start.elapsed() < BOUND, "session {id} did not wait on a lock within {BOUND:?}");
+        tokio::task::yield_now().await;
+    }
 }
 
 impl Db {

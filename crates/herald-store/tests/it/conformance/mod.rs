@@ -25,6 +25,7 @@ mod keys;
 mod lease;
 mod manage;
 mod migrate;
+mod operators;
 mod quota;
 mod read;
 mod receipts;

@@ -1,12 +1,13 @@
 //! Reads: one delivery (by id, scoped to a tenant or not, locked or not; by identity), its
-//! attempts, a tenant's keyset pages and their filters, queue health.
+//! attempts and its payload, a tenant's keyset pages and their filters, the selections bulk
+//! operations page through, counts per channel and state, queue health.
 
 use super::*;
 use herald_core::DeliveryState;
 use herald_store::deliveries::{
-    AttemptEnd, AttemptRow, DeliveryRow, ListFilter, StateChange, Transition,
-    deliveries_count_by_state, deliveries_list, delivery_attempts, delivery_by_identity,
-    delivery_get, oldest_due_age_ms,
+    AttemptEnd, AttemptRow, DeliveryRow, ListFilter, SelectFilter, StateChange, Transition,
+    deliveries_count_by_channel, deliveries_count_by_state, deliveries_list, deliveries_select,
+    delivery_attempts, delivery_by_identity, delivery_get, delivery_payload, oldest_due_age_ms,
 };
 use herald_store::sqlx::types::Uuid;
 use herald_store::{AsConn, Backend, Concurrency, ErrorClass};
@@ -18,6 +19,12 @@ conformance!(
     attempts_list_ended_attempts_and_the_one_in_flight,
     pages_are_newest_first_and_before_is_exclusive,
     pages_filter_by_tenant_state_and_channel,
+    pages_start_from_an_inclusive_id,
+    a_selection_filters_by_state_channel_and_id_range,
+    a_selection_pages_ascending_after_an_exclusive_id,
+    a_selection_by_error_code_reads_the_latest_attempt_only,
+    counts_by_channel_and_state_of_one_tenant_or_all,
+    a_payload_reads_back_as_submitted,
     oldest_due_age_and_counts_by_state_describe_the_queue,
     a_locked_read_holds_the_row_until_commit,
 );
@@ -30,7 +37,66 @@ async fn page(db: &Db, filter: ListFilter<'_>) -> Vec<Uuid> {
 }
 
 fn all_of(tenant: Uuid) -> ListFilter<'static> {
-    ListFilter { tenant, state: None, channel: None, before: None, limit: 100 }
+    ListFilter { tenant, state: None, channel: None, before: None, from: None, limit: 100 }
+}
+
+/// A selection of `filter.tenant`'s deliveries.
+async fn select(db: &Db, filter: SelectFilter<'_>) -> Vec<Uuid> {
+    deliveries_select(db.conn().await.as_conn(), &filter).await.unwrap()
+}
+
+fn every_one_of(tenant: Uuid) -> SelectFilter<'static> {
+    SelectFilter {
+        tenant,
+        state: None,
+        channel: None,
+        from: None,
+        to: None,
+        error_code: None,
+        after: None,
+        limit: 100,
+    }
+}
+
+/// Claims `operation_key` of `tenant` on `channel`, due `due_ms` after `T0` (the lease
+/// takes rows in due order); its id.
+async fn claimed_on(
+    db: &Db,
+    tenant: Uuid,
+    operation_key: &str,
+    channel: &str,
+    due_ms: i64,
+) -> Uuid {
+    let mut new = new_delivery(tenant, operation_key);
+    new.channel = channel;
+    new.send_at = Some(T0 + due_ms);
+    let got = claim(db, &new, at(0)).await;
+    assert!(matches!(got, herald_store::deliveries::Claim::Inserted { .. }), "{got:?}");
+    new.id
+}
+
+/// Ends attempt `n` of `id` (leased by [`WORKER`]) with `outcome` and `error_code`,
+/// moving the delivery to `state`.
+async fn end_attempt(
+    db: &Db,
+    id: Uuid,
+    n: i32,
+    outcome: &str,
+    error_code: &str,
+    state: StateChange<'_>,
+    now: i64,
+) {
+    let attempt = AttemptEnd {
+        n,
+        worker: WORKER,
+        outcome,
+        started_at: None,
+        error_code: Some(error_code),
+        error_message: None,
+    };
+    let t =
+        Transition { id, state: Some(state), settle: None, attempt: Some(attempt), now: at(now) };
+    apply(db, &t).await.unwrap();
 }
 
 async fn a_delivery_is_read_by_id_within_its_tenant_only(db: &Db) {
@@ -163,6 +229,188 @@ async fn pages_filter_by_tenant_state_and_channel(db: &Db) {
     assert!(page(db, filter(Some(DeliveryState::Sent), None)).await.is_empty());
     assert!(page(db, filter(None, Some("sms"))).await.is_empty());
     assert_eq!(page(db, all_of(globex)).await, vec![theirs]);
+}
+
+async fn pages_start_from_an_inclusive_id(db: &Db) {
+    let t = funded(db).await;
+    let mut newest_first = Vec::new();
+    for i in 0..5 {
+        newest_first.insert(0, claimed(db, t, &format!("order-{i}"), at(0)).await);
+    }
+    let from = |id: Uuid| ListFilter { from: Some(id), ..all_of(t) };
+    assert_eq!(page(db, from(newest_first[2])).await, newest_first[0..3]);
+    assert_eq!(page(db, from(newest_first[0])).await, newest_first[0..1]);
+    assert_eq!(page(db, from(newest_first[4])).await, newest_first);
+    // Between two bounds, and paged: `from` stays, `before` moves.
+    let range = ListFilter { before: Some(newest_first[0]), limit: 2, ..from(newest_first[3]) };
+    assert_eq!(page(db, range).await, newest_first[1..3]);
+    let next = ListFilter { before: Some(newest_first[2]), ..range };
+    assert_eq!(page(db, next).await, newest_first[3..4]);
+    let past = ListFilter { before: Some(newest_first[3]), ..range };
+    assert!(page(db, past).await.is_empty());
+    // A bound newer than every row.
+    assert!(page(db, from(Uuid::now_v7())).await.is_empty());
+}
+
+async fn a_selection_filters_by_state_channel_and_id_range(db: &Db) {
+    let acme = funded(db).await;
+    let globex = tenant(db, "globex").await;
+    grant(db, globex, KEY, 10).await;
+    let e0 = claimed_on(db, acme, "e0", CHANNEL, 0).await;
+    let e1 = claimed_on(db, acme, "e1", CHANNEL, 1).await;
+    let w = claimed_on(db, acme, "w", "webhook", 2).await;
+    let e2 = claimed_on(db, acme, "e2", CHANNEL, 3).await;
+    let e3 = claimed_on(db, acme, "e3", CHANNEL, 4).await;
+    let theirs = claimed_on(db, globex, "e0", CHANNEL, 5).await;
+    assert_eq!(ids(&lease(db, WORKER, 1, at(10)).await), vec![e0]);
+
+    let all = every_one_of(acme);
+    assert_eq!(select(db, all).await, vec![e0, e1, w, e2, e3], "ascending ids, one tenant");
+    assert_eq!(select(db, every_one_of(globex)).await, vec![theirs]);
+    assert!(select(db, every_one_of(Uuid::now_v7())).await.is_empty());
+
+    let state = |state| SelectFilter { state: Some(state), ..all };
+    assert_eq!(select(db, state(DeliveryState::Pending)).await, vec![e1, w, e2, e3]);
+    assert_eq!(select(db, state(DeliveryState::Sending)).await, vec![e0]);
+    assert!(select(db, state(DeliveryState::Sent)).await.is_empty());
+    let channel = |channel| SelectFilter { channel: Some(channel), ..all };
+    assert_eq!(select(db, channel("webhook")).await, vec![w]);
+    assert_eq!(select(db, channel(CHANNEL)).await, vec![e0, e1, e2, e3]);
+    assert!(select(db, channel("sms")).await.is_empty());
+    let pending_email = SelectFilter { state: Some(DeliveryState::Pending), ..channel(CHANNEL) };
+    assert_eq!(select(db, pending_email).await, vec![e1, e2, e3]);
+
+    // `from` is inclusive, `to` exclusive.
+    let range = |from, to| SelectFilter { from, to, ..all };
+    assert_eq!(select(db, range(Some(e1), None)).await, vec![e1, w, e2, e3]);
+    assert_eq!(select(db, range(None, Some(e2))).await, vec![e0, e1, w]);
+    assert_eq!(select(db, range(Some(e1), Some(e2))).await, vec![e1, w]);
+    assert_eq!(select(db, range(Some(w), Some(e2))).await, vec![w]);
+    assert!(select(db, range(Some(e2), Some(e2))).await.is_empty());
+    assert!(select(db, range(Some(e3), Some(e1))).await.is_empty());
+    let pending_from_w = SelectFilter { from: Some(w), ..pending_email };
+    assert_eq!(select(db, pending_from_w).await, vec![e2, e3]);
+    assert_eq!(select(db, SelectFilter { limit: 2, ..all }).await, vec![e0, e1]);
+    assert!(select(db, SelectFilter { limit: 0, ..all }).await.is_empty());
+}
+
+async fn a_selection_pages_ascending_after_an_exclusive_id(db: &Db) {
+    let t = funded(db).await;
+    let made = due(db, t, 5).await;
+    let page = SelectFilter { limit: 2, ..every_one_of(t) };
+    assert_eq!(select(db, page).await, made[0..2]);
+    assert_eq!(select(db, SelectFilter { after: Some(made[1]), ..page }).await, made[2..4]);
+    assert_eq!(select(db, SelectFilter { after: Some(made[3]), ..page }).await, made[4..5]);
+    assert!(select(db, SelectFilter { after: Some(made[4]), ..page }).await.is_empty());
+
+    // Paging to the end, as bulk replay does: every row once, in order.
+    let (mut seen, mut after) = (Vec::new(), None);
+    loop {
+        let got = select(db, SelectFilter { after, ..page }).await;
+        let Some(last) = got.last() else { break };
+        after = Some(*last);
+        seen.extend(got);
+    }
+    assert_eq!(seen, made);
+
+    // With the range: the tighter lower bound wins, and `to` still ends it.
+    let from_2 = SelectFilter { from: Some(made[2]), ..every_one_of(t) };
+    assert_eq!(select(db, SelectFilter { after: Some(made[0]), ..from_2 }).await, made[2..5]);
+    assert_eq!(select(db, SelectFilter { after: Some(made[2]), ..from_2 }).await, made[3..5]);
+    let to_4 = SelectFilter { to: Some(made[4]), after: Some(made[2]), ..from_2 };
+    assert_eq!(select(db, to_4).await, made[3..4]);
+    let after_to = SelectFilter { after: Some(made[3]), ..to_4 };
+    assert!(select(db, after_to).await.is_empty());
+}
+
+/// The latest attempt is the row whose `n` is the delivery's `attempts`: an earlier
+/// attempt's code does not match, nor does an attempt in flight (it has no row yet).
+async fn a_selection_by_error_code_reads_the_latest_attempt_only(db: &Db) {
+    let t = funded(db).await;
+    let [a, b, c, d] = due(db, t, 4).await.try_into().unwrap();
+    assert_eq!(ids(&lease(db, WORKER, 4, at(10)).await), vec![a, b, c, d]);
+    let retry = StateChange::Pending { retry_in: Duration::ZERO, error: None };
+    let fail = StateChange::Failed { error: None };
+    end_attempt(db, a, 1, "transient", "E1", retry, 20).await;
+    end_attempt(db, b, 1, "transient", "E2", retry, 20).await;
+    end_attempt(db, c, 1, "transient", "E2", retry, 20).await;
+    end_attempt(db, d, 1, "terminal", "E1", fail, 20).await;
+    let mut again = ids(&lease(db, WORKER, 3, at(30)).await);
+    again.sort();
+    assert_eq!(again, vec![a, b, c]);
+    end_attempt(db, a, 2, "terminal", "E2", fail, 40).await;
+    end_attempt(db, b, 2, "transient", "E1", retry, 40).await;
+    // c's second attempt is in flight: its latest attempt has no code yet.
+
+    let code = |code| SelectFilter { error_code: Some(code), ..every_one_of(t) };
+    assert_eq!(select(db, code("E1")).await, vec![b, d], "a's E1 was its first attempt");
+    assert_eq!(select(db, code("E2")).await, vec![a], "b's and c's E2 are not their latest");
+    assert!(select(db, code("E3")).await.is_empty());
+    let failed_e1 = SelectFilter { state: Some(DeliveryState::Failed), ..code("E1") };
+    assert_eq!(select(db, failed_e1).await, vec![d]);
+    let pending_e1 = SelectFilter { state: Some(DeliveryState::Pending), ..code("E1") };
+    assert_eq!(select(db, pending_e1).await, vec![b]);
+    assert_eq!(select(db, SelectFilter { after: Some(b), ..code("E1") }).await, vec![d]);
+    assert_eq!(select(db, SelectFilter { to: Some(d), ..code("E1") }).await, vec![b]);
+}
+
+async fn counts_by_channel_and_state_of_one_tenant_or_all(db: &Db) {
+    let acme = funded(db).await;
+    let globex = tenant(db, "globex").await;
+    grant(db, globex, KEY, 10).await;
+    let counts = |tenant| async move {
+        deliveries_count_by_channel(db.conn().await.as_conn(), tenant).await.unwrap()
+    };
+    assert!(counts(None).await.is_empty());
+    let e0 = claimed_on(db, acme, "e0", CHANNEL, 0).await;
+    claimed_on(db, acme, "e1", CHANNEL, 1).await;
+    claimed_on(db, acme, "e2", CHANNEL, 2).await;
+    claimed_on(db, acme, "w", "webhook", 3).await;
+    // Byte order: "SMS" sorts before "email" on every backend.
+    claimed_on(db, acme, "s", "SMS", 4).await;
+    claimed_on(db, globex, "e0", CHANNEL, 5).await;
+    claimed_on(db, globex, "w", "webhook", 6).await;
+    assert_eq!(ids(&lease(db, WORKER, 1, at(10)).await), vec![e0]);
+
+    let row = |channel: &str, state, n| (channel.to_string(), state, n);
+    use DeliveryState::{Pending, Sending};
+    assert_eq!(
+        counts(Some(acme)).await,
+        vec![
+            row("SMS", Pending, 1),
+            row(CHANNEL, Pending, 2),
+            row(CHANNEL, Sending, 1),
+            row("webhook", Pending, 1)
+        ]
+    );
+    assert_eq!(
+        counts(Some(globex)).await,
+        vec![row(CHANNEL, Pending, 1), row("webhook", Pending, 1)]
+    );
+    assert_eq!(
+        counts(None).await,
+        vec![
+            row("SMS", Pending, 1),
+            row(CHANNEL, Pending, 3),
+            row(CHANNEL, Sending, 1),
+            row("webhook", Pending, 2)
+        ]
+    );
+    assert!(counts(Some(Uuid::now_v7())).await.is_empty());
+}
+
+async fn a_payload_reads_back_as_submitted(db: &Db) {
+    let t = funded(db).await;
+    let plain = claimed(db, t, "order-1", at(0)).await;
+    // What a JSON type would rewrite: spacing, key order, a number's spelling, escapes.
+    let exact = r#"{ "z": 1.50, "a": [1e2, "é"],  "z2": {} }"#;
+    let mut new = new_delivery(t, "order-2");
+    new.payload = exact;
+    claim(db, &new, at(0)).await;
+    let mut conn = db.conn().await;
+    assert_eq!(delivery_payload(conn.as_conn(), plain).await.unwrap().as_deref(), Some(PAYLOAD));
+    assert_eq!(delivery_payload(conn.as_conn(), new.id).await.unwrap().as_deref(), Some(exact));
+    assert_eq!(delivery_payload(conn.as_conn(), Uuid::now_v7()).await.unwrap(), None);
 }
 
 async fn oldest_due_age_and_counts_by_state_describe_the_queue(db: &Db) {

@@ -1,0 +1,43 @@
+use crate::clock::Now;
+use crate::error::StoreError;
+use sqlx::PgConnection;
+
+/// The release recorded for `worker`: this one when the row is new. A concurrent register
+/// of the same id waits on the primary key for the first transaction, then does nothing
+/// (no failed statement: the caller's transaction goes on) and reads the row the first
+/// committed, in a statement of its own so that READ COMMITTED sees it.
+pub(crate) async fn worker_register(
+    c: &mut PgConnection,
+    worker: &str,
+    release: &str,
+    now: Now,
+) -> Result<String, StoreError> {
+    let inserted = sqlx::query(
+        "INSERT INTO herald_workers (worker, release, started_at)
+         VALUES ($1, $2, herald_ms(herald_now($3)))
+         ON CONFLICT (worker) DO NOTHING",
+    )
+    .bind(worker)
+    .bind(release)
+    .bind(now.pg())
+    .execute(&mut *c)
+    .await?
+    .rows_affected();
+    if inserted == 1 {
+        return Ok(release.to_string());
+    }
+    Ok(sqlx::query_scalar("SELECT release FROM herald_workers WHERE worker = $1")
+        .bind(worker)
+        .fetch_one(c)
+        .await?)
+}
+
+pub(crate) async fn worker_releases(
+    c: &mut PgConnection,
+    workers: &[&str],
+) -> Result<Vec<(String, String)>, StoreError> {
+    Ok(sqlx::query_as("SELECT worker, release FROM herald_workers WHERE worker = ANY($1)")
+        .bind(workers)
+        .fetch_all(c)
+        .await?)
+}
