@@ -42,6 +42,9 @@ pub struct Attempt {
     pub outcome: Option<String>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
+    /// The release the attempt's worker ran (`WorkerOptions::release`, `HERALD_RELEASE`);
+    /// `None` for a worker from before herald recorded releases.
+    pub release: Option<String>,
 }
 
 /// A stored time; out of range is an error that names the value, never a default.
@@ -96,6 +99,7 @@ impl TryFrom<AttemptRow> for Attempt {
             outcome: r.outcome,
             error_code: r.error_code,
             error_message: r.error_message,
+            release: None,
         })
     }
 }

@@ -35,6 +35,8 @@ pub struct Herald {
     pub(crate) wake: Arc<Wake>,
     pub(crate) settings: Arc<crate::settings::Cached>,
     pub(crate) group: Arc<crate::group::Group>,
+    /// Outcomes counted for the dashboard, not yet written (`rollup.rs`).
+    pub(crate) rollup: Arc<crate::rollup::Rollup>,
 }
 
 impl Herald {
@@ -57,6 +59,7 @@ impl Herald {
             wake: Arc::default(),
             settings: Arc::default(),
             group: Arc::default(),
+            rollup: Arc::default(),
         }
     }
 

@@ -13,8 +13,10 @@
 //! README.md shows both in use; its examples are compiled as doctests.
 
 mod admin;
+pub mod alerts;
 #[doc(hidden)]
 pub mod bench;
+mod bulk;
 mod channel;
 pub mod channels;
 mod clock;
@@ -32,6 +34,7 @@ mod outcome;
 mod reconciler;
 mod recorder;
 mod retention;
+mod rollup;
 mod runner;
 mod settings;
 mod sql_api;
@@ -41,6 +44,7 @@ mod wake;
 mod worker;
 
 pub use admin::{Tenant, new_webhook_secret};
+pub use bulk::{BULK_MAX, BulkAction, BulkFilter, BulkReport};
 pub use channel::{Channel, Leased, Outcome};
 pub use clock::Clock;
 pub use delivery::{Attempt, Delivery};
@@ -58,15 +62,16 @@ pub use herald_store::{
 };
 pub use keys::{NewApiKey, api_key_parse};
 pub use once::{Once, once};
-pub use ops::{DeliveryFilter, Migrated, QueueStats};
+pub use ops::{DeliveryFilter, JournalEntry, Migrated, QueueStats};
 pub use outcome::AttemptReport;
 pub use reconciler::{ReconcileReport, Reconciler, ReconcilerOptions};
 pub use retention::{Retention, RetentionOptions, RetentionReport};
+pub use rollup::{Minute, ROLLUP_FLUSH_EVERY};
 pub use runner::{Committed, TxOptions};
 pub use settings::{SETTINGS_REFRESH, Settings};
 pub use sql_api::SqlGrant;
 pub use submit::{SubmitRequest, Submitted};
-pub use worker::{RunReport, Worker, WorkerOptions, WorkerStats};
+pub use worker::{RELEASE_DEFAULT, RunReport, Worker, WorkerOptions, WorkerStats};
 
 /// A cancellation token: background loops stop when it is cancelled.
 pub use tokio_util::sync::CancellationToken;

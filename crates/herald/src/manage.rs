@@ -19,6 +19,7 @@ use herald_store::quota::{
     quota_reserve,
 };
 use herald_store::tenants::tenant_exists;
+use herald_store::workers::worker_releases;
 use uuid::Uuid;
 
 impl Herald {
@@ -111,12 +112,26 @@ impl Herald {
                     if delivery_get(conn.reborrow(), Some(tenant), id, false).await?.is_none() {
                         return Ok(None);
                     }
-                    Ok(Some(delivery_attempts(conn, id).await?))
+                    let attempts = delivery_attempts(conn.reborrow(), id).await?;
+                    let mut workers: Vec<&str> =
+                        attempts.iter().map(|a| a.worker.as_str()).collect();
+                    workers.sort_unstable();
+                    workers.dedup();
+                    let releases = worker_releases(conn, &workers).await?;
+                    Ok(Some((attempts, releases)))
                 })
             })
             .await?
             .ok_or(Error::NotFound)?;
-        attempts.into_iter().map(Attempt::try_from).collect()
+        let (attempts, releases) = attempts;
+        let releases: std::collections::HashMap<String, String> = releases.into_iter().collect();
+        attempts
+            .into_iter()
+            .map(|row| {
+                let release = releases.get(&row.worker).cloned();
+                Attempt::try_from(row).map(|a| Attempt { release, ..a })
+            })
+            .collect()
     }
 
     /// Replays a failed or cancelled delivery: same row, reservation seq + 1, a fresh

@@ -2,16 +2,21 @@
 //! The facade's side of `herald deliveries list`, `GET /v1/deliveries`, the metrics gauges
 //! and `herald migrate`, so that neither the server nor the CLI reaches past the library.
 
+use crate::bulk::uuid_at;
 use crate::delivery::Delivery;
+use crate::delivery::ts;
 use crate::error::Error;
 use crate::handle::Herald;
 use herald_core::DeliveryState;
 use herald_core::{DeliveryId, TenantId};
 use herald_store::deliveries::{
-    ListFilter, deliveries_count_by_state, deliveries_list, delivery_get, oldest_due_age_ms,
+    ListFilter, deliveries_count_by_channel, deliveries_count_by_state, deliveries_list,
+    delivery_by_identity, delivery_get, delivery_payload, oldest_due_age_ms,
 };
-use herald_store::quota::quota_reserved_by_tenant;
+use herald_store::quota::{quota_journal_recent, quota_reserved_by_tenant};
+use herald_store::tenants::{tenant_get, tenants_list};
 use herald_store::{DbUrl, Store, StoreOptions};
+use jiff::Timestamp;
 use std::time::Duration;
 
 /// Which of a tenant's deliveries to list, newest first.
@@ -22,7 +27,22 @@ pub struct DeliveryFilter {
     pub channel: Option<String>,
     /// Keyset position: only deliveries created before this one (exclusive).
     pub before: Option<DeliveryId>,
+    /// Only deliveries created at or after this time.
+    pub from: Option<Timestamp>,
+    /// Only deliveries created before this time.
+    pub to: Option<Timestamp>,
     pub limit: usize,
+}
+
+/// One entry of a tenant's quota journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalEntry {
+    pub at: Timestamp,
+    pub quota_key: String,
+    /// `grant`, `reserve`, `commit` or `release`.
+    pub kind: String,
+    pub amount: i64,
+    pub delivery: Option<DeliveryId>,
 }
 
 /// The queue as the metrics gauges show it.
@@ -49,17 +69,120 @@ pub struct Migrated {
 impl Herald {
     /// A page of a tenant's deliveries.
     pub async fn deliveries(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>, Error> {
+        // Ids are UUIDv7: a creation-time range is an id range.
+        let to = filter.to.map(uuid_at);
+        let before = match (filter.before.map(DeliveryId::as_uuid), to) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let filter = ListFilter {
             tenant: filter.tenant.as_uuid(),
             state: filter.state,
             channel: filter.channel.as_deref(),
-            before: filter.before.map(DeliveryId::as_uuid),
+            before,
+            from: filter.from.map(uuid_at),
             limit: filter.limit,
         };
         let rows = self
             .read(|conn, _| Box::pin(async move { deliveries_list(conn, &filter).await }))
             .await?;
         rows.into_iter().map(Delivery::try_from).collect()
+    }
+
+    /// A tenant's deliveries with this operation key, on any of `channels` (the identity
+    /// is (tenant, operation key, channel)).
+    pub async fn deliveries_by_key(
+        &self,
+        tenant: TenantId,
+        operation_key: &str,
+        channels: &[String],
+    ) -> Result<Vec<Delivery>, Error> {
+        let tenant = tenant.as_uuid();
+        let rows = self
+            .read(|mut conn, _| {
+                Box::pin(async move {
+                    let mut found = Vec::new();
+                    for channel in channels {
+                        if let Some(row) =
+                            delivery_by_identity(conn.reborrow(), tenant, operation_key, channel)
+                                .await?
+                        {
+                            found.push(row);
+                        }
+                    }
+                    Ok(found)
+                })
+            })
+            .await?;
+        rows.into_iter().map(Delivery::try_from).collect()
+    }
+
+    /// A tenant's delivery's payload, as submitted (JSON text).
+    pub async fn payload(&self, tenant: TenantId, id: DeliveryId) -> Result<String, Error> {
+        let (tenant, id) = (tenant.as_uuid(), id.as_uuid());
+        self.read(|mut conn, _| {
+            Box::pin(async move {
+                if delivery_get(conn.reborrow(), Some(tenant), id, false).await?.is_none() {
+                    return Ok(None);
+                }
+                delivery_payload(conn, id).await
+            })
+        })
+        .await?
+        .ok_or(Error::NotFound)
+    }
+
+    /// A tenant's name; `NotFound` when there is no such tenant.
+    pub async fn tenant_name(&self, tenant: TenantId) -> Result<String, Error> {
+        let tenant = tenant.as_uuid();
+        self.read(|conn, _| Box::pin(async move { tenant_get(conn, tenant).await }))
+            .await?
+            .map(|row| row.name)
+            .ok_or(Error::NotFound)
+    }
+
+    /// Tenants (id, name), by name, at most `limit`.
+    pub async fn tenants(&self, limit: usize) -> Result<Vec<(TenantId, String)>, Error> {
+        let rows =
+            self.read(|conn, _| Box::pin(async move { tenants_list(conn, limit).await })).await?;
+        Ok(rows.into_iter().map(|(id, name)| (TenantId::from_uuid(id), name)).collect())
+    }
+
+    /// Deliveries per (channel, state), of one tenant or of all.
+    pub async fn delivery_counts(
+        &self,
+        tenant: Option<TenantId>,
+    ) -> Result<Vec<(String, DeliveryState, i64)>, Error> {
+        let tenant = tenant.map(TenantId::as_uuid);
+        self.read(|conn, _| {
+            Box::pin(async move { deliveries_count_by_channel(conn, tenant).await })
+        })
+        .await
+    }
+
+    /// A tenant's newest quota journal entries, newest first.
+    pub async fn journal(
+        &self,
+        tenant: TenantId,
+        limit: usize,
+    ) -> Result<Vec<JournalEntry>, Error> {
+        let tenant = tenant.as_uuid();
+        let rows = self
+            .read(|conn, _| {
+                Box::pin(async move { quota_journal_recent(conn, tenant, limit).await })
+            })
+            .await?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(JournalEntry {
+                    at: ts(r.at, || format!("the journal entry of {}", r.quota_key))?,
+                    quota_key: r.quota_key,
+                    kind: r.kind,
+                    amount: r.amount,
+                    delivery: r.delivery_id.map(DeliveryId::from_uuid),
+                })
+            })
+            .collect()
     }
 
     /// The tenant a delivery belongs to, for an operator who holds only its id.

@@ -6,6 +6,7 @@
 use crate::error::Error;
 use crate::handle::Herald;
 use crate::outcome::AttemptReport;
+use crate::rollup::Counted;
 use herald_core::limits::{RECONCILE_BATCH_MAX, RECONCILE_EVERY_DEFAULT};
 use herald_core::{Decision, Report, RetryPolicy};
 use herald_store::deliveries::{deliveries_expired, oldest_due_age_ms};
@@ -81,6 +82,13 @@ impl Reconciler {
                 ),
             };
             let decision = self.herald.record_report(&lost, &self.options.retry).await?;
+            if decision.is_some_and(|d| d.attempt_outcome().is_some()) {
+                let tenant = herald_core::TenantId::from_uuid(lease.tenant_id);
+                self.herald.count_outcome(tenant, &lease.channel, Counted::Lost);
+                if let Some(Counted::Failed) = Counted::of(decision) {
+                    self.herald.count_outcome(tenant, &lease.channel, Counted::Failed);
+                }
+            }
             match decision {
                 Some(Decision::Requeue { .. }) => report.requeued += 1,
                 Some(Decision::Fail { .. }) => report.failed += 1,

@@ -64,6 +64,8 @@ impl Retention {
             report.deliveries += pruned.deliveries;
             report.receipts += pruned.receipts;
             if pruned.deliveries < limit as u64 && pruned.receipts < limit as u64 {
+                // The dashboard's per-minute counts go with the deliveries they counted.
+                self.herald.rollup_prune(keep).await?;
                 return Ok(report);
             }
         }

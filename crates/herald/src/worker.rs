@@ -12,18 +12,20 @@ use crate::handle::Herald;
 use crate::known_leases::{KnownLeases, LeaseKey};
 use crate::outcome::AttemptReport;
 use crate::recorder::{Recorder, Recording};
+use crate::rollup::Counted;
 use crate::wake::Listener;
 use crate::wake::{HOT_FOR, HOT_POLL_EVERY};
 use herald_core::limits::{
     LEASE_BATCH_MAX, LEASE_DEFAULT, LEASE_SAFETY_MARGIN, ORPHANS_BATCH_MAX, POLL_INTERVAL_DEFAULT,
-    SEND_TIMEOUT_DEFAULT, SHUTDOWN_GRACE_DEFAULT, WORKER_ID_LEN_MAX, WORKER_SLOTS_DEFAULT,
-    WORKER_SLOTS_MAX,
+    RELEASE_LEN_MAX, SEND_TIMEOUT_DEFAULT, SHUTDOWN_GRACE_DEFAULT, WORKER_ID_LEN_MAX,
+    WORKER_SLOTS_DEFAULT, WORKER_SLOTS_MAX,
 };
 use herald_core::{Decision, Payload, Report, RetryPolicy};
 use herald_store::deliveries::{
     Lease, LeasedRow, deliveries_lease, deliveries_leased_by, delivery_hand_back,
     delivery_lease_extend,
 };
+use herald_store::workers::worker_register;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,11 +37,19 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+/// The release a worker records when `HERALD_RELEASE` does not say: herald's version.
+pub const RELEASE_DEFAULT: &str = env!("CARGO_PKG_VERSION");
+
 /// Worker settings; every field has a documented default.
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
     /// This worker's lease-owner name; unique per process.
     pub id: String,
+    /// The release this process runs (`HERALD_RELEASE`; default herald's version),
+    /// recorded once for the worker id before its first lease: every attempt names its
+    /// worker, so every attempt's release is known. A worker id already recorded with
+    /// another release is refused (it would relabel that release's attempts).
+    pub release: String,
     /// Concurrent sends (`HERALD_WORKERS`).
     pub slots: usize,
     /// Lease length (`HERALD_LEASE`).
@@ -61,6 +71,7 @@ impl Default for WorkerOptions {
         let suffix = uuid::Uuid::now_v7().simple().to_string();
         WorkerOptions {
             id: format!("w{}-{}", std::process::id(), &suffix[suffix.len() - 8..]),
+            release: RELEASE_DEFAULT.to_string(),
             slots: WORKER_SLOTS_DEFAULT,
             lease: LEASE_DEFAULT,
             send_timeout: SEND_TIMEOUT_DEFAULT,
@@ -79,6 +90,14 @@ impl WorkerOptions {
         if self.id.is_empty() || self.id.len() > WORKER_ID_LEN_MAX {
             return Err(Error::Invalid(format!(
                 "worker id must be 1 to {WORKER_ID_LEN_MAX} bytes"
+            )));
+        }
+        if self.release.is_empty()
+            || self.release.len() > RELEASE_LEN_MAX
+            || self.release.chars().any(char::is_control)
+        {
+            return Err(Error::Invalid(format!(
+                "release must be 1 to {RELEASE_LEN_MAX} bytes without control characters"
             )));
         }
         if !(1..=WORKER_SLOTS_MAX).contains(&self.slots) {
@@ -156,6 +175,8 @@ struct Inner {
     /// Where finished sends queue their outcomes; started with the first one.
     recorder: OnceLock<mpsc::UnboundedSender<Recording>>,
     counts: Arc<WorkerCounts>,
+    /// Set once the worker's release is recorded (before its first lease).
+    registered: tokio::sync::OnceCell<()>,
 }
 
 impl fmt::Debug for Worker {
@@ -178,7 +199,9 @@ impl Worker {
         let channels: BTreeMap<_, _> = channels.into_iter().collect();
         let channel_names = channels.keys().cloned().collect();
         let (recorder, counts) = (OnceLock::new(), Arc::default());
-        let inner = Inner { herald, options, channels, channel_names, recorder, counts };
+        let registered = tokio::sync::OnceCell::new();
+        let inner =
+            Inner { herald, options, channels, channel_names, recorder, counts, registered };
         Ok(Worker { inner: Arc::new(inner) })
     }
 
@@ -372,6 +395,7 @@ impl Worker {
         if limit == 0 {
             return Ok(Vec::new());
         }
+        inner.registered.get_or_try_init(|| inner.register()).await?;
         let now = inner.herald.clock().now();
         let (worker, channels, lease) =
             (inner.options.id.as_str(), inner.channel_names.as_slice(), inner.options.lease);
@@ -416,6 +440,26 @@ impl<T> Drop for AbortOnDrop<T> {
 }
 
 impl Inner {
+    /// Records which release this worker id runs; refuses an id recorded with another.
+    async fn register(&self) -> Result<(), Error> {
+        let (worker, release) = (self.options.id.as_str(), self.options.release.as_str());
+        let now = self.herald.clock().now();
+        let recorded = self
+            .herald
+            .transaction(|tx| {
+                Box::pin(async move { Ok(worker_register(tx.conn(), worker, release, now).await?) })
+            })
+            .await?
+            .value;
+        match recorded {
+            None => Ok(()),
+            Some(other) => Err(Error::Invalid(format!(
+                "worker id {worker:?} is recorded as running release {other:?}, not {release:?}: \
+                 a worker id names one process"
+            ))),
+        }
+    }
+
     /// Sends one leased delivery and records its outcome, with every event it logs tagged
     /// by this delivery's span. The span instruments the future (entered on each poll,
     /// left at each await), so other tasks' events on this thread are never tagged with it.
@@ -482,6 +526,7 @@ impl Inner {
                 (Report::Terminal, None, Some(code), Some(message))
             }
         };
+        let (tenant, channel) = (herald_core::TenantId::from_uuid(d.tenant_id), d.channel);
         let report = AttemptReport {
             delivery: d.id.into(),
             n: d.attempts,
@@ -500,6 +545,9 @@ impl Inner {
             None => "stale_ignored",
         };
         metrics::counter!("herald_attempts_total", "outcome" => outcome_label).increment(1);
+        if let Some(counted) = Counted::of(decision) {
+            self.herald.count_outcome(tenant, &channel, counted);
+        }
         if decision == Some(Decision::RecordLateSent) {
             tracing::warn!("late sent: the delivery had already failed or been cancelled");
         }

@@ -115,7 +115,7 @@ pub fn classify(code: Option<u16>, message: &str) -> Outcome {
     match code {
         Some(550 | 551 | 553) => Outcome::terminal(format!("smtp_{}", code.unwrap_or(0)), message),
         Some(c @ (530 | 535)) => {
-            metrics::counter!("herald_operator_alerts_total", "reason" => "smtp_auth").increment(1);
+            crate::alerts::raise("smtp_auth");
             tracing::error!(
                 code = c,
                 "the SMTP relay refused herald's credentials: fix HERALD_SMTP_URL"
@@ -124,8 +124,7 @@ pub fn classify(code: Option<u16>, message: &str) -> Outcome {
         }
         Some(c) => Outcome::transient(format!("smtp_{c}"), message),
         None => {
-            metrics::counter!("herald_operator_alerts_total", "reason" => "smtp_unreachable")
-                .increment(1);
+            crate::alerts::raise("smtp_unreachable");
             Outcome::transient("smtp_connection", message)
         }
     }

@@ -1,0 +1,141 @@
+//! Replay or cancel every delivery a filter matches — after an outage, hundreds of failed
+//! deliveries at once — with a dry run that only counts. The matches are read in pages
+//! (ascending id, no locks) and each is replayed or cancelled exactly as a single call
+//! does, in its own transaction: it keeps its id and identity, a replay takes a new
+//! reservation, a cancel releases its own. A delivery whose state changed since it was
+//! read (or whose account is short) is skipped, never forced.
+
+use crate::error::Error;
+use crate::handle::Herald;
+use herald_core::{DeliveryState, TenantId};
+use herald_store::deliveries::{SelectFilter, deliveries_select};
+use jiff::Timestamp;
+use uuid::Uuid;
+
+/// Most deliveries one bulk call handles; `BulkReport::more` says when more matched.
+pub const BULK_MAX: usize = 10_000;
+
+/// Ids read per page.
+const PAGE: usize = 500;
+
+/// Which of a tenant's deliveries a bulk action takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BulkFilter {
+    pub state: Option<DeliveryState>,
+    pub channel: Option<String>,
+    /// Created at or after.
+    pub from: Option<Timestamp>,
+    /// Created before.
+    pub to: Option<Timestamp>,
+    /// The error code of the delivery's latest attempt.
+    pub error_code: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BulkAction {
+    Replay,
+    Cancel,
+}
+
+/// What a bulk call found and did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BulkReport {
+    /// Deliveries the filter matched (at most `BULK_MAX`).
+    pub matched: u64,
+    /// Replayed or cancelled (0 on a dry run).
+    pub changed: u64,
+    /// Matched, but their state no longer allowed it or their account was short.
+    pub skipped: u64,
+    /// More than `BULK_MAX` matched: call again for the rest.
+    pub more: bool,
+}
+
+/// The smallest UUIDv7 of millisecond `at`: ids are UUIDv7, so "created at or after `at`"
+/// is "id ≥ this".
+pub(crate) fn uuid_at(at: Timestamp) -> Uuid {
+    let ms = at.as_millisecond().clamp(0, (1 << 48) - 1) as u128;
+    Uuid::from_u128(ms << 80)
+}
+
+impl Herald {
+    /// Replays or cancels the tenant's deliveries that `filter` matches (or, with
+    /// `dry_run`, only counts them), up to [`BULK_MAX`].
+    pub async fn bulk(
+        &self,
+        tenant: TenantId,
+        action: BulkAction,
+        filter: &BulkFilter,
+        dry_run: bool,
+    ) -> Result<BulkReport, Error> {
+        if let (Some(from), Some(to)) = (filter.from, filter.to)
+            && from >= to
+        {
+            return Err(Error::Invalid("from must be before to".into()));
+        }
+        let mut report = BulkReport::default();
+        let mut after = None;
+        loop {
+            let want = (BULK_MAX - report.matched as usize).min(PAGE) + 1;
+            let select = SelectFilter {
+                tenant: tenant.as_uuid(),
+                state: filter.state,
+                channel: filter.channel.as_deref(),
+                from: filter.from.map(uuid_at),
+                to: filter.to.map(uuid_at),
+                error_code: filter.error_code.as_deref(),
+                after,
+                limit: want,
+            };
+            let mut ids = self
+                .read(|conn, _| Box::pin(async move { deliveries_select(conn, &select).await }))
+                .await?;
+            let full = ids.len() == want;
+            if full {
+                ids.pop();
+            }
+            after = ids.last().copied();
+            for id in ids {
+                report.matched += 1;
+                if dry_run {
+                    continue;
+                }
+                let id = herald_core::DeliveryId::from_uuid(id);
+                let done = match action {
+                    BulkAction::Replay => self.replay(tenant, id).await.map(drop),
+                    BulkAction::Cancel => self.cancel(tenant, id).await.map(drop),
+                };
+                match done {
+                    Ok(()) => report.changed += 1,
+                    Err(
+                        Error::WrongState { .. } | Error::QuotaExhausted { .. } | Error::NotFound,
+                    ) => report.skipped += 1,
+                    Err(e) => return Err(e),
+                }
+            }
+            if !full {
+                return Ok(report);
+            }
+            if report.matched as usize >= BULK_MAX {
+                report.more = true;
+                return Ok(report);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_time_bound_is_the_smallest_uuid_of_its_millisecond() {
+        let at = Timestamp::from_millisecond(1_700_000_000_123).unwrap_or(Timestamp::UNIX_EPOCH);
+        let bound = uuid_at(at);
+        let ms = |u: Uuid| (u.as_u128() >> 80) as i64;
+        assert_eq!(ms(bound), 1_700_000_000_123);
+        assert!(bound.as_u128() & ((1u128 << 80) - 1) == 0);
+        let before = uuid_at(Timestamp::now());
+        assert!(before <= Uuid::now_v7(), "an id made after a time is at or above its bound");
+        assert_eq!(uuid_at(Timestamp::UNIX_EPOCH), Uuid::nil());
+    }
+}
