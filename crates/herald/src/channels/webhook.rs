@@ -116,10 +116,16 @@ impl WebhookChannel {
             .send()
             .await;
         match response {
-            Ok(r) => classify(
-                r.status().as_u16(),
-                r.headers().get("retry-after").and_then(|v| v.to_str().ok()),
-            ),
+            Ok(r) => {
+                let outcome = classify(
+                    r.status().as_u16(),
+                    r.headers().get("retry-after").and_then(|v| v.to_str().ok()),
+                );
+                match outcome {
+                    Outcome::Sent => Outcome::Sent,
+                    failed => with_excerpt(failed, body_excerpt(r).await),
+                }
+            }
             Err(e) => {
                 if let Some(refused) = find_source::<TargetRefused>(&e) {
                     return Outcome::terminal("target_refused", refused.to_string());
@@ -150,6 +156,52 @@ pub fn classify(status: u16, retry_after: Option<&str>) -> Outcome {
             code: format!("http_{status}"),
             message: format!("the receiver answered {status}"),
         },
+    }
+}
+
+/// Bytes of a refusing receiver's answer kept in the attempt's error message.
+pub const EXCERPT_MAX: usize = 256;
+
+/// The start of a receiver's answer, as text: at most `EXCERPT_MAX` bytes read (a longer
+/// body is not waited for), invalid UTF-8 replaced, control characters as spaces. The
+/// receiver wrote it, so whoever shows it treats it as hostile text.
+async fn body_excerpt(mut r: reqwest::Response) -> String {
+    let mut bytes = Vec::new();
+    while bytes.len() < EXCERPT_MAX {
+        match r.chunk().await {
+            Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    excerpt(&bytes)
+}
+
+/// `EXCERPT_MAX` bytes of `bytes` as one line of text, cut at a character boundary.
+pub fn excerpt(bytes: &[u8]) -> String {
+    let cut = bytes.len() > EXCERPT_MAX;
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(EXCERPT_MAX)]);
+    // A character the cut split in two is dropped, not shown as a replacement.
+    let text = if cut { text.trim_end_matches('\u{FFFD}') } else { &text };
+    let mut line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if cut {
+        line.push('…');
+    }
+    line.trim().to_string()
+}
+
+/// A refusal's message with what the receiver said, when it said anything.
+fn with_excerpt(outcome: Outcome, said: String) -> Outcome {
+    if said.is_empty() {
+        return outcome;
+    }
+    match outcome {
+        Outcome::Transient { retry_after, code, message } => {
+            Outcome::Transient { retry_after, code, message: format!("{message}: {said}") }
+        }
+        Outcome::Terminal { code, message } => {
+            Outcome::Terminal { code, message: format!("{message}: {said}") }
+        }
+        Outcome::Sent => Outcome::Sent,
     }
 }
 
@@ -193,6 +245,24 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_receivers_answer_is_kept_short_and_on_one_line() {
+        assert_eq!(excerpt(b""), "");
+        assert_eq!(
+            excerpt(b"  <b>down</b>\r\n\tfor\x00maintenance\n"),
+            "<b>down</b>   for maintenance"
+        );
+        assert_eq!(excerpt(&[0xff, b'o', b'k']), "\u{FFFD}ok");
+        let long = "é".repeat(EXCERPT_MAX);
+        let cut = excerpt(long.as_bytes());
+        assert!(cut.ends_with("é…") && cut.len() <= EXCERPT_MAX + '…'.len_utf8(), "{cut}");
+        let failed = with_excerpt(classify(503, None), excerpt(b"busy"));
+        assert!(
+            matches!(&failed, Outcome::Transient { message, .. } if message == "the receiver answered 503: busy"),
+            "{failed:?}"
+        );
+    }
 
     #[test]
     fn statuses() {
