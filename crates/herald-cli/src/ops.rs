@@ -2,7 +2,9 @@
 //! default, `--json` for scripts.
 
 use anyhow::{Context, Result, anyhow, bail};
-use herald::{Delivery, DeliveryFilter, DeliveryId, DeliveryState, Herald, TenantId};
+use herald::{
+    BulkAction, BulkFilter, Delivery, DeliveryFilter, DeliveryId, DeliveryState, Herald, TenantId,
+};
 use herald_core::limits::OPERATOR_LIST_MAX;
 use uuid::Uuid;
 
@@ -72,10 +74,46 @@ pub enum DeliveriesCmd {
     Show { id: String },
     /// A delivery's attempts.
     Attempts { id: String },
-    /// Re-queue a failed or cancelled delivery (same id, new reservation).
-    Replay { id: String },
-    /// Cancel a pending delivery (its reservation is released).
-    Cancel { id: String },
+    /// Re-queue a failed or cancelled delivery (same id, new reservation); or, with
+    /// --tenant and filters instead of an id, every delivery they match (up to 10,000 a
+    /// call; --dry-run only counts).
+    Replay {
+        id: Option<String>,
+        #[command(flatten)]
+        matching: Matching,
+    },
+    /// Cancel a pending delivery (its reservation is released); or, with --tenant and
+    /// filters instead of an id, every delivery they match.
+    Cancel {
+        id: Option<String>,
+        #[command(flatten)]
+        matching: Matching,
+    },
+}
+
+/// Which deliveries a bulk replay or cancel takes.
+#[derive(Debug, clap::Args)]
+pub struct Matching {
+    /// The tenant whose deliveries to take (instead of one delivery's id).
+    #[arg(long, conflicts_with = "id")]
+    tenant: Option<String>,
+    /// pending, sending, sent, failed or cancelled.
+    #[arg(long, requires = "tenant")]
+    state: Option<String>,
+    #[arg(long, requires = "tenant")]
+    channel: Option<String>,
+    /// Created at or after this time (RFC 3339).
+    #[arg(long, requires = "tenant")]
+    from: Option<String>,
+    /// Created before this time (RFC 3339).
+    #[arg(long, requires = "tenant")]
+    to: Option<String>,
+    /// The error code of the latest attempt, e.g. http_500.
+    #[arg(long, requires = "tenant")]
+    error_code: Option<String>,
+    /// Only count what matches; change nothing.
+    #[arg(long, requires = "tenant")]
+    dry_run: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -292,7 +330,15 @@ pub async fn deliveries(db: Db, cmd: DeliveriesCmd) -> Result<()> {
                 None => None,
                 Some(s) => Some(s.parse::<DeliveryState>().map_err(|e| anyhow!("{e}"))?),
             };
-            let filter = DeliveryFilter { tenant, state, channel, before: None, limit };
+            let filter = DeliveryFilter {
+                tenant,
+                state,
+                channel,
+                before: None,
+                from: None,
+                to: None,
+                limit,
+            };
             let list = herald.deliveries(&filter).await?;
             if db.json {
                 let rows: Vec<_> = list.iter().map(delivery_json).collect();
@@ -314,36 +360,87 @@ pub async fn deliveries(db: Db, cmd: DeliveriesCmd) -> Result<()> {
             if db.json {
                 let rows: Vec<_> = attempts
                     .iter()
-                    .map(|a| serde_json::json!({"n": a.n, "worker": a.worker, "started_at": a.started_at.to_string(), "finished_at": a.finished_at.map(|t| t.to_string()), "outcome": a.outcome, "error_code": a.error_code, "error_message": a.error_message}))
+                    .map(|a| serde_json::json!({"n": a.n, "worker": a.worker, "started_at": a.started_at.to_string(), "finished_at": a.finished_at.map(|t| t.to_string()), "outcome": a.outcome, "error_code": a.error_code, "error_message": a.error_message, "release": a.release}))
                     .collect();
                 println!("{}", serde_json::json!({"attempts": rows}));
             } else {
                 for a in attempts {
                     println!(
-                        "{:>3}  {:<10} {:<24} {} {}",
+                        "{:>3}  {:<10} {:<24} {:<12} {} {}",
                         a.n,
                         a.outcome.as_deref().unwrap_or("running"),
                         a.worker,
+                        a.release.as_deref().unwrap_or("-"),
                         a.started_at,
                         a.error_message.as_deref().unwrap_or("")
                     );
                 }
             }
         }
-        DeliveriesCmd::Replay { id } => {
+        DeliveriesCmd::Replay { id: Some(id), .. } => {
             let id = uuid("delivery", &id)?;
             let d =
                 herald.replay(tenant_of(&herald, id).await?, id).await.context("replay refused")?;
             print_delivery(&d, db.json);
         }
-        DeliveriesCmd::Cancel { id } => {
+        DeliveriesCmd::Cancel { id: Some(id), .. } => {
             let id = uuid("delivery", &id)?;
             let d =
                 herald.cancel(tenant_of(&herald, id).await?, id).await.context("cancel refused")?;
             print_delivery(&d, db.json);
         }
+        DeliveriesCmd::Replay { id: None, matching } => {
+            bulk(&herald, BulkAction::Replay, matching, db.json).await?;
+        }
+        DeliveriesCmd::Cancel { id: None, matching } => {
+            bulk(&herald, BulkAction::Cancel, matching, db.json).await?;
+        }
     }
     herald.close().await;
+    Ok(())
+}
+
+/// A bulk replay or cancel by filter, or its dry run.
+async fn bulk(herald: &Herald, action: BulkAction, m: Matching, json: bool) -> Result<()> {
+    let Some(tenant) = m.tenant else {
+        bail!("give a delivery id, or --tenant and filters");
+    };
+    let tenant = uuid("tenant", &tenant)?;
+    let time = |raw: Option<String>, name: &str| -> Result<Option<jiff::Timestamp>> {
+        raw.map(|t| t.parse().map_err(|_| anyhow!("--{name} must be an RFC 3339 time"))).transpose()
+    };
+    let filter = BulkFilter {
+        state: m
+            .state
+            .map(|s| s.parse::<DeliveryState>())
+            .transpose()
+            .map_err(|e| anyhow!("{e}"))?,
+        channel: m.channel,
+        from: time(m.from, "from")?,
+        to: time(m.to, "to")?,
+        error_code: m.error_code,
+    };
+    let r = herald.bulk(tenant, action, &filter, m.dry_run).await?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"dry_run": m.dry_run, "matched": r.matched, "changed": r.changed,
+                               "skipped": r.skipped, "more": r.more})
+        );
+    } else {
+        let verb = match action {
+            BulkAction::Replay => "replayed",
+            BulkAction::Cancel => "cancelled",
+        };
+        if m.dry_run {
+            println!("{} match (dry run: nothing changed)", r.matched);
+        } else {
+            println!("{} matched, {} {verb}, {} skipped", r.matched, r.changed, r.skipped);
+        }
+        if r.more {
+            println!("more match than one call takes ({}): run it again", herald::BULK_MAX);
+        }
+    }
     Ok(())
 }
 

@@ -30,6 +30,9 @@ pub struct Settings {
     /// The admin key: only it creates tenants, keys and grants [default: none, admin calls disabled]
     #[arg(long, env = "HERALD_ADMIN_KEY", hide_env_values = true)]
     pub admin_key: Option<String>,
+    /// The release this process runs, recorded on every attempt it makes [default: herald's version]
+    #[arg(long, env = "HERALD_RELEASE")]
+    pub release: Option<String>,
     /// Concurrent sends per process [default: 8]
     #[arg(long, env = "HERALD_WORKERS")]
     pub workers: Option<String>,
@@ -205,6 +208,8 @@ impl Settings {
                 limits::SHUTDOWN_GRACE_DEFAULT,
             )?,
             retry,
+            release: get(&self.release, "release")
+                .unwrap_or_else(|| herald::RELEASE_DEFAULT.to_string()),
             ..WorkerOptions::default()
         };
         worker.validate().map_err(|e| anyhow!("{e}"))?;
@@ -289,6 +294,7 @@ impl Settings {
             "db",
             "listen",
             "admin_key",
+            "release",
             "workers",
             "lease",
             "send_timeout",
@@ -340,6 +346,7 @@ impl std::fmt::Debug for Settings {
             .field("config", &self.config)
             .field("listen", &self.listen)
             .field("admin_key", &Redacted::of(&self.admin_key))
+            .field("release", &self.release)
             .field("workers", &self.workers)
             .field("lease", &self.lease)
             .field("send_timeout", &self.send_timeout)

@@ -15,6 +15,7 @@ pub mod openapi;
 pub mod routes;
 pub mod serve;
 pub mod state;
+pub mod ui;
 pub mod wire;
 pub mod write_stall;
 
@@ -45,6 +46,8 @@ pub const BATCH_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
         routes::deliveries::attempts,
         routes::deliveries::replay,
         routes::deliveries::cancel,
+        routes::deliveries::replay_matching,
+        routes::deliveries::cancel_matching,
         routes::deliveries::quotas,
         routes::admin::create_tenant,
         routes::admin::create_tenant_key,
@@ -74,6 +77,8 @@ pub fn app(state: AppState) -> Router {
             "/v1/deliveries/batch",
             post(deliveries::create_batch).layer(DefaultBodyLimit::max(BATCH_BODY_BYTES_MAX)),
         )
+        .route("/v1/deliveries/replay", post(deliveries::replay_matching))
+        .route("/v1/deliveries/cancel", post(deliveries::cancel_matching))
         .route("/v1/deliveries/{id}", get(deliveries::show))
         .route("/v1/deliveries/{id}/attempts", get(deliveries::attempts))
         .route("/v1/deliveries/{id}/replay", post(deliveries::replay))
@@ -88,6 +93,7 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(system::readyz))
         .route("/metrics", get(system::metrics))
         .route("/openapi.json", get(system::openapi))
+        .merge(ui::routes())
         .fallback(|| async { ApiError::not_found("route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

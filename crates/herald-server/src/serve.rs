@@ -76,6 +76,7 @@ pub fn state(herald: &Herald, config: &ServeConfig) -> AppState {
         metrics: crate::metrics::handle(),
         metrics_per_tenant: config.metrics_per_tenant,
         key_cache: Arc::new(keys::KeyCache::new(keys::KEY_CACHE_TTL)),
+        session_key: crate::ui::session::SessionKey::new(config.admin_key.as_deref()),
     }
 }
 
@@ -119,6 +120,14 @@ pub async fn run(
         let reconciler = Reconciler::new(herald.clone(), options);
         let stop = shutdown.clone();
         tasks.spawn(async move { reconciler.run(stop).await.map_err(ServeError::from) });
+    }
+    // The dashboard's per-minute counts, written every ROLLUP_FLUSH_EVERY and at the end.
+    {
+        let (herald, stop) = (herald.clone(), shutdown.clone());
+        tasks.spawn(async move {
+            herald.run_rollup(stop).await;
+            Ok(())
+        });
     }
     if let Some(keep) = config.retention {
         let retention = Retention::new(herald.clone(), RetentionOptions::keep(keep));

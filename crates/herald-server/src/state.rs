@@ -19,6 +19,8 @@ pub struct AppState {
     /// API keys verified recently (`keys::KEY_CACHE_TTL`), so a request's key check costs
     /// no database round trip.
     pub key_cache: Arc<crate::keys::KeyCache>,
+    /// What the dashboard's session cookies are signed with (`ui::session`).
+    pub session_key: crate::ui::session::SessionKey,
 }
 
 impl std::fmt::Debug for AppState {

@@ -138,6 +138,9 @@ pub struct AttemptView {
     pub outcome: Option<String>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
+    /// The release the attempt's worker ran (`HERALD_RELEASE`); null for a worker from
+    /// before releases were recorded.
+    pub release: Option<String>,
 }
 
 impl From<Attempt> for AttemptView {
@@ -150,6 +153,7 @@ impl From<Attempt> for AttemptView {
             outcome: a.outcome,
             error_code: a.error_code,
             error_message: a.error_message,
+            release: a.release,
         }
     }
 }
@@ -303,5 +307,49 @@ impl std::fmt::Debug for KeyCreated {
 impl std::fmt::Debug for SecretRotated {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SecretRotated").field("webhook_secret", &herald_core::Redacted).finish()
+    }
+}
+
+/// `POST /v1/deliveries/replay` and `/v1/deliveries/cancel`: which of the tenant's
+/// deliveries to take (every given filter must match), or only count them.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BulkRequest {
+    /// pending, sending, sent, failed or cancelled.
+    pub state: Option<String>,
+    pub channel: Option<String>,
+    /// Created at or after (RFC 3339).
+    pub from: Option<String>,
+    /// Created before (RFC 3339).
+    pub to: Option<String>,
+    /// The error code of the delivery's latest attempt (e.g. `http_500`).
+    pub error_code: Option<String>,
+    /// Only count the matches; change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BulkResult {
+    pub dry_run: bool,
+    /// Deliveries the filter matched (at most 10,000 a call).
+    pub matched: u64,
+    /// Replayed or cancelled (0 on a dry run).
+    pub changed: u64,
+    /// Matched, but their state no longer allowed it or their account was short.
+    pub skipped: u64,
+    /// More matched than one call handles: call again for the rest.
+    pub more: bool,
+}
+
+impl BulkResult {
+    pub fn new(dry_run: bool, r: herald::BulkReport) -> BulkResult {
+        BulkResult {
+            dry_run,
+            matched: r.matched,
+            changed: r.changed,
+            skipped: r.skipped,
+            more: r.more,
+        }
     }
 }

@@ -16,14 +16,17 @@ const TARGET: &str = "https://example.com/hooks";
 const TARGET_LOCAL: &str = "https://localhost/hooks";
 
 /// The first ```sh block after the "Quick start with curl" heading, then the batch one
-/// after it ("Many at once"), which goes on in the same shell.
+/// after it ("Many at once") and the bulk replay ("After an outage"), which go on in the
+/// same shell.
 fn quick_start_block() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
     let readme = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let (_, after) = readme.split_once("### Quick start with curl").expect("the heading");
     let first = sh_block(after);
     let (_, after) = after.split_once("Many at once").expect("the batch paragraph");
-    format!("{first}\n{}", sh_block(after))
+    let batch = sh_block(after);
+    let (_, after) = after.split_once("After an outage").expect("the bulk paragraph");
+    format!("{first}\n{batch}\n{}", sh_block(after))
 }
 
 /// The first ```sh block in `text`.
@@ -52,9 +55,17 @@ async fn readme_quick_start_runs_as_pasted() {
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{out}")))
         .collect();
-    let [tenant, grant, created, shown, attempts, quotas, batch] = answers.as_slice() else {
-        panic!("expected seven answers, got {}:\n{out}", answers.len());
+    let [tenant, grant, created, shown, attempts, quotas, batch, counted, replayed] =
+        answers.as_slice()
+    else {
+        panic!("expected nine answers, got {}:\n{out}", answers.len());
     };
+    // The bulk replay: nothing had failed, so the dry run and the run match alike.
+    assert_eq!((counted["dry_run"].clone(), counted["matched"].clone()), (true.into(), 0.into()));
+    assert_eq!(
+        (replayed["dry_run"].clone(), replayed["changed"].clone()),
+        (false.into(), 0.into())
+    );
     assert_eq!(tenant["name"], "acme", "{tenant}");
     assert!(tenant["api_key"].as_str().is_some_and(|k| k.starts_with("hk_")), "{tenant}");
     assert_eq!((grant["applied"].clone(), grant["granted"].clone()), (true.into(), 100.into()));

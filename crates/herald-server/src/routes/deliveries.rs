@@ -7,13 +7,13 @@ use crate::extract::{JsonBody, PathParams, QueryParams, TenantAuth};
 use crate::routes::path_id;
 use crate::state::AppState;
 use crate::wire::{
-    AttemptList, BatchResult, BatchResults, CreateDelivery, CreateDeliveryBatch, DeliveryList,
-    DeliveryView, ErrorView, QuotaList,
+    AttemptList, BatchResult, BatchResults, BulkRequest, BulkResult, CreateDelivery,
+    CreateDeliveryBatch, DeliveryList, DeliveryView, ErrorView, QuotaList,
 };
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use herald::{DeliveryFilter, DeliveryState, SubmitRequest};
+use herald::{BulkAction, BulkFilter, DeliveryFilter, DeliveryState, SubmitRequest};
 use serde::Deserialize;
 
 /// Default page of `GET /v1/deliveries`; the largest is `herald_core::limits::PAGE_MAX`.
@@ -253,12 +253,7 @@ pub async fn list(
             _ => return Err(ApiError::invalid(format!("limit must be between 1 and {PAGE_MAX}"))),
         },
     };
-    let filter_state = match q.state.as_deref() {
-        None => None,
-        Some(s) => Some(s.parse::<DeliveryState>().map_err(|_| {
-            ApiError::invalid("state must be pending, sending, sent, failed or cancelled")
-        })?),
-    };
+    let filter_state = parse_state(q.state.as_deref())?;
     let before = match q.cursor.as_deref() {
         None => None,
         Some(c) => Some(cursor::decode(c, q.state.as_deref(), q.channel.as_deref()).map_err(
@@ -270,18 +265,14 @@ pub async fn list(
             },
         )?),
     };
-    if q.channel.as_deref().is_some_and(|c| {
-        c.is_empty() || c.len() > CHANNEL_LEN_MAX || c.chars().any(char::is_control)
-    }) {
-        return Err(ApiError::invalid(format!(
-            "channel must be 1 to {CHANNEL_LEN_MAX} printable characters"
-        )));
-    }
+    check_channel(q.channel.as_deref())?;
     let filter = DeliveryFilter {
         tenant,
         state: filter_state,
         channel: q.channel.clone(),
         before: before.map(herald::DeliveryId::from_uuid),
+        from: None,
+        to: None,
         limit: limit + 1,
     };
     let mut rows = state.herald.deliveries(&filter).await?;
@@ -304,4 +295,94 @@ pub async fn quotas(
 ) -> ApiResult<Json<QuotaList>> {
     let quotas = state.herald.quotas(tenant).await?;
     Ok(Json(QuotaList { quotas: quotas.into_iter().map(Into::into).collect() }))
+}
+
+/// A `state` filter; anything but a state's name is a 400.
+pub(crate) fn parse_state(raw: Option<&str>) -> ApiResult<Option<DeliveryState>> {
+    raw.map(|s| {
+        s.parse::<DeliveryState>().map_err(|_| {
+            ApiError::invalid("state must be pending, sending, sent, failed or cancelled")
+        })
+    })
+    .transpose()
+}
+
+/// A `channel` filter: 1 to `CHANNEL_LEN_MAX` printable characters.
+pub(crate) fn check_channel(raw: Option<&str>) -> ApiResult<()> {
+    if raw.is_some_and(|c| {
+        c.is_empty() || c.len() > CHANNEL_LEN_MAX || c.chars().any(char::is_control)
+    }) {
+        return Err(ApiError::invalid(format!(
+            "channel must be 1 to {CHANNEL_LEN_MAX} printable characters"
+        )));
+    }
+    Ok(())
+}
+
+/// A time filter (`from`, `to`): RFC 3339.
+pub(crate) fn parse_time(raw: Option<&str>, name: &str) -> ApiResult<Option<jiff::Timestamp>> {
+    raw.map(|s| {
+        s.parse::<jiff::Timestamp>().map_err(|_| {
+            ApiError::invalid(format!("{name} must be an RFC 3339 time, like 2026-01-02T03:04:05Z"))
+        })
+    })
+    .transpose()
+}
+
+/// Longest `error_code` filter (codes are short names like `http_503`).
+const ERROR_CODE_LEN_MAX: usize = 100;
+
+impl BulkRequest {
+    /// The engine's filter, each part checked.
+    pub(crate) fn filter(&self) -> ApiResult<BulkFilter> {
+        check_channel(self.channel.as_deref())?;
+        if self.error_code.as_deref().is_some_and(|c| {
+            c.is_empty() || c.len() > ERROR_CODE_LEN_MAX || c.chars().any(char::is_control)
+        }) {
+            return Err(ApiError::invalid(format!(
+                "error_code must be 1 to {ERROR_CODE_LEN_MAX} printable characters"
+            )));
+        }
+        Ok(BulkFilter {
+            state: parse_state(self.state.as_deref())?,
+            channel: self.channel.clone(),
+            from: parse_time(self.from.as_deref(), "from")?,
+            to: parse_time(self.to.as_deref(), "to")?,
+            error_code: self.error_code.clone(),
+        })
+    }
+}
+
+#[utoipa::path(post, path = "/v1/deliveries/replay", request_body = BulkRequest,
+    responses((status = 200, body = BulkResult, description = "What matched and what was replayed (each keeps its id and takes a new reservation)"),
+        (status = 400), (status = 401)))]
+pub async fn replay_matching(
+    State(state): State<AppState>,
+    TenantAuth(tenant): TenantAuth,
+    JsonBody(body): JsonBody<BulkRequest>,
+) -> ApiResult<Json<BulkResult>> {
+    bulk(&state, tenant, BulkAction::Replay, &body).await.map(Json)
+}
+
+#[utoipa::path(post, path = "/v1/deliveries/cancel", request_body = BulkRequest,
+    responses((status = 200, body = BulkResult, description = "What matched and what was cancelled (each releases its reservation)"),
+        (status = 400), (status = 401)))]
+pub async fn cancel_matching(
+    State(state): State<AppState>,
+    TenantAuth(tenant): TenantAuth,
+    JsonBody(body): JsonBody<BulkRequest>,
+) -> ApiResult<Json<BulkResult>> {
+    bulk(&state, tenant, BulkAction::Cancel, &body).await.map(Json)
+}
+
+/// A bulk replay or cancel for one tenant, as the API and the dashboard run it.
+pub(crate) async fn bulk(
+    state: &AppState,
+    tenant: herald::TenantId,
+    action: BulkAction,
+    body: &BulkRequest,
+) -> ApiResult<BulkResult> {
+    let filter = body.filter()?;
+    let report = state.herald.bulk(tenant, action, &filter, body.dry_run).await?;
+    Ok(BulkResult::new(body.dry_run, report))
 }

@@ -21,6 +21,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/deliveries/{id}/attempts"),
     ("POST", "/v1/deliveries/{id}/replay"),
     ("POST", "/v1/deliveries/{id}/cancel"),
+    ("POST", "/v1/deliveries/replay"),
+    ("POST", "/v1/deliveries/cancel"),
     ("GET", "/v1/quotas"),
     ("POST", "/v1/tenants"),
     ("POST", "/v1/tenants/{tenant}/keys"),
@@ -51,5 +53,6 @@ mod admin;
 mod bad_input;
 mod batch;
 mod deliveries;
+mod operators;
 mod submits;
 mod walls;

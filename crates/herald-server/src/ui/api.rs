@@ -1,0 +1,441 @@
+//! The dashboard's JSON calls (`/ui/api/*`): the same reads and actions as `/v1`, on the
+//! session cookie, where an admin session may name any tenant and a tenant session only
+//! its own (another tenant is a 404, as on `/v1`). Reads need the session; actions also
+//! its CSRF token (`session::for_action`).
+
+use super::session::{self, Session, Who};
+use crate::cursor;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{JsonBody, PathParams, QueryParams};
+use crate::keys;
+use crate::routes::deliveries::{check_channel, parse_state, parse_time};
+use crate::routes::path_id;
+use crate::state::AppState;
+use crate::wire::{AttemptView, BulkRequest, BulkResult, DeliveryView, QuotaView};
+use axum::Json;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use herald::{BulkAction, DeliveryFilter, DeliveryId, DeliveryState, TenantId};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Most tenants the selector lists.
+const TENANTS_MAX: usize = 1_000;
+/// Journal entries the quotas page shows.
+const JOURNAL_SHOWN: usize = 100;
+/// Minutes the overview's chart covers.
+const SERIES_MINUTES: usize = 60;
+
+/// A read: the request's session.
+#[derive(Debug)]
+pub struct Reader(Session);
+
+impl FromRequestParts<AppState> for Reader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        session::from_parts(parts, state).await.map(Reader)
+    }
+}
+
+/// An action: the session, its CSRF token checked.
+#[derive(Debug)]
+pub struct Actor(Session);
+
+impl FromRequestParts<AppState> for Actor {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        session::for_action(parts, state).await.map(Actor)
+    }
+}
+
+/// The tenant a call is about: a tenant session's own (naming another is a 404), or the
+/// one an admin names (`None`: the admin named none).
+fn scope(session: &Session, named: Option<&str>) -> ApiResult<Option<TenantId>> {
+    let named = named.map(|raw| path_id::<TenantId>(raw, "tenant")).transpose()?;
+    match (&session.who, named) {
+        (Who::Admin, named) => Ok(named),
+        (Who::Tenant { tenant, .. }, None) => Ok(Some(*tenant)),
+        (Who::Tenant { tenant, .. }, Some(named)) if named == *tenant => Ok(Some(named)),
+        (Who::Tenant { .. }, Some(_)) => Err(ApiError::not_found("tenant")),
+    }
+}
+
+/// As `scope`, where a tenant is required.
+fn tenant_of(session: &Session, named: Option<&str>) -> ApiResult<TenantId> {
+    scope(session, named)?.ok_or_else(|| ApiError::invalid("tenant is required"))
+}
+
+async fn describe(state: &AppState, session: &Session) -> ApiResult<Value> {
+    let (role, tenant) = match &session.who {
+        Who::Admin => ("admin", Value::Null),
+        Who::Tenant { tenant, .. } => {
+            let name = state.herald.tenant_name(*tenant).await?;
+            ("tenant", json!({"id": tenant.to_string(), "name": name}))
+        }
+    };
+    let channels: Vec<&String> = state.channels.iter().collect();
+    Ok(json!({"role": role, "tenant": tenant, "csrf": session.csrf, "channels": channels}))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignIn {
+    key: String,
+}
+
+/// `POST /ui/api/session`: a key for a session cookie.
+pub async fn sign_in(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<SignIn>,
+) -> ApiResult<Response> {
+    if session::cross_site(&headers) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "a sign-in must come from this server's own page",
+        ));
+    }
+    let key = body.key.trim();
+    if key.is_empty() || key.len() > keys::KEY_LEN_MAX {
+        return Err(ApiError::unauthorized());
+    }
+    let who = if state.admin_key_sha256.is_some_and(|admin| keys::same(&admin, &keys::digest(key)))
+    {
+        Who::Admin
+    } else {
+        let (key_id, hash) = keys::parse(key).ok_or_else(ApiError::unauthorized)?;
+        match state.herald.api_key(&key_id).await? {
+            Some(row) if !row.revoked && keys::same(&row.secret_sha256, &hash) => Who::Tenant {
+                tenant: TenantId::from_uuid(row.tenant_id),
+                key_id: key_id.as_str().to_string(),
+            },
+            _ => return Err(ApiError::unauthorized()),
+        }
+    };
+    let Some(value) = session::issue(&state.session_key, &who) else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "sessions cannot be signed on this server",
+        ));
+    };
+    let session = Session { who, csrf: state.session_key.csrf_of(&value) };
+    let body = describe(&state, &session).await?;
+    let cookie = session::set_cookie(Some(&value), &headers);
+    Ok(([(header::SET_COOKIE, cookie)], Json(body)).into_response())
+}
+
+/// `GET /ui/api/session`: who is signed in, and the session's CSRF token; `{"role": null}`
+/// when no one is (a 200, so the page's first question is not logged as a failed load).
+pub async fn session(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+) -> ApiResult<Json<Value>> {
+    let (parts, _) = request.into_parts();
+    match session::from_parts(&parts, &state).await {
+        Ok(s) => describe(&state, &s).await.map(Json),
+        Err(e) if e.status == StatusCode::UNAUTHORIZED => Ok(Json(json!({"role": null}))),
+        Err(e) => Err(e),
+    }
+}
+
+/// `DELETE /ui/api/session`: signs out (clears the cookie).
+pub async fn sign_out(_actor: Actor, headers: HeaderMap) -> Response {
+    let cookie = session::set_cookie(None, &headers);
+    (StatusCode::NO_CONTENT, [(header::SET_COOKIE, cookie)]).into_response()
+}
+
+/// `GET /ui/api/tenants`.
+pub async fn tenants(State(state): State<AppState>, Reader(s): Reader) -> ApiResult<Json<Value>> {
+    let list: Vec<Value> = match &s.who {
+        Who::Admin => state
+            .herald
+            .tenants(TENANTS_MAX)
+            .await?
+            .into_iter()
+            .map(|(id, name)| json!({"id": id.to_string(), "name": name}))
+            .collect(),
+        Who::Tenant { tenant, .. } => {
+            let name = state.herald.tenant_name(*tenant).await?;
+            vec![json!({"id": tenant.to_string(), "name": name})]
+        }
+    };
+    Ok(Json(json!({"tenants": list})))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantQuery {
+    tenant: Option<String>,
+}
+
+fn rfc3339_ms(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms).map_or_else(|_| ms.to_string(), |t| t.to_string())
+}
+
+/// `GET /ui/api/overview`: counts by state and channel, the last hour per minute (from
+/// the rollup), queue age, reconciler losses and operator alerts.
+pub async fn overview(
+    State(state): State<AppState>,
+    Reader(s): Reader,
+    QueryParams(q): QueryParams<TenantQuery>,
+) -> ApiResult<Json<Value>> {
+    let tenant = scope(&s, q.tenant.as_deref())?;
+    let counts = state.herald.delivery_counts(tenant).await?;
+    let mut by_state = serde_json::Map::new();
+    for st in [
+        DeliveryState::Pending,
+        DeliveryState::Sending,
+        DeliveryState::Sent,
+        DeliveryState::Failed,
+        DeliveryState::Cancelled,
+    ] {
+        let n: i64 = counts.iter().filter(|(_, s, _)| *s == st).map(|(_, _, n)| n).sum();
+        by_state.insert(st.to_string(), json!(n));
+    }
+    let by_channel: Vec<Value> = counts
+        .iter()
+        .map(|(channel, st, n)| json!({"channel": channel, "state": st.to_string(), "count": n}))
+        .collect();
+    // The oldest due age is the whole queue's: shown to the admin's all-tenant view only.
+    let oldest_due_age_ms = match tenant {
+        None => state.herald.queue_stats().await?.oldest_due_age.map(|age| age.as_millis() as u64),
+        Some(_) => None,
+    };
+    let series = state.herald.throughput(tenant, SERIES_MINUTES).await?;
+    let lost: i64 = series.iter().map(|m| m.lost).sum();
+    let series: Vec<Value> = series
+        .iter()
+        .map(|m| {
+            json!({"minute": rfc3339_ms(m.at_ms), "sent": m.sent, "retried": m.retried,
+                   "failed": m.failed, "lost": m.lost})
+        })
+        .collect();
+    let alerts: Vec<Value> = match s.who {
+        Who::Admin => herald::alerts::raised()
+            .into_iter()
+            .map(|a| json!({"reason": a.reason, "count": a.count, "last_at": rfc3339_ms(a.last_at_ms)}))
+            .collect(),
+        Who::Tenant { .. } => Vec::new(),
+    };
+    Ok(Json(json!({
+        "generated_at": jiff::Timestamp::now().to_string(),
+        "by_state": by_state,
+        "by_channel": by_channel,
+        "oldest_due_age_ms": oldest_due_age_ms,
+        "series": series,
+        "reconciler": {"lost_last_hour": lost},
+        "alerts": alerts,
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    tenant: Option<String>,
+    state: Option<String>,
+    channel: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    q: Option<String>,
+    cursor: Option<String>,
+    limit: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Page {
+    deliveries: Vec<DeliveryView>,
+    next_cursor: Option<String>,
+}
+
+/// `GET /ui/api/deliveries`: a tenant's deliveries, newest first, filtered; `q` finds one
+/// by id or by operation key.
+pub async fn deliveries(
+    State(state): State<AppState>,
+    Reader(s): Reader,
+    QueryParams(q): QueryParams<ListQuery>,
+) -> ApiResult<Response> {
+    let tenant = tenant_of(&s, q.tenant.as_deref())?;
+    if let Some(search) = q.q.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        let mut found = Vec::new();
+        if let Ok(id) = uuid::Uuid::try_parse(search) {
+            match state.herald.delivery(tenant, DeliveryId::from_uuid(id)).await {
+                Ok(d) => found.push(d),
+                Err(herald::Error::NotFound) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let channels: Vec<String> = state.channels.iter().cloned().collect();
+        found.extend(state.herald.deliveries_by_key(tenant, search, &channels).await?);
+        let page =
+            Page { deliveries: found.into_iter().map(Into::into).collect(), next_cursor: None };
+        return Ok(Json(page).into_response());
+    }
+    let limit = match q.limit.as_deref() {
+        None => crate::routes::deliveries::PAGE_DEFAULT,
+        Some(raw) => match raw.parse::<usize>() {
+            Ok(n) if (1..=herald_core::limits::PAGE_MAX).contains(&n) => n,
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "limit must be between 1 and {}",
+                    herald_core::limits::PAGE_MAX
+                )));
+            }
+        },
+    };
+    check_channel(q.channel.as_deref())?;
+    let before = match q.cursor.as_deref() {
+        None => None,
+        Some(c) => Some(
+            cursor::decode(c, q.state.as_deref(), q.channel.as_deref())
+                .map_err(|_| ApiError::invalid("malformed cursor, or one of other filters"))?,
+        ),
+    };
+    let filter = DeliveryFilter {
+        tenant,
+        state: parse_state(q.state.as_deref())?,
+        channel: q.channel.clone(),
+        before: before.map(DeliveryId::from_uuid),
+        from: parse_time(q.from.as_deref(), "from")?,
+        to: parse_time(q.to.as_deref(), "to")?,
+        limit: limit + 1,
+    };
+    let mut rows = state.herald.deliveries(&filter).await?;
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let next_cursor = match (more, rows.last()) {
+        (true, Some(last)) => {
+            Some(cursor::encode(last.id.as_uuid(), q.state.as_deref(), q.channel.as_deref()))
+        }
+        _ => None,
+    };
+    let page = Page { deliveries: rows.into_iter().map(Into::into).collect(), next_cursor };
+    Ok(Json(page).into_response())
+}
+
+/// The delivery `id` as the session may see it: an admin's of any tenant (the named one,
+/// or whichever it belongs to), a tenant's own only.
+async fn visible(
+    state: &AppState,
+    s: &Session,
+    id: &str,
+    named: Option<&str>,
+) -> ApiResult<(TenantId, DeliveryId)> {
+    let id: DeliveryId = path_id(id, "delivery")?;
+    let tenant = match scope(s, named)? {
+        Some(tenant) => tenant,
+        None => match state.herald.delivery_tenant(id).await {
+            Ok(tenant) => tenant,
+            Err(herald::Error::NotFound) => return Err(ApiError::not_found("delivery")),
+            Err(e) => return Err(e.into()),
+        },
+    };
+    Ok((tenant, id))
+}
+
+/// `GET /ui/api/deliveries/{id}`: the delivery, its payload and its attempts.
+pub async fn delivery(
+    State(state): State<AppState>,
+    Reader(s): Reader,
+    PathParams(id): PathParams<String>,
+    QueryParams(q): QueryParams<TenantQuery>,
+) -> ApiResult<Json<Value>> {
+    let (tenant, id) = visible(&state, &s, &id, q.tenant.as_deref()).await?;
+    let delivery = state.herald.delivery(tenant, id).await?;
+    let payload = state.herald.payload(tenant, id).await?;
+    let attempts: Vec<AttemptView> =
+        state.herald.attempts(tenant, id).await?.into_iter().map(Into::into).collect();
+    Ok(Json(json!({
+        "delivery": DeliveryView::from(delivery),
+        "payload": payload,
+        "attempts": attempts,
+    })))
+}
+
+/// `POST /ui/api/deliveries/{id}/replay`.
+pub async fn replay(
+    State(state): State<AppState>,
+    Actor(s): Actor,
+    PathParams(id): PathParams<String>,
+    QueryParams(q): QueryParams<TenantQuery>,
+) -> ApiResult<Json<Value>> {
+    let (tenant, id) = visible(&state, &s, &id, q.tenant.as_deref()).await?;
+    let delivery = state.herald.replay(tenant, id).await?;
+    Ok(Json(json!({"delivery": DeliveryView::from(delivery)})))
+}
+
+/// `POST /ui/api/deliveries/{id}/cancel`.
+pub async fn cancel(
+    State(state): State<AppState>,
+    Actor(s): Actor,
+    PathParams(id): PathParams<String>,
+    QueryParams(q): QueryParams<TenantQuery>,
+) -> ApiResult<Json<Value>> {
+    let (tenant, id) = visible(&state, &s, &id, q.tenant.as_deref()).await?;
+    let delivery = state.herald.cancel(tenant, id).await?;
+    Ok(Json(json!({"delivery": DeliveryView::from(delivery)})))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BulkCall {
+    action: String,
+    tenant: Option<String>,
+    state: Option<String>,
+    channel: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    error_code: Option<String>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// `POST /ui/api/bulk`: replay or cancel what a filter matches, or count it.
+pub async fn bulk(
+    State(state): State<AppState>,
+    Actor(s): Actor,
+    JsonBody(body): JsonBody<BulkCall>,
+) -> ApiResult<Json<BulkResult>> {
+    let tenant = tenant_of(&s, body.tenant.as_deref())?;
+    let action = match body.action.as_str() {
+        "replay" => BulkAction::Replay,
+        "cancel" => BulkAction::Cancel,
+        _ => return Err(ApiError::invalid("action must be replay or cancel")),
+    };
+    let request = BulkRequest {
+        state: body.state,
+        channel: body.channel,
+        from: body.from,
+        to: body.to,
+        error_code: body.error_code,
+        dry_run: body.dry_run,
+    };
+    crate::routes::deliveries::bulk(&state, tenant, action, &request).await.map(Json)
+}
+
+/// `GET /ui/api/quotas`: the tenant's accounts and the newest of its journal.
+pub async fn quotas(
+    State(state): State<AppState>,
+    Reader(s): Reader,
+    QueryParams(q): QueryParams<TenantQuery>,
+) -> ApiResult<Json<Value>> {
+    let tenant = tenant_of(&s, q.tenant.as_deref())?;
+    let quotas: Vec<QuotaView> =
+        state.herald.quotas(tenant).await?.into_iter().map(Into::into).collect();
+    let journal: Vec<Value> = state
+        .herald
+        .journal(tenant, JOURNAL_SHOWN)
+        .await?
+        .into_iter()
+        .map(|j| {
+            json!({"at": j.at.to_string(), "quota_key": j.quota_key, "kind": j.kind,
+                   "amount": j.amount, "delivery_id": j.delivery.map(|d| d.to_string())})
+        })
+        .collect();
+    Ok(Json(json!({"quotas": quotas, "journal": journal})))
+}

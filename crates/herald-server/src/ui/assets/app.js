@@ -1,0 +1,670 @@
+// herald's operator dashboard: one script, no framework, no build step.
+//
+// Everything a tenant or a receiver wrote (operation keys, recipients, payloads, error
+// bodies) reaches the page through text nodes only: `el()` never parses markup, and no
+// line here assigns innerHTML. The session is an HttpOnly cookie the script cannot read;
+// the key typed at sign-in is sent once and dropped. Actions carry the session's CSRF
+// token, which the server gives to this page only (a same-origin read).
+'use strict';
+
+(() => {
+  const STATES = ['pending', 'sending', 'sent', 'failed', 'cancelled'];
+  const SERIES = ['sent', 'retried', 'failed', 'lost'];
+  const REFRESH_MS = { overview: 5000, deliveries: 1000, delivery: 1000, quotas: 5000 };
+
+  const app = { me: null, tenants: [], tenant: '', view: 0, timer: null };
+  const $ = (id) => document.getElementById(id);
+
+  // ---- building the page ------------------------------------------------------------
+
+  /** An element: `attrs` are properties of our own (class, text, on*), or attributes. */
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    return dress(node, attrs, children);
+  }
+
+  /** An SVG element, as `el`. */
+  function svg(tag, attrs, ...children) {
+    const node = document.createElementNS('http://www.w3.org/2000/svg', tag);
+    return dress(node, attrs, children);
+  }
+
+  function dress(node, attrs, children) {
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name === 'class') node.setAttribute('class', value);
+      else if (name === 'text') node.textContent = String(value);
+      else if (name.startsWith('on')) node.addEventListener(name.slice(2), value);
+      else if (name === 'style') throw new Error('inline style is refused by the CSP');
+      else node.setAttribute(name, value === true ? '' : String(value));
+    }
+    for (const child of children.flat(Infinity)) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  function badge(value) {
+    return el('span', { class: `badge ${value || ''}`, text: value || '—' });
+  }
+
+  function fmtNum(n) {
+    return typeof n === 'number' ? n.toLocaleString('en-US') : '—';
+  }
+
+  function fmtTime(iso) {
+    if (!iso) return '—';
+    const d = new Date(iso);
+    return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
+  }
+
+  function time(iso) {
+    return el('time', { datetime: iso || null, title: iso || null, text: fmtTime(iso) });
+  }
+
+  function fmtAge(ms) {
+    if (ms === null || ms === undefined) return '—';
+    const s = ms / 1000;
+    if (s < 1) return `${Math.round(ms)} ms`;
+    if (s < 120) return `${s.toFixed(1)} s`;
+    if (s < 7200) return `${Math.round(s / 60)} min`;
+    return `${(s / 3600).toFixed(1)} h`;
+  }
+
+  function flash(message, bad) {
+    const box = $('flash');
+    box.textContent = message;
+    box.className = bad ? 'flash bad' : 'flash';
+    box.hidden = false;
+    clearTimeout(flash.timer);
+    flash.timer = setTimeout(() => { box.hidden = true; }, 5000);
+  }
+
+  // ---- talking to the server ----------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message || `HTTP ${status}`);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  async function api(method, path, body) {
+    const init = { method, credentials: 'same-origin', headers: { accept: 'application/json' } };
+    if (body !== undefined) {
+      init.headers['content-type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    if (method !== 'GET' && app.me) init.headers['x-herald-csrf'] = app.me.csrf;
+    const response = await fetch(path, init);
+    const text = await response.text();
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
+    if (!response.ok) {
+      const e = (data && data.error) || {};
+      if (response.status === 401 && path !== '/ui/api/session') signedOut('Your session ended; sign in again.');
+      throw new ApiError(response.status, e.code, e.message || text);
+    }
+    return data;
+  }
+
+  /** A query string: the chosen tenant (an admin's) and the given parameters. */
+  function query(params, withTenant = true) {
+    const q = new URLSearchParams();
+    if (withTenant && app.me && app.me.role === 'admin' && app.tenant) q.set('tenant', app.tenant);
+    for (const [k, v] of Object.entries(params || {})) if (v) q.set(k, v);
+    const s = q.toString();
+    return s ? `?${s}` : '';
+  }
+
+  // ---- signing in and out -------------------------------------------------------------
+
+  function signedOut(message) {
+    app.me = null;
+    stopRefresh();
+    $('nav').hidden = true;
+    $('who').hidden = true;
+    $('view').hidden = true;
+    $('view').replaceChildren();
+    $('sign-in').hidden = false;
+    $('sign-in-error').textContent = message || '';
+    $('key').focus();
+  }
+
+  async function signedIn(me) {
+    app.me = me;
+    $('sign-in').hidden = true;
+    $('nav').hidden = false;
+    $('who').hidden = false;
+    $('identity').textContent = me.role === 'admin' ? 'admin' : `tenant ${me.tenant.name}`;
+    const list = await api('GET', '/ui/api/tenants');
+    app.tenants = list.tenants;
+    const picker = $('tenant');
+    const options = app.tenants.map((t) => el('option', { value: t.id, text: t.name }));
+    if (me.role === 'admin') {
+      picker.replaceChildren(el('option', { value: '', text: 'All tenants' }), ...options);
+      const kept = sessionStorage.getItem('herald.tenant') || '';
+      app.tenant = app.tenants.some((t) => t.id === kept) ? kept : '';
+      picker.disabled = false;
+    } else {
+      picker.replaceChildren(...options);
+      app.tenant = me.tenant.id;
+      picker.disabled = true;
+    }
+    picker.value = app.tenant;
+    render();
+  }
+
+  $('sign-in-form').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const input = $('key');
+    const key = input.value;
+    input.value = '';
+    $('sign-in-error').textContent = '';
+    try {
+      const me = await api('POST', '/ui/api/session', { key });
+      await signedIn(me);
+    } catch (e) {
+      $('sign-in-error').textContent = e.status === 401 ? 'That key is not valid.' : e.message;
+    }
+  });
+
+  $('sign-out').addEventListener('click', async () => {
+    try { await api('DELETE', '/ui/api/session'); } catch (_) { /* signed out either way */ }
+    signedOut('Signed out.');
+  });
+
+  $('tenant').addEventListener('change', (event) => {
+    app.tenant = event.target.value;
+    sessionStorage.setItem('herald.tenant', app.tenant);
+    const route = parseRoute();
+    // Another tenant's delivery is not this tenant's: back to the list.
+    if (route.page === 'delivery') location.hash = '#/deliveries';
+    else render();
+  });
+
+  // ---- routing ------------------------------------------------------------------------
+
+  function parseRoute() {
+    const raw = location.hash.replace(/^#\/?/, '');
+    const [path, search] = raw.split('?');
+    const parts = path.split('/').filter(Boolean);
+    const params = Object.fromEntries(new URLSearchParams(search || ''));
+    if (parts[0] === 'deliveries' && parts[1]) return { page: 'delivery', id: decodeURIComponent(parts[1]), params };
+    if (['overview', 'deliveries', 'quotas'].includes(parts[0])) return { page: parts[0], params };
+    return { page: 'overview', params };
+  }
+
+  function stopRefresh() {
+    clearInterval(app.timer);
+    app.timer = null;
+  }
+
+  /** Runs `load` now and every `ms` while this view is the one shown and the tab visible. */
+  function refresh(view, ms, load) {
+    stopRefresh();
+    const tick = async () => {
+      if (view !== app.view || document.hidden) return;
+      try {
+        await load();
+      } catch (e) {
+        if (view === app.view && e.status !== 401) flash(e.message, true);
+      }
+    };
+    app.timer = setInterval(tick, ms);
+    return tick();
+  }
+
+  function render() {
+    if (!app.me) return;
+    app.view += 1;
+    const view = app.view;
+    const route = parseRoute();
+    for (const a of document.querySelectorAll('nav a')) {
+      const page = route.page === 'delivery' ? 'deliveries' : route.page;
+      a.classList.toggle('active', a.dataset.page === page);
+    }
+    const root = $('view');
+    root.hidden = false;
+    root.replaceChildren();
+    const pages = { overview, deliveries, delivery, quotas };
+    pages[route.page](root, view, route);
+  }
+
+  window.addEventListener('hashchange', render);
+
+  function needTenant(root) {
+    if (app.tenant) return false;
+    stopRefresh();
+    root.append(el('div', { class: 'card' },
+      el('h1', { text: 'Choose a tenant' }),
+      el('p', { class: 'muted', text: 'This page shows one tenant at a time: pick one in the Tenant selector above.' })));
+    return true;
+  }
+
+  // ---- overview -----------------------------------------------------------------------
+
+  function overview(root, view) {
+    const tiles = el('div', { class: 'tiles' });
+    const chart = el('div', { class: 'card' });
+    const rate = el('div', { class: 'card' });
+    const channels = el('div', { class: 'card' });
+    const alerts = el('div', { class: 'card' });
+    root.append(el('h1', { text: 'Overview' }), tiles,
+      el('div', { class: 'grid' }, chart, rate), el('div', { class: 'grid' }, channels, alerts));
+    refresh(view, REFRESH_MS.overview, async () => {
+      const o = await api('GET', `/ui/api/overview${query()}`);
+      if (view !== app.view) return;
+      const lastHour = (k) => o.series.reduce((sum, m) => sum + m[k], 0);
+      tiles.replaceChildren(
+        ...STATES.map((s) => tile(s, s, o.by_state[s])),
+        tile('warn', 'oldest due', fmtAge(o.oldest_due_age_ms),
+          o.oldest_due_age_ms === null && app.tenant ? 'the whole queue: all tenants only' : null),
+        tile('failed', 'failed, last hour', lastHour('failed')),
+        tile('warn', 'retried, last hour', lastHour('retried')),
+        tile('lost', 'reconciler recovered, last hour', o.reconciler.lost_last_hour));
+      chart.replaceChildren(el('h2', { text: 'Outcomes per minute, last hour' }),
+        throughputChart(o.series), legend(SERIES));
+      rate.replaceChildren(el('h2', { text: 'Failure rate per minute (failed or retried attempts)' }),
+        rateChart(o.series));
+      channels.replaceChildren(el('h2', { text: 'Deliveries by channel and state' }), ...[byChannel(o.by_channel)].flat());
+      alerts.replaceChildren(el('h2', { text: 'Operator alerts' }), alertList(o.alerts));
+    });
+  }
+
+  function tile(kind, label, value, note) {
+    return el('div', { class: `tile ${kind}`, 'data-tile': label },
+      el('div', { class: 'label', text: label }),
+      el('div', { class: 'n', text: typeof value === 'number' ? fmtNum(value) : value }),
+      note ? el('div', { class: 'muted', text: note }) : null);
+  }
+
+  function legend(keys) {
+    return el('div', { class: 'legend' }, keys.map((k) => el('span', {}, el('i', { class: k }), k)));
+  }
+
+  const W = 600;
+  const H = 170;
+  const PAD = { left: 34, right: 6, top: 8, bottom: 20 };
+
+  function minuteLabel(iso) {
+    const d = new Date(iso);
+    return Number.isNaN(d.getTime()) ? '' : d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  }
+
+  function frame(maxLabel, series) {
+    const g = [];
+    g.push(svg('line', { class: 'axis', x1: PAD.left, x2: W - PAD.right, y1: H - PAD.bottom, y2: H - PAD.bottom }));
+    g.push(svg('line', { class: 'axis', x1: PAD.left, x2: PAD.left, y1: PAD.top, y2: H - PAD.bottom }));
+    g.push(svg('text', { x: PAD.left - 4, y: PAD.top + 8, 'text-anchor': 'end', text: maxLabel }));
+    g.push(svg('text', { x: PAD.left - 4, y: H - PAD.bottom, 'text-anchor': 'end', text: '0' }));
+    if (series.length) {
+      g.push(svg('text', { x: PAD.left, y: H - 5, text: minuteLabel(series[0].minute) }));
+      g.push(svg('text', { x: W - PAD.right, y: H - 5, 'text-anchor': 'end', text: minuteLabel(series[series.length - 1].minute) }));
+    }
+    return g;
+  }
+
+  function throughputChart(series) {
+    const max = Math.max(1, ...series.map((m) => SERIES.reduce((s, k) => s + m[k], 0)));
+    const plotH = H - PAD.top - PAD.bottom;
+    const step = (W - PAD.left - PAD.right) / Math.max(1, series.length);
+    const bars = [];
+    series.forEach((m, i) => {
+      let y = H - PAD.bottom;
+      const tip = `${minuteLabel(m.minute)}: ${SERIES.map((k) => `${k} ${m[k]}`).join(', ')}`;
+      for (const k of SERIES) {
+        if (!m[k]) continue;
+        const h = (m[k] / max) * plotH;
+        y -= h;
+        bars.push(svg('rect', { class: k, x: PAD.left + i * step + 0.5, y, width: Math.max(1, step - 1), height: h },
+          svg('title', { text: tip })));
+      }
+    });
+    return svg('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'outcomes per minute' },
+      frame(fmtNum(max), series), bars);
+  }
+
+  function rateChart(series) {
+    const plotH = H - PAD.top - PAD.bottom;
+    const step = (W - PAD.left - PAD.right) / Math.max(1, series.length);
+    const points = [];
+    const dots = [];
+    series.forEach((m, i) => {
+      const all = m.sent + m.retried + m.failed;
+      if (!all) return;
+      const r = (m.retried + m.failed) / all;
+      const x = PAD.left + (i + 0.5) * step;
+      const y = H - PAD.bottom - r * plotH;
+      points.push(`${x.toFixed(1)},${y.toFixed(1)}`);
+      dots.push(svg('circle', { class: 'failed', cx: x, cy: y, r: 2.5 },
+        svg('title', { text: `${minuteLabel(m.minute)}: ${(r * 100).toFixed(1)} % of ${all} attempts` })));
+    });
+    const body = points.length
+      ? [svg('polyline', { class: 'rate', points: points.join(' ') }), dots]
+      : [svg('text', { x: W / 2, y: H / 2, 'text-anchor': 'middle', text: 'no attempts in the last hour' })];
+    return svg('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'failure rate per minute' },
+      frame('100 %', series), body);
+  }
+
+  function stackBar(parts, total) {
+    const bar = el('div', { class: 'stack' });
+    for (const [k, n] of parts) {
+      if (!n || !total) continue;
+      const span = el('span', { class: k, title: `${k}: ${fmtNum(n)}` });
+      span.style.width = `${(n / total) * 100}%`;
+      bar.append(span);
+    }
+    return bar;
+  }
+
+  function byChannel(rows) {
+    const channels = new Map();
+    for (const r of rows) {
+      if (!channels.has(r.channel)) channels.set(r.channel, {});
+      channels.get(r.channel)[r.state] = r.count;
+    }
+    if (!channels.size) return el('p', { class: 'muted', text: 'No deliveries yet.' });
+    const list = el('div', { class: 'rows' });
+    for (const [channel, counts] of [...channels].sort()) {
+      const total = STATES.reduce((s, k) => s + (counts[k] || 0), 0);
+      list.append(el('div', { class: 'row', 'data-channel': channel },
+        el('span', { class: 'mono', text: channel }),
+        stackBar(STATES.map((s) => [s, counts[s] || 0]), total),
+        el('span', { class: 'num', text: fmtNum(total) })));
+    }
+    return [list, legend(STATES)];
+  }
+
+  function alertList(alerts) {
+    if (app.me.role !== 'admin') return el('p', { class: 'muted', text: 'Operator alerts are shown to the admin.' });
+    if (!alerts.length) return el('p', { class: 'muted', text: 'None raised by this server.' });
+    return el('ul', { class: 'alerts' }, alerts.map((a) => el('li', {},
+      el('strong', { text: a.reason }), ` × ${fmtNum(a.count)}, last `, time(a.last_at))));
+  }
+
+  // ---- deliveries ---------------------------------------------------------------------
+
+  function toIso(local) {
+    if (!local) return '';
+    const d = new Date(local);
+    return Number.isNaN(d.getTime()) ? '' : d.toISOString();
+  }
+
+  function toLocal(iso) {
+    if (!iso) return '';
+    const d = new Date(iso);
+    if (Number.isNaN(d.getTime())) return '';
+    const pad = (n) => String(n).padStart(2, '0');
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  }
+
+  function select(name, label, values, current) {
+    return el('div', { class: 'field' }, el('label', { for: `f-${name}`, text: label }),
+      el('select', { id: `f-${name}`, name },
+        el('option', { value: '', text: 'any' }),
+        values.map((v) => el('option', { value: v, text: v, selected: v === current }))));
+  }
+
+  function input(name, label, type, value, placeholder) {
+    return el('div', { class: 'field' }, el('label', { for: `f-${name}`, text: label }),
+      el('input', { id: `f-${name}`, name, type, value: value || '', placeholder: placeholder || null }));
+  }
+
+  function deliveries(root, view, route) {
+    if (needTenant(root)) return;
+    const p = route.params;
+    const form = el('form', { class: 'filters', id: 'filters' },
+      input('q', 'Id or operation key', 'search', p.q, 'exact id or key'),
+      select('state', 'State', STATES, p.state),
+      select('channel', 'Channel', app.me.channels || [], p.channel),
+      input('from', 'Created from', 'datetime-local', toLocal(p.from)),
+      input('to', 'Created before', 'datetime-local', toLocal(p.to)),
+      el('div', { class: 'actions' },
+        el('button', { type: 'submit', text: 'Apply' }),
+        el('button', { type: 'button', class: 'secondary', text: 'Clear', onclick: () => { location.hash = '#/deliveries'; } })));
+    form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      const f = new FormData(form);
+      const next = new URLSearchParams();
+      for (const k of ['q', 'state', 'channel']) if (f.get(k)) next.set(k, String(f.get(k)).trim());
+      for (const k of ['from', 'to']) if (toIso(f.get(k))) next.set(k, toIso(f.get(k)));
+      const s = next.toString();
+      location.hash = s ? `#/deliveries?${s}` : '#/deliveries';
+    });
+
+    const table = el('div', { class: 'scroll' });
+    const pager = el('div', { class: 'pager' });
+    const summary = el('p', { class: 'muted' });
+    root.append(el('h1', { text: 'Deliveries' }), el('div', { class: 'card' }, form),
+      el('div', { class: 'card' }, summary, table, pager), bulkCard(p));
+
+    const filter = { q: p.q, state: p.state, channel: p.channel, from: p.from, to: p.to };
+    const cursors = [];
+    let cursor = '';
+    const load = async () => {
+      const page = await api('GET', `/ui/api/deliveries${query({ ...filter, cursor, limit: '50' })}`);
+      if (view !== app.view) return;
+      table.replaceChildren(deliveryTable(page.deliveries));
+      summary.textContent = p.q
+        ? `${page.deliveries.length} found for “${p.q}”`
+        : `${page.deliveries.length} shown, newest first${cursors.length ? ` (page ${cursors.length + 1})` : ''}`;
+      pager.replaceChildren(
+        el('button', { type: 'button', class: 'secondary', text: '← Newer', disabled: !cursors.length,
+          onclick: () => { cursor = cursors.pop() || ''; turn(); } }),
+        el('button', { type: 'button', class: 'secondary', text: 'Older →', disabled: !page.next_cursor,
+          onclick: () => { cursors.push(cursor); cursor = page.next_cursor; turn(); } }));
+    };
+    // The first page follows new deliveries; an older page stays still.
+    const turn = () => refresh(view, cursor ? 3600000 : REFRESH_MS.deliveries, load);
+    turn();
+  }
+
+  function deliveryTable(rows) {
+    if (!rows.length) return el('p', { class: 'muted', text: 'No deliveries match.' });
+    return el('table', { id: 'deliveries' },
+      el('thead', {}, el('tr', {},
+        ['Created', 'Id', 'Operation key', 'Channel', 'To', 'State', 'Attempts', 'Last error']
+          .map((t, i) => el('th', { text: t, class: i === 6 ? 'num' : ([1, 3, 4, 7].includes(i) ? 'hide-narrow' : null) })))),
+      el('tbody', {}, rows.map((d) => el('tr', { 'data-id': d.id, 'data-state': d.state },
+        el('td', {}, time(d.created_at)),
+        el('td', { class: 'mono hide-narrow' }, el('a', { href: `#/deliveries/${encodeURIComponent(d.id)}`, text: d.id.slice(0, 8) })),
+        el('td', { class: 'clip' }, el('a', { href: `#/deliveries/${encodeURIComponent(d.id)}`, text: d.operation_key })),
+        el('td', { class: 'hide-narrow', text: d.channel }),
+        el('td', { class: 'clip hide-narrow', text: d.to, title: d.to }),
+        el('td', {}, badge(d.state)),
+        el('td', { class: 'num', text: `${d.attempts}/${d.max_attempts}` }),
+        el('td', { class: 'clip hide-narrow', text: d.last_error || '', title: d.last_error || null })))));
+  }
+
+  function bulkCard(p) {
+    const result = el('p', { class: 'muted', id: 'bulk-result', role: 'status' });
+    const action = el('select', { id: 'bulk-action', name: 'action' },
+      el('option', { value: 'replay', text: 'replay' }), el('option', { value: 'cancel', text: 'cancel' }));
+    const code = el('input', { id: 'bulk-error-code', name: 'error_code', placeholder: 'e.g. http_503' });
+    const confirmButton = el('button', { type: 'button', class: 'danger', id: 'bulk-confirm', hidden: true });
+    const body = (dryRun) => ({
+      action: action.value, state: p.state || null, channel: p.channel || null, from: p.from || null,
+      to: p.to || null, error_code: code.value.trim() || null, dry_run: dryRun,
+      tenant: app.me.role === 'admin' ? app.tenant : null,
+    });
+    const count = el('button', { type: 'button', class: 'secondary', id: 'bulk-count', text: 'Count matches (dry run)' });
+    const reset = () => { confirmButton.hidden = true; result.textContent = ''; };
+    action.addEventListener('change', reset);
+    code.addEventListener('input', reset);
+    count.addEventListener('click', async () => {
+      reset();
+      try {
+        const r = await api('POST', '/ui/api/bulk', body(true));
+        result.textContent = `${fmtNum(r.matched)}${r.more ? '+' : ''} deliveries match; nothing changed yet.`;
+        if (r.matched) {
+          confirmButton.textContent = `${action.value === 'replay' ? 'Replay' : 'Cancel'} ${fmtNum(r.matched)} deliveries`;
+          confirmButton.hidden = false;
+        }
+      } catch (e) {
+        result.textContent = e.message;
+      }
+    });
+    confirmButton.addEventListener('click', async () => {
+      confirmButton.disabled = true;
+      try {
+        const r = await api('POST', '/ui/api/bulk', body(false));
+        const verb = action.value === 'replay' ? 'replayed' : 'cancelled';
+        result.textContent = `${fmtNum(r.changed)} ${verb}, ${fmtNum(r.skipped)} skipped (their state had changed)` +
+          (r.more ? '; more match: run it again for the rest.' : '.');
+        confirmButton.hidden = true;
+        flash(`${fmtNum(r.changed)} deliveries ${verb}`);
+      } catch (e) {
+        result.textContent = e.message;
+      } finally {
+        confirmButton.disabled = false;
+      }
+    });
+    const scope = [p.state && `state ${p.state}`, p.channel && `channel ${p.channel}`,
+      p.from && `from ${fmtTime(p.from)}`, p.to && `before ${fmtTime(p.to)}`].filter(Boolean);
+    return el('div', { class: 'card', id: 'bulk' },
+      el('h2', { text: 'Bulk replay or cancel' }),
+      el('p', { class: 'muted', text: `Takes every delivery the filter above matches (${scope.length ? scope.join(', ') : 'all of this tenant’s'}; the id or key search is not used), up to 10,000 a call. Count first; then confirm.` }),
+      el('div', { class: 'filters' },
+        el('div', { class: 'field' }, el('label', { for: 'bulk-action', text: 'Action' }), action),
+        el('div', { class: 'field' }, el('label', { for: 'bulk-error-code', text: 'Latest error code' }), code)),
+      el('div', { class: 'actions' }, count, confirmButton), result);
+  }
+
+  // ---- one delivery -------------------------------------------------------------------
+
+  function delivery(root, view, route) {
+    const facts = el('dl', { class: 'facts' });
+    const buttons = el('div', { class: 'actions' });
+    const payload = el('pre', { id: 'payload' });
+    const timeline = el('ol', { class: 'timeline', id: 'attempts' });
+    const title = el('h1', { text: 'Delivery' });
+    root.append(el('p', {}, el('a', { href: '#/deliveries', text: '← Deliveries' })), title,
+      el('div', { class: 'grid' },
+        el('div', { class: 'card' }, facts, buttons),
+        el('div', { class: 'card' }, el('h2', { text: 'Attempts' }), timeline)),
+      el('div', { class: 'card' }, el('h2', { text: 'Payload' }), payload));
+    const path = `/ui/api/deliveries/${encodeURIComponent(route.id)}`;
+    const load = async () => {
+      let d;
+      try {
+        d = await api('GET', `${path}${query()}`);
+      } catch (e) {
+        if (e.status !== 404 && e.status !== 400) throw e;
+        stopRefresh();
+        title.textContent = 'No such delivery';
+        facts.replaceChildren(el('p', { class: 'muted', text: e.message }));
+        return;
+      }
+      if (view !== app.view) return;
+      show(d);
+      // Settled deliveries change only by an action: stop asking.
+      if (!['pending', 'sending'].includes(d.delivery.state)) stopRefresh();
+    };
+    const act = async (verb) => {
+      try {
+        const r = await api('POST', `${path}/${verb}${query()}`, {});
+        flash(`${verb === 'replay' ? 'Replayed' : 'Cancelled'}: now ${r.delivery.state}`);
+        refresh(view, REFRESH_MS.delivery, load);
+      } catch (e) {
+        flash(e.message, true);
+      }
+    };
+    const show = ({ delivery: d, payload: body, attempts }) => {
+      title.replaceChildren('Delivery ', badge(d.state));
+      const rows = [
+        ['Id', el('span', { class: 'mono', text: d.id })],
+        ['Operation key', d.operation_key], ['Channel', d.channel], ['To', d.to],
+        ['Attempts', `${d.attempts} of ${d.max_attempts}`],
+        ['Quota', `${d.cost} × ${d.quota_key}`],
+        ['Next attempt', d.state === 'pending' ? time(d.next_attempt_at) : '—'],
+        ['Created', time(d.created_at)], ['Updated', time(d.updated_at)], ['Sent', time(d.sent_at)],
+        ['Last error', d.last_error || '—'],
+      ];
+      if (app.me.role === 'admin') rows.splice(1, 0, ['Tenant', tenantName(d.tenant)]);
+      facts.replaceChildren(...rows.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', {}, v)]));
+      buttons.replaceChildren(
+        el('button', { type: 'button', id: 'replay', text: 'Replay', disabled: !['failed', 'cancelled'].includes(d.state),
+          onclick: () => act('replay') }),
+        el('button', { type: 'button', id: 'cancel', class: 'danger', text: 'Cancel', disabled: d.state !== 'pending',
+          onclick: () => act('cancel') }));
+      payload.textContent = pretty(body);
+      timeline.replaceChildren(...(attempts.length ? attempts.map(attemptItem)
+        : [el('li', { class: 'muted', text: 'No attempt yet.' })]));
+    };
+    refresh(view, REFRESH_MS.delivery, load);
+  }
+
+  function tenantName(id) {
+    const t = app.tenants.find((x) => x.id === id);
+    return t ? `${t.name} (${id})` : id;
+  }
+
+  function pretty(body) {
+    if (body === null || body === undefined) return '';
+    if (typeof body !== 'string') return JSON.stringify(body, null, 2);
+    try { return JSON.stringify(JSON.parse(body), null, 2); } catch (_) { return body; }
+  }
+
+  function attemptItem(a) {
+    const took = a.finished_at ? new Date(a.finished_at) - new Date(a.started_at) : null;
+    return el('li', { class: a.outcome || 'running', 'data-n': a.n, 'data-outcome': a.outcome || '' },
+      el('div', { class: 'head' }, el('strong', { text: `Attempt ${a.n}` }), badge(a.outcome || 'running'),
+        a.error_code ? el('code', { text: a.error_code }) : null),
+      el('div', { class: 'meta' },
+        'worker ', el('span', { class: 'mono', text: a.worker }),
+        ' · release ', el('span', { class: 'mono release', text: a.release || 'unrecorded' })),
+      el('div', { class: 'meta' }, time(a.started_at),
+        a.finished_at ? [' → ', time(a.finished_at), ` (${fmtAge(took)})`] : ' → running'),
+      a.error_message ? el('pre', { class: 'error-message', text: a.error_message }) : null);
+  }
+
+  // ---- quotas -------------------------------------------------------------------------
+
+  function quotas(root, view) {
+    if (needTenant(root)) return;
+    const accounts = el('div', { class: 'scroll' });
+    const journal = el('div', { class: 'scroll' });
+    root.append(el('h1', { text: 'Quotas' }),
+      el('div', { class: 'card' }, el('h2', { text: 'Accounts' }), accounts,
+        legend(['sent', 'reserved', 'available']), el('p', { class: 'muted', text: 'Spent, reserved and available, as shares of what was granted.' })),
+      el('div', { class: 'card' }, el('h2', { text: 'Journal (newest 100)' }), journal));
+    refresh(view, REFRESH_MS.quotas, async () => {
+      const q = await api('GET', `/ui/api/quotas${query()}`);
+      if (view !== app.view) return;
+      accounts.replaceChildren(q.quotas.length ? el('table', { id: 'quotas' },
+        el('thead', {}, el('tr', {}, ['Quota key', 'Granted', 'Available', 'Reserved', 'Spent', '']
+          .map((t, i) => el('th', { text: t, class: i && i < 5 ? 'num' : null })))),
+        el('tbody', {}, q.quotas.map((a) => el('tr', { 'data-quota-key': a.quota_key },
+          el('td', { class: 'mono', text: a.quota_key }),
+          ['granted', 'available', 'reserved', 'spent'].map((k) => el('td', { class: 'num', 'data-field': k, text: fmtNum(a[k]) })),
+          el('td', {}, stackBar([['sent', a.spent], ['reserved', a.reserved], ['available', a.available]], a.granted))))))
+        : el('p', { class: 'muted', text: 'No quota granted yet.' }));
+      journal.replaceChildren(q.journal.length ? el('table', { id: 'journal' },
+        el('thead', {}, el('tr', {}, ['At', 'Quota key', 'Kind', 'Amount', 'Delivery']
+          .map((t, i) => el('th', { text: t, class: i === 3 ? 'num' : null })))),
+        el('tbody', {}, q.journal.map((j) => el('tr', {},
+          el('td', {}, time(j.at)), el('td', { class: 'mono', text: j.quota_key }),
+          el('td', { text: j.kind }), el('td', { class: 'num', text: fmtNum(j.amount) }),
+          el('td', { class: 'mono' }, j.delivery_id
+            ? el('a', { href: `#/deliveries/${encodeURIComponent(j.delivery_id)}`, text: j.delivery_id.slice(0, 8) }) : '—')))))
+        : el('p', { class: 'muted', text: 'Nothing in the journal yet.' }));
+    });
+  }
+
+  // ---- start --------------------------------------------------------------------------
+
+  document.addEventListener('visibilitychange', () => { if (!document.hidden && app.me) render(); });
+
+  (async () => {
+    try {
+      const me = await api('GET', '/ui/api/session');
+      if (me && me.role) await signedIn(me);
+      else signedOut();
+    } catch (e) {
+      signedOut(e.message);
+    }
+  })();
+})();

@@ -1,0 +1,277 @@
+//! The dashboard's sessions. Signing in exchanges a key (the admin key, or a tenant's API
+//! key) for a cookie, `herald_ui`: HttpOnly (the page's script cannot read it),
+//! SameSite=Strict (no other site's request carries it), Path=/ui, and Secure when the
+//! request arrived over HTTPS (`X-Forwarded-Proto: https` from the proxy in front). The
+//! key itself is never kept: not in the cookie, not in the page.
+//!
+//! The cookie is signed, not stored: `v1.<who>.<expiry>.<nonce>.<mac>`, the MAC an
+//! HMAC-SHA256 under a secret derived from the admin key, so every server sharing that
+//! key accepts the sessions of the others, and changing the admin key ends every session.
+//! A server without an admin key signs with a random secret of its own (its tenant
+//! sessions end when it restarts). A tenant session names the API key it was made from,
+//! and each request checks that key is still unrevoked: revoking it ends the session.
+//! Sessions last [`SESSION_TTL`]; signing out clears the cookie.
+//!
+//! CSRF: every state-changing call must carry `X-Herald-CSRF`, a second MAC of the cookie
+//! that only the page (reading it from `GET /ui/api/session`, same origin) can learn; a
+//! browser's cross-site request can neither set the header nor read the token. A request
+//! that a browser marks cross-site (`Sec-Fetch-Site`) or whose `Origin` is not this host
+//! is refused as well, the sign-in included.
+
+use crate::error::ApiError;
+use crate::keys;
+use crate::state::AppState;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long a session lasts after signing in.
+pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
+
+pub const COOKIE: &str = "herald_ui";
+pub const CSRF_HEADER: &str = "x-herald-csrf";
+
+/// The secret sessions are signed with.
+#[derive(Clone)]
+pub struct SessionKey([u8; 32]);
+
+impl std::fmt::Debug for SessionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionKey(***)")
+    }
+}
+
+impl SessionKey {
+    /// Derived from the admin key when there is one, else random for this process.
+    pub fn new(admin_key: Option<&str>) -> SessionKey {
+        match admin_key.filter(|k| !k.is_empty()) {
+            Some(admin) => SessionKey(hmac(admin.as_bytes(), &[b"herald ui session v1"])),
+            None => {
+                // Without randomness there is no secret: all zeros, which signs nothing
+                // (`usable`), so every sign-in is refused rather than made guessable.
+                let mut secret = [0u8; 32];
+                if getrandom::fill(&mut secret).is_err() {
+                    secret = [0u8; 32];
+                }
+                SessionKey(secret)
+            }
+        }
+    }
+
+    /// The CSRF token of the session whose cookie is `value`.
+    pub fn csrf_of(&self, value: &str) -> String {
+        self.mac(b"csrf\0", value)
+    }
+
+    fn usable(&self) -> bool {
+        self.0 != [0u8; 32]
+    }
+
+    fn mac(&self, purpose: &[u8], text: &str) -> String {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(hmac(&self.0, &[purpose, text.as_bytes()]))
+    }
+}
+
+/// HMAC-SHA256 of the concatenated parts.
+fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    // HMAC takes a key of any length: `new_from_slice` cannot fail.
+    let Ok(mut mac) = <Hmac<Sha256> as Mac>::new_from_slice(key) else { return [0u8; 32] };
+    for part in parts {
+        mac.update(part);
+    }
+    mac.finalize().into_bytes().into()
+}
+
+/// Who a session is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Who {
+    /// The admin key: every tenant.
+    Admin,
+    /// A tenant's API key (its id, so a revocation ends the session): that tenant only.
+    Tenant { tenant: herald::TenantId, key_id: String },
+}
+
+/// A verified session.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub who: Who,
+    /// The anti-CSRF token for this session.
+    pub csrf: String,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// A new session's cookie value.
+pub fn issue(key: &SessionKey, who: &Who) -> Option<String> {
+    if !key.usable() {
+        return None;
+    }
+    let who = match who {
+        Who::Admin => "a".to_string(),
+        Who::Tenant { tenant, key_id } => format!("t:{tenant}:{key_id}"),
+    };
+    let mut nonce = [0u8; 12];
+    getrandom::fill(&mut nonce).ok()?;
+    let nonce = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(nonce);
+    let expires = unix_now() + SESSION_TTL.as_secs();
+    let body = format!("v1.{who}.{expires}.{nonce}");
+    let mac = key.mac(b"session\0", &body);
+    Some(format!("{body}.{mac}"))
+}
+
+/// The session a cookie value stands for, if it is ours, intact and unexpired.
+fn verify(key: &SessionKey, value: &str) -> Option<Session> {
+    if !key.usable() || value.len() > 512 {
+        return None;
+    }
+    let (body, mac) = value.rsplit_once('.')?;
+    if !keys::same(key.mac(b"session\0", body).as_bytes(), mac.as_bytes()) {
+        return None;
+    }
+    let mut parts = body.split('.');
+    let (version, who, expires) = (parts.next()?, parts.next()?, parts.next()?);
+    if version != "v1" {
+        return None;
+    }
+    if expires.parse::<u64>().ok()? <= unix_now() {
+        return None;
+    }
+    let who = match who.split(':').collect::<Vec<_>>().as_slice() {
+        ["a"] => Who::Admin,
+        ["t", tenant, key_id] => Who::Tenant {
+            tenant: herald::TenantId::from_uuid(uuid::Uuid::try_parse(tenant).ok()?),
+            key_id: (*key_id).to_string(),
+        },
+        _ => return None,
+    };
+    Some(Session { who, csrf: key.csrf_of(value) })
+}
+
+/// The `herald_ui` cookie's value in a request.
+fn cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find_map(|(name, value)| (name == COOKIE).then_some(value))
+}
+
+/// Whether a browser says the request came from another site, or names another origin.
+pub fn cross_site(headers: &HeaderMap) -> bool {
+    let fetch_site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+    if matches!(fetch_site, Some("cross-site" | "same-site")) {
+        return true;
+    }
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let origin_host = origin.split_once("://").map_or("", |(_, rest)| rest);
+    origin == "null" || origin_host != host
+}
+
+/// The `Set-Cookie` value for a new session, or for ending one (`None`).
+pub fn set_cookie(value: Option<&str>, headers: &HeaderMap) -> String {
+    let secure = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|p| p.eq_ignore_ascii_case("https"));
+    let secure = if secure { "; Secure" } else { "" };
+    match value {
+        Some(v) => format!(
+            "{COOKIE}={v}; HttpOnly; SameSite=Strict; Path=/ui; Max-Age={}{secure}",
+            SESSION_TTL.as_secs()
+        ),
+        None => format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/ui; Max-Age=0{secure}"),
+    }
+}
+
+fn signed_out() -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "sign in first")
+}
+
+/// The request's session: signed by us, unexpired, and (a tenant's) made from a key that
+/// is still valid.
+pub async fn from_parts(parts: &Parts, state: &AppState) -> Result<Session, ApiError> {
+    let value = cookie(&parts.headers).ok_or_else(signed_out)?;
+    let session = verify(&state.session_key, value).ok_or_else(signed_out)?;
+    if let Who::Tenant { tenant, key_id } = &session.who {
+        let key_id = herald::KeyId::parse(key_id).ok_or_else(signed_out)?;
+        match state.herald.api_key(&key_id).await? {
+            Some(row) if !row.revoked && row.tenant_id == tenant.as_uuid() => {}
+            _ => return Err(signed_out()),
+        }
+    }
+    Ok(session)
+}
+
+/// For a state-changing call: the session, with its CSRF token presented and the request
+/// not cross-site.
+pub async fn for_action(parts: &Parts, state: &AppState) -> Result<Session, ApiError> {
+    let session = from_parts(parts, state).await?;
+    let presented = parts.headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if cross_site(&parts.headers) || !keys::same(presented.as_bytes(), session.csrf.as_bytes()) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "csrf",
+            "this action needs the page's X-Herald-CSRF token",
+        ));
+    }
+    Ok(session)
+}
+
+#[cfg(test)]
+#[allow(clippy::panic, clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_is_verified_only_as_issued() {
+        let key = SessionKey::new(Some("admin-key"));
+        let tenant = herald::TenantId::new_v7();
+        let who = Who::Tenant { tenant, key_id: "0123456789abcdef".into() };
+        let value = issue(&key, &who).unwrap();
+        let session = verify(&key, &value).unwrap();
+        assert_eq!(session.who, who);
+        assert_eq!(verify(&SessionKey::new(Some("admin-key")), &value).unwrap().csrf, session.csrf);
+        assert!(verify(&SessionKey::new(Some("other")), &value).is_none(), "another secret");
+        let forged = value.replacen("t:", "a:", 1);
+        assert!(verify(&key, &forged).is_none(), "an edited cookie");
+        let admin = issue(&key, &Who::Admin).unwrap();
+        assert_ne!(verify(&key, &admin).unwrap().csrf, session.csrf, "one token per session");
+        assert!(verify(&key, "v1.a.99999999999.x.y").is_none());
+        assert!(verify(&key, "").is_none());
+    }
+
+    #[test]
+    fn an_expired_session_is_refused() {
+        let key = SessionKey::new(Some("admin-key"));
+        let body = format!("v1.a.{}.nonce", unix_now() - 1);
+        let value = format!("{body}.{}", key.mac(b"session\0", &body));
+        assert!(verify(&key, &value).is_none());
+    }
+
+    #[test]
+    fn cross_site_requests_are_recognised() {
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, "herald.example:8080".parse().unwrap());
+        assert!(!cross_site(&h), "no Origin: a same-origin GET or a non-browser client");
+        h.insert(header::ORIGIN, "http://herald.example:8080".parse().unwrap());
+        assert!(!cross_site(&h));
+        h.insert(header::ORIGIN, "http://evil.example".parse().unwrap());
+        assert!(cross_site(&h));
+        h.insert(header::ORIGIN, "null".parse().unwrap());
+        assert!(cross_site(&h));
+        h.remove(header::ORIGIN);
+        h.insert("sec-fetch-site", "cross-site".parse().unwrap());
+        assert!(cross_site(&h));
+    }
+}
