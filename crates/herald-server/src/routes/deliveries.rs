@@ -246,46 +246,72 @@ pub async fn list(
     TenantAuth(tenant): TenantAuth,
     QueryParams(q): QueryParams<ListQuery>,
 ) -> ApiResult<Json<DeliveryList>> {
-    let limit = match q.limit.as_deref() {
+    let filters = PageQuery {
+        state: q.state.as_deref(),
+        channel: q.channel.as_deref(),
+        from: None,
+        to: None,
+        limit: q.limit.as_deref(),
+        cursor: q.cursor.as_deref(),
+    };
+    page(&state, tenant, &filters).await.map(Json)
+}
+
+/// A page's filters and position, as a query gave them (unchecked).
+#[derive(Debug, Default)]
+pub(crate) struct PageQuery<'q> {
+    pub state: Option<&'q str>,
+    pub channel: Option<&'q str>,
+    /// Created at or after (RFC 3339).
+    pub from: Option<&'q str>,
+    /// Created before (RFC 3339).
+    pub to: Option<&'q str>,
+    pub limit: Option<&'q str>,
+    pub cursor: Option<&'q str>,
+}
+
+/// One keyset page of a tenant's deliveries, newest first, as `GET /v1/deliveries` and the
+/// dashboard list them; the cursor of the next page when there is one.
+pub(crate) async fn page(
+    state: &AppState,
+    tenant: herald::TenantId,
+    q: &PageQuery<'_>,
+) -> ApiResult<DeliveryList> {
+    let limit = match q.limit {
         None => PAGE_DEFAULT,
         Some(raw) => match raw.parse::<usize>() {
             Ok(n) if (1..=PAGE_MAX).contains(&n) => n,
             _ => return Err(ApiError::invalid(format!("limit must be between 1 and {PAGE_MAX}"))),
         },
     };
-    let filter_state = parse_state(q.state.as_deref())?;
-    let before = match q.cursor.as_deref() {
+    let filter_state = parse_state(q.state)?;
+    let before = match q.cursor {
         None => None,
-        Some(c) => Some(cursor::decode(c, q.state.as_deref(), q.channel.as_deref()).map_err(
-            |e| match e {
-                cursor::CursorError::Malformed => ApiError::invalid("malformed cursor"),
-                cursor::CursorError::OtherFilters => {
-                    ApiError::invalid("this cursor belongs to a listing with other filters")
-                }
-            },
-        )?),
+        Some(c) => Some(cursor::decode(c, q.state, q.channel).map_err(|e| match e {
+            cursor::CursorError::Malformed => ApiError::invalid("malformed cursor"),
+            cursor::CursorError::OtherFilters => {
+                ApiError::invalid("this cursor belongs to a listing with other filters")
+            }
+        })?),
     };
-    check_channel(q.channel.as_deref())?;
+    check_channel(q.channel)?;
     let filter = DeliveryFilter {
         tenant,
         state: filter_state,
-        channel: q.channel.clone(),
+        channel: q.channel.map(str::to_string),
         before: before.map(herald::DeliveryId::from_uuid),
-        from: None,
-        to: None,
+        from: parse_time(q.from, "from")?,
+        to: parse_time(q.to, "to")?,
         limit: limit + 1,
     };
     let mut rows = state.herald.deliveries(&filter).await?;
     let more = rows.len() > limit;
     rows.truncate(limit);
     let next_cursor = match (more, rows.last()) {
-        (true, Some(last)) => {
-            Some(cursor::encode(last.id.as_uuid(), q.state.as_deref(), q.channel.as_deref()))
-        }
+        (true, Some(last)) => Some(cursor::encode(last.id.as_uuid(), q.state, q.channel)),
         _ => None,
     };
-    let page: Vec<DeliveryView> = rows.into_iter().map(Into::into).collect();
-    Ok(Json(DeliveryList { deliveries: page, next_cursor }))
+    Ok(DeliveryList { deliveries: rows.into_iter().map(Into::into).collect(), next_cursor })
 }
 
 #[utoipa::path(get, path = "/v1/quotas", responses((status = 200, body = QuotaList), (status = 401)))]

@@ -4,21 +4,20 @@
 //! its CSRF token (`session::for_action`).
 
 use super::session::{self, Session, Who};
-use crate::cursor;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, PathParams, QueryParams};
 use crate::keys;
-use crate::routes::deliveries::{check_channel, parse_state, parse_time};
+use crate::routes::deliveries::{PageQuery, page};
 use crate::routes::path_id;
 use crate::state::AppState;
-use crate::wire::{AttemptView, BulkRequest, BulkResult, DeliveryView, QuotaView};
+use crate::wire::{AttemptView, BulkRequest, BulkResult, DeliveryList, DeliveryView, QuotaView};
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use herald::{BulkAction, DeliveryFilter, DeliveryId, DeliveryState, TenantId};
-use serde::{Deserialize, Serialize};
+use herald::{BulkAction, DeliveryId, DeliveryState, TenantId};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// Most tenants the selector lists.
@@ -247,19 +246,13 @@ pub struct ListQuery {
     limit: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
-struct Page {
-    deliveries: Vec<DeliveryView>,
-    next_cursor: Option<String>,
-}
-
 /// `GET /ui/api/deliveries`: a tenant's deliveries, newest first, filtered; `q` finds one
 /// by id or by operation key.
 pub async fn deliveries(
     State(state): State<AppState>,
     Reader(s): Reader,
     QueryParams(q): QueryParams<ListQuery>,
-) -> ApiResult<Response> {
+) -> ApiResult<Json<DeliveryList>> {
     let tenant = tenant_of(&s, q.tenant.as_deref())?;
     if let Some(search) = q.q.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
         let mut found = Vec::new();
@@ -272,50 +265,18 @@ pub async fn deliveries(
         }
         let channels: Vec<String> = state.channels.iter().cloned().collect();
         found.extend(state.herald.deliveries_by_key(tenant, search, &channels).await?);
-        let page =
-            Page { deliveries: found.into_iter().map(Into::into).collect(), next_cursor: None };
-        return Ok(Json(page).into_response());
+        let found = found.into_iter().map(Into::into).collect();
+        return Ok(Json(DeliveryList { deliveries: found, next_cursor: None }));
     }
-    let limit = match q.limit.as_deref() {
-        None => crate::routes::deliveries::PAGE_DEFAULT,
-        Some(raw) => match raw.parse::<usize>() {
-            Ok(n) if (1..=herald_core::limits::PAGE_MAX).contains(&n) => n,
-            _ => {
-                return Err(ApiError::invalid(format!(
-                    "limit must be between 1 and {}",
-                    herald_core::limits::PAGE_MAX
-                )));
-            }
-        },
+    let filters = PageQuery {
+        state: q.state.as_deref(),
+        channel: q.channel.as_deref(),
+        from: q.from.as_deref(),
+        to: q.to.as_deref(),
+        limit: q.limit.as_deref(),
+        cursor: q.cursor.as_deref(),
     };
-    check_channel(q.channel.as_deref())?;
-    let before = match q.cursor.as_deref() {
-        None => None,
-        Some(c) => Some(
-            cursor::decode(c, q.state.as_deref(), q.channel.as_deref())
-                .map_err(|_| ApiError::invalid("malformed cursor, or one of other filters"))?,
-        ),
-    };
-    let filter = DeliveryFilter {
-        tenant,
-        state: parse_state(q.state.as_deref())?,
-        channel: q.channel.clone(),
-        before: before.map(DeliveryId::from_uuid),
-        from: parse_time(q.from.as_deref(), "from")?,
-        to: parse_time(q.to.as_deref(), "to")?,
-        limit: limit + 1,
-    };
-    let mut rows = state.herald.deliveries(&filter).await?;
-    let more = rows.len() > limit;
-    rows.truncate(limit);
-    let next_cursor = match (more, rows.last()) {
-        (true, Some(last)) => {
-            Some(cursor::encode(last.id.as_uuid(), q.state.as_deref(), q.channel.as_deref()))
-        }
-        _ => None,
-    };
-    let page = Page { deliveries: rows.into_iter().map(Into::into).collect(), next_cursor };
-    Ok(Json(page).into_response())
+    Ok(Json(page(&state, tenant, &filters).await?))
 }
 
 /// The delivery `id` as the session may see it: an admin's of any tenant (the named one,
@@ -364,9 +325,7 @@ pub async fn replay(
     PathParams(id): PathParams<String>,
     QueryParams(q): QueryParams<TenantQuery>,
 ) -> ApiResult<Json<Value>> {
-    let (tenant, id) = visible(&state, &s, &id, q.tenant.as_deref()).await?;
-    let delivery = state.herald.replay(tenant, id).await?;
-    Ok(Json(json!({"delivery": DeliveryView::from(delivery)})))
+    act(&state, &s, &id, &q, BulkAction::Replay).await
 }
 
 /// `POST /ui/api/deliveries/{id}/cancel`.
@@ -376,8 +335,22 @@ pub async fn cancel(
     PathParams(id): PathParams<String>,
     QueryParams(q): QueryParams<TenantQuery>,
 ) -> ApiResult<Json<Value>> {
-    let (tenant, id) = visible(&state, &s, &id, q.tenant.as_deref()).await?;
-    let delivery = state.herald.cancel(tenant, id).await?;
+    act(&state, &s, &id, &q, BulkAction::Cancel).await
+}
+
+/// Replays or cancels one delivery the session may see, as `/v1` does.
+async fn act(
+    state: &AppState,
+    s: &Session,
+    id: &str,
+    q: &TenantQuery,
+    action: BulkAction,
+) -> ApiResult<Json<Value>> {
+    let (tenant, id) = visible(state, s, id, q.tenant.as_deref()).await?;
+    let delivery = match action {
+        BulkAction::Replay => state.herald.replay(tenant, id).await?,
+        BulkAction::Cancel => state.herald.cancel(tenant, id).await?,
+    };
     Ok(Json(json!({"delivery": DeliveryView::from(delivery)})))
 }
 
