@@ -316,13 +316,21 @@ impl std::fmt::Debug for SecretRotated {
 #[serde(deny_unknown_fields)]
 pub struct BulkRequest {
     /// pending, sending, sent, failed or cancelled.
+    #[schema(pattern = "^(pending|sending|sent|failed|cancelled)$")]
     pub state: Option<String>,
+    /// 1 to 50 bytes without control characters (the document's 12 characters can never
+    /// be more bytes).
+    #[schema(min_length = 1, max_length = 12, pattern = r"^[^\u0000-\u001f\u007f-\u009f]+$")]
     pub channel: Option<String>,
-    /// Created at or after (RFC 3339).
+    /// Created at or after (RFC 3339); before `to` when both are given.
+    #[schema(format = DateTime, pattern = r"^(197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-")]
     pub from: Option<String>,
     /// Created before (RFC 3339).
+    #[schema(format = DateTime, pattern = r"^(197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-")]
     pub to: Option<String>,
-    /// The error code of the delivery's latest attempt (e.g. `http_500`).
+    /// The error code of the delivery's latest attempt (e.g. `http_500`): 1 to 100 bytes
+    /// without control characters (the document's 25 characters can never be more bytes).
+    #[schema(min_length = 1, max_length = 25, pattern = r"^[^\u0000-\u001f\u007f-\u009f]+$")]
     pub error_code: Option<String>,
     /// Only count the matches; change nothing.
     #[serde(default)]

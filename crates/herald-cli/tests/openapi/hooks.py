@@ -33,6 +33,16 @@ def _within_rules(value, depth=0):
     return value
 
 
+def _instant(text):
+    """An RFC 3339 time as a comparable instant (the document's format: date-time)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return float("-inf")
+
+
 @schemathesis.hook
 def before_call(ctx, case, **kwargs):
     if case.operation.method.upper() != "POST":
@@ -46,6 +56,13 @@ def before_call(ctx, case, **kwargs):
                 if "payload" in item:
                     item["payload"] = _within_rules(item["payload"])
                 item.setdefault("operation_key", f"schemathesis-{i}")
+        return
+    if case.operation.path in ("/v1/deliveries/replay", "/v1/deliveries/cancel"):
+        # A time range's `from` must be before its `to` (one field against another).
+        body = case.body if isinstance(case.body, dict) else {}
+        start, end = body.get("from"), body.get("to")
+        if isinstance(start, str) and isinstance(end, str) and _instant(start) >= _instant(end):
+            del body["from"]
         return
     if case.operation.path != "/v1/deliveries":
         return
