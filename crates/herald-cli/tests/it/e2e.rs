@@ -213,6 +213,21 @@ fn a_webhook_and_an_email_submitted_over_http_arrive_and_are_charged() {
             herald(dir.path(), &["deliveries", "show", d["id"].as_str().unwrap(), "--json"]);
         assert_eq!(shown["state"], "sent", "{shown}");
     }
+    // Each attempt names the release that ran it: herald's version when HERALD_RELEASE is
+    // not set, as here.
+    let attempts =
+        herald(dir.path(), &["deliveries", "attempts", hook["id"].as_str().unwrap(), "--json"]);
+    let attempts = attempts["attempts"].as_array().unwrap_or_else(|| panic!("{attempts}"));
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    assert_eq!(attempts[0]["outcome"], "sent", "{attempts:?}");
+    assert_eq!(attempts[0]["release"], env!("CARGO_PKG_VERSION"), "{attempts:?}");
+    // A bulk replay's dry run counts what its filter matches and changes nothing.
+    let bulk =
+        ["deliveries", "replay", "--tenant", id, "--channel", "webhook", "--dry-run", "--json"];
+    assert_eq!(
+        herald(dir.path(), &bulk),
+        json!({"dry_run": true, "matched": 1, "changed": 0, "skipped": 0, "more": false})
+    );
     let quotas = herald(dir.path(), &["quota", "show", id, "--json"]);
     for q in quotas["quotas"].as_array().unwrap() {
         assert_eq!(

@@ -60,11 +60,18 @@ async fn readme_quick_start_runs_as_pasted() {
     else {
         panic!("expected nine answers, got {}:\n{out}", answers.len());
     };
-    // The bulk replay: nothing had failed, so the dry run and the run match alike.
-    assert_eq!((counted["dry_run"].clone(), counted["matched"].clone()), (true.into(), 0.into()));
+    // The bulk replay: the two deliveries go to a target herald refuses (localhost), so
+    // each is failed or about to be; the dry run changes nothing, the run replays what
+    // it matched (or skips one a worker holds at that moment).
+    let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k}: {v}"));
+    assert_eq!((counted["dry_run"].clone(), n(counted, "changed")), (true.into(), 0), "{counted}");
+    assert!(n(counted, "matched") <= 2, "{counted}");
+    assert_eq!(replayed["dry_run"], false, "{replayed}");
+    assert!(n(replayed, "matched") <= 2, "{replayed}");
     assert_eq!(
-        (replayed["dry_run"].clone(), replayed["changed"].clone()),
-        (false.into(), 0.into())
+        n(replayed, "changed") + n(replayed, "skipped"),
+        n(replayed, "matched"),
+        "{replayed}"
     );
     assert_eq!(tenant["name"], "acme", "{tenant}");
     assert!(tenant["api_key"].as_str().is_some_and(|k| k.starts_with("hk_")), "{tenant}");

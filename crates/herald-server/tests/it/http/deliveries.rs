@@ -235,7 +235,16 @@ fn assert_attempt(b: &str, v: &Value, n: u64, outcome: &str) {
     keys.sort_unstable();
     assert_eq!(
         keys,
-        ["error_code", "error_message", "finished_at", "n", "outcome", "started_at", "worker"],
+        [
+            "error_code",
+            "error_message",
+            "finished_at",
+            "n",
+            "outcome",
+            "release",
+            "started_at",
+            "worker"
+        ],
         "{b}: attempt fields {v}"
     );
     assert_eq!(obj["n"], n, "{b}: attempt number {v}");

@@ -208,6 +208,7 @@ async fn dashboard_sessions_are_scoped_and_csrf_protected() {
         let a = env.api.tenant("acme").await;
         let other = env.api.tenant("other").await;
         env.api.grant(&a, "sms", 10).await;
+        env.api.grant(&other, "email", 10).await;
         let failed = id_of(&env.api.submit(&a.key, &sms("s0")).await.expect(CREATED));
         let body = json!({"operation_key": "o0", "channel": "email", "to": "x@example.com",
                           "payload": {"subject": "<script>alert(1)</script>", "text": "t"}});
