@@ -155,7 +155,9 @@ pub struct JournalRow {
 }
 
 /// The tenant's newest journal entries first (by the journal's own id, descending: the
-/// order they were written in), at most `limit`.
+/// order they were written in), at most `limit`. Each account's newest `limit` are read
+/// through its index (tenant, quota_key, id) and merged: never a walk through every entry
+/// the tenant ever had (3 a delivery).
 pub async fn quota_journal_recent(
     conn: Conn<'_>,
     tenant: Uuid,

@@ -308,6 +308,9 @@ async fn the_journal_reads_newest_first(db: &Db) {
     let globex = tenant(db, "globex").await;
     grant(db, globex, KEY, 10).await;
     let first = claimed(db, t, "order-1", at(5)).await;
+    // A second account between the first's entries: the accounts' entries are merged in
+    // the order they were written, whichever account they are on.
+    grant(db, t, "other", 3).await;
     let second = claimed(db, t, "order-2", at(7)).await;
     claimed(db, globex, "order-1", at(8)).await;
     let recent = |tenant, limit| async move {
@@ -321,13 +324,18 @@ async fn the_journal_reads_newest_first(db: &Db) {
         delivery_id: delivery,
         reservation_seq: delivery.map(|_| 1),
     };
+    let other = JournalRow { quota_key: "other".into(), ..entry(0, "grant", 3, None) };
     let all = vec![
         entry(7, "reserve", 1, Some(second)),
+        other,
         entry(5, "reserve", 1, Some(first)),
         entry(0, "grant", GRANTED, None),
     ];
     assert_eq!(recent(t, 10).await, all);
+    assert_eq!(recent(t, 4).await, all);
+    assert_eq!(recent(t, 3).await, all[0..3]);
     assert_eq!(recent(t, 2).await, all[0..2]);
+    assert_eq!(recent(t, 1).await, all[0..1]);
     assert!(recent(t, 0).await.is_empty());
     assert_eq!(recent(globex, 1).await.len(), 1);
     assert!(recent(Uuid::now_v7(), 10).await.is_empty());
