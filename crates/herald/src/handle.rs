@@ -37,6 +37,8 @@ pub struct Herald {
     pub(crate) group: Arc<crate::group::Group>,
     /// Outcomes counted for the dashboard, not yet written (`rollup.rs`).
     pub(crate) rollup: Arc<crate::rollup::Rollup>,
+    /// The dashboard's recent counts (`counts.rs`).
+    pub(crate) counts: Arc<crate::counts::CountsCache>,
 }
 
 impl Herald {
@@ -60,6 +62,7 @@ impl Herald {
             settings: Arc::default(),
             group: Arc::default(),
             rollup: Arc::default(),
+            counts: Arc::default(),
         }
     }
 

@@ -185,7 +185,8 @@ pub async fn overview(
     QueryParams(q): QueryParams<TenantQuery>,
 ) -> ApiResult<Json<Value>> {
     let tenant = scope(&s, q.tenant.as_deref())?;
-    let counts = state.herald.delivery_counts(tenant).await?;
+    let recent = state.herald.delivery_counts_recent(tenant).await?;
+    let counts = recent.counts;
     let mut by_state = serde_json::Map::new();
     for st in [
         DeliveryState::Pending,
@@ -226,6 +227,7 @@ pub async fn overview(
         "generated_at": jiff::Timestamp::now().to_string(),
         "by_state": by_state,
         "by_channel": by_channel,
+        "counted_ms_ago": recent.age.as_millis() as u64,
         "oldest_due_age_ms": oldest_due_age_ms,
         "series": series,
         "reconciler": {"lost_last_hour": lost},

@@ -238,9 +238,20 @@
   function needTenant(root) {
     if (app.tenant) return false;
     stopRefresh();
+    // An admin holding only a delivery's id needs no tenant: the server finds it.
+    const lookup = el('form', { class: 'actions', id: 'open-delivery' },
+      el('label', { for: 'delivery-id', text: 'Or open a delivery by id' }),
+      el('input', { id: 'delivery-id', name: 'id', placeholder: 'delivery id', required: true }),
+      el('button', { type: 'submit', text: 'Open' }));
+    lookup.addEventListener('submit', (event) => {
+      event.preventDefault();
+      const id = new FormData(lookup).get('id');
+      if (id) location.hash = `#/deliveries/${encodeURIComponent(String(id).trim())}`;
+    });
     root.append(el('div', { class: 'card' },
       el('h1', { text: 'Choose a tenant' }),
-      el('p', { class: 'muted', text: 'This page shows one tenant at a time: pick one in the Tenant selector above.' })));
+      el('p', { class: 'muted', text: 'This page shows one tenant at a time: pick one in the Tenant selector above.' }),
+      lookup));
     return true;
   }
 
@@ -252,7 +263,8 @@
     const rate = el('div', { class: 'card' });
     const channels = el('div', { class: 'card' });
     const alerts = el('div', { class: 'card' });
-    root.append(el('h1', { text: 'Overview' }), tiles,
+    const counted = el('p', { class: 'muted', id: 'counted' });
+    root.append(el('h1', { text: 'Overview' }), tiles, counted,
       el('div', { class: 'grid' }, chart, rate), el('div', { class: 'grid' }, channels, alerts));
     refresh(view, REFRESH_MS.overview, async () => {
       const o = await api('GET', `/ui/api/overview${query()}`);
@@ -265,6 +277,7 @@
         tile('failed', 'failed, last hour', lastHour('failed')),
         tile('warn', 'retried, last hour', lastHour('retried')),
         tile('lost', 'reconciler recovered, last hour', o.reconciler.lost_last_hour));
+      counted.textContent = `Deliveries by state counted ${o.counted_ms_ago < 1000 ? 'just now' : `${fmtAge(o.counted_ms_ago)} ago`} (a count is shared for 10 s); outcomes per minute are written every 10 s.`;
       chart.replaceChildren(el('h2', { text: 'Outcomes per minute, last hour' }),
         throughputChart(o.series), legend(SERIES));
       rate.replaceChildren(el('h2', { text: 'Failure rate per minute (failed or retried attempts)' }),
