@@ -155,15 +155,28 @@ pub struct JournalRow {
 }
 
 /// The tenant's newest journal entries first (by the journal's own id, descending: the
-/// order they were written in), at most `limit`. Each account's newest `limit` are read
-/// through its index (tenant, quota_key, id) and merged: never a walk through every entry
-/// the tenant ever had (3 a delivery).
+/// order they were written in), at most `limit`. Each account's newest `limit` are a
+/// range of its index (tenant, quota_key, id), merged here: never a walk through every
+/// entry the tenant ever had (3 a delivery). One statement per account: one statement
+/// with a correlated bound per account was tried, and SQLite ran it again for every
+/// entry (5.5 s for 3,000,000).
 pub async fn quota_journal_recent(
-    conn: Conn<'_>,
+    mut conn: Conn<'_>,
     tenant: Uuid,
     limit: usize,
 ) -> Result<Vec<JournalRow>, StoreError> {
-    crate::per_backend!(conn, quota::quota_journal_recent(tenant, limit))
+    let accounts = quota_accounts(conn.reborrow(), tenant).await?;
+    let mut entries = Vec::new();
+    for account in &accounts {
+        let key = account.quota_key.as_str();
+        entries.extend(crate::per_backend!(
+            conn.reborrow(),
+            quota::quota_journal_recent(tenant, key, limit)
+        )?);
+    }
+    entries.sort_unstable_by_key(|(id, _)| std::cmp::Reverse(*id));
+    entries.truncate(limit);
+    Ok(entries.into_iter().map(|(_, row)| row).collect())
 }
 
 /// Decodes a [`JournalRow`] from a row of any backend.

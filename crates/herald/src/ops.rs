@@ -195,6 +195,16 @@ impl Herald {
         .ok_or(Error::NotFound)
     }
 
+    /// How long the oldest due delivery has waited past its time, of every tenant (one
+    /// read of the due index; `None` when nothing is due).
+    pub async fn oldest_due_age(&self) -> Result<Option<Duration>, Error> {
+        let now = self.clock().now();
+        let age = self
+            .read(|conn, _| Box::pin(async move { oldest_due_age_ms(conn, now).await }))
+            .await?;
+        Ok(age.map(|ms| Duration::from_millis(ms.max(0) as u64)))
+    }
+
     /// Counts for the metrics gauges: reads outside a transaction, so on SQLite they never
     /// take the write lock (three statements, so not one snapshot; gauges need none).
     pub async fn queue_stats(&self) -> Result<QueueStats, Error> {

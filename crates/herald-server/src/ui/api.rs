@@ -204,7 +204,7 @@ pub async fn overview(
         .collect();
     // The oldest due age is the whole queue's: shown to the admin's all-tenant view only.
     let oldest_due_age_ms = match tenant {
-        None => state.herald.queue_stats().await?.oldest_due_age.map(|age| age.as_millis() as u64),
+        None => state.herald.oldest_due_age().await?.map(|age| age.as_millis() as u64),
         Some(_) => None,
     };
     let series = state.herald.throughput(tenant, SERIES_MINUTES).await?;

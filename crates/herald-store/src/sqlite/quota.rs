@@ -254,26 +254,22 @@ pub(crate) async fn quota_lock(
 pub(crate) async fn quota_journal_recent(
     c: &mut SqliteConnection,
     tenant: Uuid,
+    quota_key: &str,
     limit: usize,
-) -> Result<Vec<JournalRow>, StoreError> {
+) -> Result<Vec<(i64, JournalRow)>, StoreError> {
     let rows = sqlx::query(
-        "SELECT j.at, j.quota_key, j.kind, j.amount, j.delivery_id, j.reservation_seq
-         FROM quota_accounts a
-         JOIN quota_journal j ON j.tenant_id = a.tenant_id AND j.quota_key = a.quota_key
-             AND j.id >= coalesce((SELECT k.id FROM quota_journal k
-                 WHERE k.tenant_id = a.tenant_id AND k.quota_key = a.quota_key
-                 ORDER BY k.id DESC LIMIT 1 OFFSET ?3), 0)
-         WHERE a.tenant_id = ?1
-         ORDER BY j.id DESC LIMIT ?2",
+        "SELECT id, at, quota_key, kind, amount, delivery_id, reservation_seq
+         FROM quota_journal WHERE tenant_id = ?1 AND quota_key = ?2
+         ORDER BY id DESC LIMIT ?3",
     )
     .bind(tenant)
+    .bind(quota_key)
     .bind(limit as i64)
-    .bind(limit.saturating_sub(1) as i64)
     .fetch_all(c)
     .await?;
     let mut journal = Vec::with_capacity(rows.len());
     for row in rows {
-        journal.push(journal_row!(row));
+        journal.push((sqlx::Row::try_get(&row, "id")?, journal_row!(row)));
     }
     Ok(journal)
 }
