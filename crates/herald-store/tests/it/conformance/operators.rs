@@ -107,10 +107,20 @@ async fn a_racing_register_waits_for_the_first_and_sees_how_it_ended(db: &Db) {
             tx.commit().await.unwrap();
             recorded
         });
-        // PostgreSQL, MariaDB: the second waits on the primary key; SQLite: at BEGIN.
-        if db.backend() != herald_store::Backend::Sqlite {
-            let session = session.await.expect("the second transaction began");
-            wait_for_a_lock_wait(&db.store, session).await;
+        // PostgreSQL: the second waits on the primary key, where pg_stat_activity shows
+        // it. MariaDB: it waits there too, but with innodb_snapshot_isolation on that wait
+        // was seen missing from INNODB_TRX for its whole length, so it is given time (as in
+        // the receipts and deadlock tests). SQLite: it waits at BEGIN.
+        match db.backend() {
+            herald_store::Backend::Postgres => {
+                let session = session.await.expect("the second transaction began");
+                wait_for_a_lock_wait(&db.store, session).await;
+            }
+            herald_store::Backend::MySql => {
+                let _ = session.await.expect("the second transaction began");
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            herald_store::Backend::Sqlite => {}
         }
         assert!(!second.is_finished(), "{worker}: the second register did not wait");
         if first_commits {
