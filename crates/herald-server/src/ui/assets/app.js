@@ -135,10 +135,6 @@
 
   async function signedIn(me) {
     app.me = me;
-    $('sign-in').hidden = true;
-    $('nav').hidden = false;
-    $('who').hidden = false;
-    $('identity').textContent = me.role === 'admin' ? 'admin' : `tenant ${me.tenant.name}`;
     const list = await api('GET', '/ui/api/tenants');
     app.tenants = list.tenants;
     const picker = $('tenant');
@@ -154,6 +150,11 @@
       picker.disabled = true;
     }
     picker.value = app.tenant;
+    // The header is shown once it is whole: who, and the tenant picker as it will stay.
+    $('identity').textContent = me.role === 'admin' ? 'admin' : `tenant ${me.tenant.name}`;
+    $('sign-in').hidden = true;
+    $('nav').hidden = false;
+    $('who').hidden = false;
     render();
   }
 
