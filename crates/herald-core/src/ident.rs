@@ -5,7 +5,8 @@
 use crate::limits::{OPERATION_ID_LEN_MAX, OPERATION_KEY_LEN_MAX, SCOPE_LEN_MAX};
 use std::fmt;
 
-/// Why an identifier was refused.
+/// Why an identifier was refused. `what` is the field's name as every face spells it
+/// (`scope`, `operation_id`, `operation_key`), and [`IdentError::code`] the reason's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdentError {
     #[error("{what} must not be empty")]
@@ -16,7 +17,30 @@ pub enum IdentError {
     ControlCharacter { what: &'static str },
 }
 
-fn check(what: &'static str, value: &str, max: usize) -> Result<(), IdentError> {
+impl IdentError {
+    /// The field at fault.
+    pub fn field(&self) -> &'static str {
+        match self {
+            IdentError::Empty { what }
+            | IdentError::TooLong { what, .. }
+            | IdentError::ControlCharacter { what } => what,
+        }
+    }
+
+    /// The reason, in the vocabulary every face shares (the SQL API's `code`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            IdentError::Empty { .. } => "empty",
+            IdentError::TooLong { .. } => "too_long",
+            IdentError::ControlCharacter { .. } => "control_character",
+        }
+    }
+}
+
+/// herald's rule for text that names something (a key, a recipient, a quota key): not
+/// empty, at most `max` bytes, and no control character (Unicode Cc, NUL included: some
+/// drivers cut a string at NUL, which would make two keys one identity).
+pub fn check(what: &'static str, value: &str, max: usize) -> Result<(), IdentError> {
     if value.is_empty() {
         return Err(IdentError::Empty { what });
     }
@@ -64,12 +88,12 @@ macro_rules! ident {
 
 ident!(
     /// The kind of operation a receipt guards, e.g. `invoice-adjustments`.
-    Scope, "receipt scope", SCOPE_LEN_MAX
+    Scope, "scope", SCOPE_LEN_MAX
 );
 ident!(
     /// The identity of one operation within a scope, stable across retries (an event id,
     /// never a key generated per attempt).
-    OperationId, "operation id", OPERATION_ID_LEN_MAX
+    OperationId, "operation_id", OPERATION_ID_LEN_MAX
 );
 
 ident!(

@@ -40,6 +40,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest operation key of a delivery, in bytes.
 pub const OPERATION_KEY_LEN_MAX: usize = 255;
 
+/// Longest idempotency key of a grant, in bytes (the `Idempotency-Key` header).
+pub const IDEMPOTENCY_KEY_LEN_MAX: usize = 255;
+
 /// Longest channel name, in bytes.
 pub const CHANNEL_LEN_MAX: usize = 50;
 

@@ -1,5 +1,7 @@
 //! HTTP errors: always JSON `{"error": {"code", "message"}}`, a status from SPEC.md, and
-//! never an internal detail (a database error is logged, the client sees "internal").
+//! never an internal detail (a database error is logged, the client sees "internal"). A
+//! 400 that refuses one field of a request also says which (`field`) and why (`reason`),
+//! in the vocabulary the SQL API and the PHP package use (README.md, "Refusal codes").
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -16,14 +18,26 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// The request's field at fault, for a 400 that refuses one.
+    pub field: Option<&'static str>,
+    /// Why that field was refused (`empty`, `too_long`, `control_character`, ...).
+    pub reason: Option<&'static str>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into() }
+        ApiError { status, code, message: message.into(), field: None, reason: None }
     }
     pub fn invalid(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+    /// 400 `invalid_request` naming the field and the reason.
+    pub fn invalid_field(
+        field: &'static str,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) -> ApiError {
+        ApiError { field: Some(field), reason: Some(reason), ..ApiError::invalid(message) }
     }
     pub fn unauthorized() -> ApiError {
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "a valid API key is required")
@@ -62,7 +76,14 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code, "message": self.message}});
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let Some(field) = self.field {
+            error["field"] = field.into();
+        }
+        if let Some(reason) = self.reason {
+            error["reason"] = reason.into();
+        }
+        let body = json!({ "error": error });
         let mut response = (self.status, Json(body)).into_response();
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             response
@@ -77,7 +98,10 @@ impl From<herald::Error> for ApiError {
     fn from(e: herald::Error) -> ApiError {
         use herald::Error as E;
         match e {
-            E::Invalid(m) => ApiError::invalid(m),
+            E::Invalid(herald::Invalid { field: Some(field), code, message }) => {
+                ApiError::invalid_field(field, code, message)
+            }
+            E::Invalid(invalid) => ApiError::invalid(invalid.message),
             E::IdempotencyKeyReused => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "idempotency_key_reused",

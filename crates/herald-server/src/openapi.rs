@@ -88,7 +88,9 @@ fn add_error_body(doc: &mut Value) {
                     "additionalProperties": false,
                     "properties": {
                         "code": {"type": "string", "description": "Stable; classify by it, never by the message."},
-                        "message": {"type": "string"}
+                        "message": {"type": "string"},
+                        "field": {"type": "string", "description": "For a 400 that refuses one field of the request: which (operation_key, channel, to, payload, quota_key, cost, send_at, max_attempts, ...)."},
+                        "reason": {"type": "string", "description": "Why that field was refused, in the vocabulary every face shares (empty, too_long, control_character, out_of_range, not_a_time, syntax, duplicate_key, ...; README, \"Refusal codes\")."}
                     }
                 }}
             }),

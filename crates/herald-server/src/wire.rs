@@ -71,11 +71,16 @@ pub struct BatchResult {
     pub error: Option<ErrorView>,
 }
 
-/// `{"code", "message"}`, as in every error body.
+/// `{"code", "message"}`, as in every error body, and for a 400 that refuses one field,
+/// `field` and `reason`.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ErrorView {
     pub code: String,
     pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]

@@ -50,12 +50,7 @@ impl Herald {
     /// repeated. The name must be unique ([`Error::TenantExists`], nothing written).
     pub async fn tenant_create(&self, name: &str) -> Result<Tenant, Error> {
         let name = name.trim();
-        if name.is_empty() || name.len() > TENANT_NAME_LEN_MAX || name.chars().any(char::is_control)
-        {
-            return Err(Error::Invalid(format!(
-                "tenant name must be 1 to {TENANT_NAME_LEN_MAX} printable bytes"
-            )));
-        }
+        herald_core::ident::check("name", name, TENANT_NAME_LEN_MAX)?;
         let minted = mint()?;
         let tenant = Tenant {
             id: TenantId::new_v7(),

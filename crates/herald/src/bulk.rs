@@ -70,7 +70,7 @@ impl Herald {
         if let (Some(from), Some(to)) = (filter.from, filter.to)
             && from >= to
         {
-            return Err(Error::Invalid("from must be before to".into()));
+            return Err(Error::invalid("from must be before to"));
         }
         let mut report = BulkReport::default();
         let mut after = None;

@@ -64,9 +64,10 @@ pub enum Error {
     #[error("once() needs a connection inside a transaction")]
     NotInTransaction,
 
-    /// Bad input (an empty or oversized identifier, an impossible option).
+    /// Bad input (an empty or oversized identifier, an impossible option): which field,
+    /// why, and a message. Nothing was written.
     #[error("invalid input: {0}")]
-    Invalid(String),
+    Invalid(Invalid),
 
     /// The same identity was submitted before with a different request.
     #[error("idempotency key reused: this operation key was used with a different request")]
@@ -164,6 +165,49 @@ impl From<sqlx::Error> for Error {
 
 impl From<IdentError> for Error {
     fn from(e: IdentError) -> Self {
-        Error::Invalid(e.to_string())
+        Error::Invalid(Invalid::field(e.field(), e.code(), e.to_string()))
+    }
+}
+
+/// Why herald refused an input. `field` and `code` are the vocabulary every face shares —
+/// the SQL API's `field` and `code` columns, the HTTP API's `error.field` and
+/// `error.reason`, the PHP package's `InvalidSubmission` — listed in README.md ("Refusal
+/// codes"); `message` says it for a person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// The request's field at fault (`operation_key`, `to`, `payload`, ...), when one is.
+    pub field: Option<&'static str>,
+    /// The reason: `empty`, `too_long`, `control_character`, `out_of_range`, a payload's
+    /// JSON problem (`syntax`, `duplicate_key`, ...), or `invalid` for anything else.
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl Invalid {
+    /// A refusal of one field for a reason of the shared vocabulary.
+    pub fn field(field: &'static str, code: &'static str, message: impl Into<String>) -> Invalid {
+        Invalid { field: Some(field), code, message: message.into() }
+    }
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl Error {
+    /// Bad input that is no one field's (an option, a combination): code `invalid`.
+    pub fn invalid(message: impl Into<String>) -> Error {
+        Error::Invalid(Invalid { field: None, code: "invalid", message: message.into() })
+    }
+
+    /// Bad input in `field`, for the shared reason `code`.
+    pub fn invalid_field(
+        field: &'static str,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Error {
+        Error::Invalid(Invalid::field(field, code, message))
     }
 }

@@ -75,7 +75,7 @@ impl Herald {
     /// The same handle with other engine settings.
     pub fn with_options(mut self, options: EngineOptions) -> Result<Herald, Error> {
         if !(1..=herald_core::limits::DELIVERY_ATTEMPTS_MAX).contains(&options.max_attempts) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "max_attempts must be between 1 and {}",
                 herald_core::limits::DELIVERY_ATTEMPTS_MAX
             )));

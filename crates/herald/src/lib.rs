@@ -50,7 +50,7 @@ pub use channel::{Channel, Leased, Outcome};
 pub use clock::Clock;
 pub use counts::{COUNTS_MAX_AGE, DeliveryCounts};
 pub use delivery::{Attempt, Delivery};
-pub use error::{BoxError, Error};
+pub use error::{BoxError, Error, Invalid};
 pub use group::GroupCommitStats;
 pub use handle::{EngineOptions, Herald};
 pub use herald_core::{Backoff, DeliveryId, KeyId, OperationId, OperationKey, Scope, TenantId};

@@ -36,15 +36,19 @@ impl Herald {
         idempotency_key: Option<&str>,
     ) -> Result<bool, Error> {
         if !(1..=GRANT_MAX).contains(&amount) {
-            return Err(Error::Invalid(format!("amount must be between 1 and {GRANT_MAX}")));
+            return Err(Error::invalid_field(
+                "amount",
+                "out_of_range",
+                format!("amount must be between 1 and {GRANT_MAX}"),
+            ));
         }
-        if quota_key.is_empty()
-            || quota_key.len() > QUOTA_KEY_LEN_MAX
-            || quota_key.chars().any(char::is_control)
-        {
-            return Err(Error::Invalid(format!(
-                "quota_key must be 1 to {QUOTA_KEY_LEN_MAX} bytes without control characters"
-            )));
+        herald_core::ident::check("quota_key", quota_key, QUOTA_KEY_LEN_MAX)?;
+        if let Some(key) = idempotency_key {
+            herald_core::ident::check(
+                "idempotency_key",
+                key,
+                herald_core::limits::IDEMPOTENCY_KEY_LEN_MAX,
+            )?;
         }
         let (now, tenant) = (self.clock().now(), tenant.as_uuid());
         self.transaction(|tx| {

@@ -104,7 +104,7 @@ impl Herald {
             return Err(Error::NestedTransaction);
         }
         if options.max_attempts == 0 {
-            return Err(Error::Invalid("max_attempts must be at least 1".into()));
+            return Err(Error::invalid("max_attempts must be at least 1"));
         }
         let max_attempts = options.max_attempts.min(TX_ATTEMPTS_MAX);
         let deadline = Instant::now() + options.deadline;

@@ -103,7 +103,7 @@ impl Herald {
     /// that field, is a different request.
     pub async fn settings_set(&self, settings: Settings) -> Result<Settings, Error> {
         Settings::from_row(settings.row()).map_err(|_| {
-            Error::Invalid(format!("max_attempts must be between 1 and {DELIVERY_ATTEMPTS_MAX}"))
+            Error::invalid(format!("max_attempts must be between 1 and {DELIVERY_ATTEMPTS_MAX}"))
         })?;
         let row = settings.row();
         self.autocommit(|conn, _| Box::pin(async move { settings_set(conn, row).await })).await?;

@@ -16,7 +16,7 @@ const ROLE_LEN_MAX: usize = 63;
 
 fn check_role(role: &str) -> Result<(), Error> {
     if role.is_empty() || role.len() > ROLE_LEN_MAX || role.chars().any(char::is_control) {
-        return Err(Error::Invalid(format!("a role name is 1 to {ROLE_LEN_MAX} printable bytes")));
+        return Err(Error::invalid(format!("a role name is 1 to {ROLE_LEN_MAX} printable bytes")));
     }
     Ok(())
 }

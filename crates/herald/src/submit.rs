@@ -100,26 +100,14 @@ pub(crate) struct Checked {
 /// The latest `send_at` accepted (9999-12-30), so every stored time reads back exactly.
 const SEND_AT_MS_MAX: i64 = 253_402_128_000_000;
 
-fn invalid(message: String) -> Error {
-    Error::Invalid(message)
-}
-
-fn check_text(what: &str, value: &str, max: usize) -> Result<(), Error> {
-    if value.is_empty() {
-        return Err(invalid(format!("{what} must not be empty")));
-    }
-    if value.len() > max {
-        return Err(invalid(format!("{what} is {} bytes long, the limit is {max}", value.len())));
-    }
-    if value.chars().any(char::is_control) {
-        return Err(invalid(format!("{what} must not contain control characters")));
-    }
-    Ok(())
+/// `value` under herald's rule for text that names something (the same rule as the
+/// identifiers': not empty, at most `max` bytes, no control character).
+fn check_text(field: &'static str, value: &str, max: usize) -> Result<(), Error> {
+    Ok(herald_core::ident::check(field, value, max)?)
 }
 
 pub(crate) fn check(req: &SubmitRequest, settings: Settings) -> Result<Checked, Error> {
-    let operation_key =
-        OperationKey::new(req.operation_key.as_str()).map_err(|e| invalid(e.to_string()))?;
+    let operation_key = OperationKey::new(req.operation_key.as_str())?;
     check_text("channel", &req.channel, CHANNEL_LEN_MAX)?;
     check_text("to", &req.to, RECIPIENT_LEN_MAX)?;
     let quota_key = req.quota_key.as_deref().unwrap_or(&req.channel);
@@ -127,27 +115,41 @@ pub(crate) fn check(req: &SubmitRequest, settings: Settings) -> Result<Checked, 
     let quota_key = quota_key.to_string();
     let cost = req.cost.unwrap_or(1);
     if !(0..=COST_MAX).contains(&cost) {
-        return Err(invalid(format!("cost must be between 0 and {COST_MAX}, got {cost}")));
+        return Err(Error::invalid_field(
+            "cost",
+            "out_of_range",
+            format!("cost must be between 0 and {COST_MAX}, got {cost}"),
+        ));
     }
     let max_attempts = req.max_attempts.unwrap_or(settings.max_attempts);
     if !(1..=DELIVERY_ATTEMPTS_MAX).contains(&max_attempts) {
-        return Err(invalid(format!(
-            "max_attempts must be between 1 and {DELIVERY_ATTEMPTS_MAX}, got {max_attempts}"
-        )));
+        return Err(Error::invalid_field(
+            "max_attempts",
+            "out_of_range",
+            format!(
+                "max_attempts must be between 1 and {DELIVERY_ATTEMPTS_MAX}, got {max_attempts}"
+            ),
+        ));
     }
     let payload = req.payload.as_str();
     if payload.len() > PAYLOAD_BYTES_MAX {
-        return Err(invalid(format!(
-            "payload is {} bytes long, the limit is {PAYLOAD_BYTES_MAX}",
-            payload.len()
-        )));
+        return Err(Error::invalid_field(
+            "payload",
+            "too_long",
+            format!("payload is {} bytes long, the limit is {PAYLOAD_BYTES_MAX}", payload.len()),
+        ));
     }
-    let parsed = json::parse(payload).map_err(|e| invalid(format!("payload: {e}")))?;
+    let parsed = json::parse(payload)
+        .map_err(|e| Error::invalid_field("payload", e.problem.code(), format!("payload: {e}")))?;
     let send_at_ms = req.send_at.map(|t| t.as_millisecond());
     if let Some(ms) = send_at_ms
         && !(0..=SEND_AT_MS_MAX).contains(&ms)
     {
-        return Err(invalid("send_at must be between 1970-01-01 and 9999-12-30".into()));
+        return Err(Error::invalid_field(
+            "send_at",
+            "out_of_range",
+            "send_at must be between 1970-01-01 and 9999-12-30",
+        ));
     }
     let mut checked = Checked {
         operation_key,
@@ -225,7 +227,7 @@ impl Herald {
         reqs: &[SubmitRequest],
     ) -> Result<Vec<Result<Submitted, Error>>, Error> {
         if reqs.len() > SUBMIT_BATCH_MAX {
-            return Err(invalid(format!(
+            return Err(Error::invalid(format!(
                 "a batch holds at most {SUBMIT_BATCH_MAX} submits, got {}",
                 reqs.len()
             )));

@@ -88,7 +88,7 @@ impl WorkerOptions {
     /// a safety margin) before its lease does, or a slow send could overlap a re-lease.
     pub fn validate(&self) -> Result<(), Error> {
         if self.id.is_empty() || self.id.len() > WORKER_ID_LEN_MAX {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "worker id must be 1 to {WORKER_ID_LEN_MAX} bytes"
             )));
         }
@@ -96,21 +96,21 @@ impl WorkerOptions {
             || self.release.len() > RELEASE_LEN_MAX
             || self.release.chars().any(char::is_control)
         {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "release must be 1 to {RELEASE_LEN_MAX} bytes without control characters"
             )));
         }
         if !(1..=WORKER_SLOTS_MAX).contains(&self.slots) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "workers must be 1 to {WORKER_SLOTS_MAX}, got {}",
                 self.slots
             )));
         }
         if self.send_timeout.is_zero() || self.poll_interval.is_zero() {
-            return Err(Error::Invalid("send timeout and poll interval must be positive".into()));
+            return Err(Error::invalid("send timeout and poll interval must be positive"));
         }
         if self.send_timeout + LEASE_SAFETY_MARGIN >= self.lease {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "the send timeout ({:?}) plus the safety margin ({:?}) must be shorter than the lease ({:?})",
                 self.send_timeout, LEASE_SAFETY_MARGIN, self.lease
             )));
@@ -118,7 +118,7 @@ impl WorkerOptions {
         if let Some(every) = self.heartbeat_every
             && (every.is_zero() || every >= self.lease)
         {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "the heartbeat ({every:?}) must be positive and shorter than the lease ({:?})",
                 self.lease
             )));
@@ -453,7 +453,7 @@ impl Inner {
             .value;
         match recorded {
             None => Ok(()),
-            Some(other) => Err(Error::Invalid(format!(
+            Some(other) => Err(Error::invalid(format!(
                 "worker id {worker:?} is recorded as running release {other:?}, not {release:?}: \
                  a worker id names one process"
             ))),

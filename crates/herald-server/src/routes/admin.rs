@@ -12,8 +12,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 
-/// Longest Idempotency-Key accepted on a grant.
-pub const IDEMPOTENCY_KEY_LEN_MAX: usize = 255;
+pub use herald_core::limits::IDEMPOTENCY_KEY_LEN_MAX;
 
 #[utoipa::path(post, path = "/v1/tenants", request_body = CreateTenant,
     responses((status = 201, body = TenantCreated), (status = 400), (status = 401), (status = 403), (status = 409)))]

@@ -100,7 +100,12 @@ impl BatchResult {
         BatchResult {
             status: e.status.as_u16(),
             delivery: None,
-            error: Some(ErrorView { code: e.code.to_string(), message: e.message }),
+            error: Some(ErrorView {
+                code: e.code.to_string(),
+                message: e.message,
+                field: e.field.map(str::to_string),
+                reason: e.reason.map(str::to_string),
+            }),
         }
     }
 }
@@ -120,26 +125,36 @@ fn submit_request(
         }
         (Some(k), _) | (None, Some(k)) => k,
         (None, None) => {
-            return Err(ApiError::invalid(
+            return Err(ApiError::invalid_field(
+                "operation_key",
+                "empty",
                 "operation_key (or an Idempotency-Key header) is required",
             ));
         }
     };
     if !state.channels.contains(&body.channel) {
         let known: Vec<&str> = state.channels.iter().map(String::as_str).collect();
-        return Err(ApiError::invalid(format!(
-            "unknown or unconfigured channel {:?} (this server delivers: {})",
-            body.channel,
-            if known.is_empty() { "none".to_string() } else { known.join(", ") }
-        )));
+        return Err(ApiError::invalid_field(
+            "channel",
+            "not_configured",
+            format!(
+                "unknown or unconfigured channel {:?} (this server delivers: {})",
+                body.channel,
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            ),
+        ));
     }
     let payload = herald::Payload::from_text(body.payload.get());
     herald::channels::validate(&body.channel, &body.to, &payload)
-        .map_err(|refused| ApiError::invalid(refused.message))?;
+        .map_err(|refused| ApiError::invalid_field(refused.field, refused.code, refused.message))?;
     let send_at = match body.send_at {
         None => None,
         Some(s) => Some(s.parse::<jiff::Timestamp>().map_err(|_| {
-            ApiError::invalid("send_at must be an RFC 3339 time, like 2026-01-02T03:04:05Z")
+            ApiError::invalid_field(
+                "send_at",
+                "not_a_time",
+                "send_at must be an RFC 3339 time, like 2026-01-02T03:04:05Z",
+            )
         })?),
     };
     Ok(SubmitRequest {

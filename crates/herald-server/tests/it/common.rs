@@ -367,12 +367,28 @@ pub fn error_code(what: &str, v: &Value) -> String {
     let inner = obj["error"].as_object().unwrap_or_else(|| panic!("{what}: {v}"));
     let mut keys: Vec<_> = inner.keys().map(String::as_str).collect();
     keys.sort_unstable();
-    assert_eq!(keys, ["code", "message"], "{what}: error fields {v}");
+    // A 400 that refuses one field names it, and why.
+    if keys.contains(&"field") {
+        assert_eq!(keys, ["code", "field", "message", "reason"], "{what}: error fields {v}");
+        assert_eq!(inner["code"], "invalid_request", "{what}: {v}");
+    } else {
+        assert_eq!(keys, ["code", "message"], "{what}: error fields {v}");
+    }
     assert!(inner["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}: error message {v}");
     inner["code"]
         .as_str()
         .unwrap_or_else(|| panic!("{what}: code is not a string: {v}"))
         .to_string()
+}
+
+/// Checks the error envelope of a 400 that refuses one field and returns "field/reason".
+pub fn refusal(what: &str, v: &Value) -> String {
+    assert_eq!(error_code(what, v), "invalid_request", "{what}: {v}");
+    let inner = &v["error"];
+    match (inner["field"].as_str(), inner["reason"].as_str()) {
+        (Some(field), Some(reason)) => format!("{field}/{reason}"),
+        _ => panic!("{what}: no field and reason in {v}"),
+    }
 }
 
 /// The router of one backend.

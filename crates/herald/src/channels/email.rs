@@ -48,12 +48,12 @@ impl EmailChannel {
     pub fn new(options: &EmailOptions) -> Result<EmailChannel, Error> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let from: Mailbox = options.from.parse().map_err(|e| {
-            Error::Invalid(format!("HERALD_SMTP_FROM {:?} is not an address: {e}", options.from))
+            Error::invalid(format!("HERALD_SMTP_FROM {:?} is not an address: {e}", options.from))
         })?;
         let transport =
             AsyncSmtpTransport::<Tokio1Executor>::from_url(&lettre_url(&options.smtp_url))
                 .map_err(|e| {
-                    Error::Invalid(format!("HERALD_SMTP_URL is not a usable SMTP URL: {e}"))
+                    Error::invalid(format!("HERALD_SMTP_URL is not a usable SMTP URL: {e}"))
                 })?
                 .timeout(Some(options.timeout))
                 .build();

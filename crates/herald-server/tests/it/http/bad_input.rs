@@ -2,6 +2,95 @@
 
 use super::*;
 
+/// A refused field is named, with the reason the SQL API and the PHP package give for it
+/// (README, "Refusal codes"); NUL, which some drivers cut a string at, is refused in every
+/// field that names something; a batch item's refusal says the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_field_is_named_with_the_shared_reason() {
+    for env in envs().await {
+        let b = env.backend;
+        let t = env.api.tenant("acme").await;
+        env.api.grant(&t, "email", 100).await;
+        let with = |extra: Value| {
+            let mut v = email("case");
+            for (k, x) in extra.as_object().unwrap() {
+                v[k] = x.clone();
+            }
+            v
+        };
+        let cases = [
+            (
+                "NUL in operation_key",
+                with(json!({"operation_key": "order-7\u{0}-a"})),
+                "operation_key/control_character",
+            ),
+            ("NUL in to", with(json!({"to": "ada@example.com\u{0}"})), "to/control_character"),
+            (
+                "NUL in quota_key",
+                with(json!({"quota_key": "email\u{0}x"})),
+                "quota_key/control_character",
+            ),
+            (
+                "NUL in the payload",
+                with(json!({"payload": {"subject": "s\u{0}", "text": "t"}})),
+                "payload/nul",
+            ),
+            ("empty operation_key", with(json!({"operation_key": ""})), "operation_key/empty"),
+            (
+                "operation_key too long",
+                with(json!({"operation_key": "k".repeat(256)})),
+                "operation_key/too_long",
+            ),
+            (
+                "cost over COST_MAX",
+                with(json!({"cost": herald_core::limits::COST_MAX + 1})),
+                "cost/out_of_range",
+            ),
+            ("max_attempts 0", with(json!({"max_attempts": 0})), "max_attempts/out_of_range"),
+            ("bad send_at", with(json!({"send_at": "tomorrow"})), "send_at/not_a_time"),
+            ("unknown channel", with(json!({"channel": "pigeon"})), "channel/not_configured"),
+            ("not an address", with(json!({"to": "nobody"})), "to/not_an_address"),
+            (
+                "not an email payload",
+                with(json!({"payload": {"text": "t"}})),
+                "payload/not_an_email",
+            ),
+            ("payload not an object", with(json!({"payload": 1})), "payload/not_an_email"),
+        ];
+        for (name, body, expected) in &cases {
+            let resp = env.api.submit(&t.key, body).await;
+            assert_eq!(resp.status, BAD, "{b}: {name}: {}", resp.text());
+            assert_eq!(refusal(&format!("{b}: {name}"), &resp.json()), *expected, "{b}: {name}");
+        }
+        // The payload is kept as sent, so a duplicate key reaches herald's JSON rules.
+        let raw = br#"{"operation_key":"dup","channel":"email","to":"a@b.c","payload":{"subject":"s","subject":"t","text":"x"}}"#;
+        let resp = env
+            .api
+            .send(post("/v1/deliveries").bearer(&t.key).raw("application/json", raw.to_vec()))
+            .await;
+        assert_eq!(refusal(&format!("{b}: raw"), &resp.json()), "payload/duplicate_key", "{b}");
+        // A batch item's refusal carries the same field and reason.
+        let items = json!({"deliveries": cases.iter().map(|(_, body, _)| body.clone()).collect::<Vec<_>>()});
+        let v =
+            env.api.send(post("/v1/deliveries/batch").bearer(&t.key).json(&items)).await.expect(OK);
+        let got: Vec<String> = v["results"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{b}: {v}"))
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}/{}",
+                    r["error"]["field"].as_str().unwrap_or("-"),
+                    r["error"]["reason"].as_str().unwrap_or("-")
+                )
+            })
+            .collect();
+        let expected: Vec<&str> = cases.iter().map(|(_, _, e)| *e).collect();
+        assert_eq!(got, expected, "{b}: {v}");
+        assert!(env.api.list(&t.key, "").await.is_empty(), "{b}: nothing created");
+    }
+}
+
 /// Bad input is always a JSON 4xx with the code SPEC names; never plain text, never 5xx.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bad_input_is_a_json_4xx() {

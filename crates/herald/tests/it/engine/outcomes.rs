@@ -141,7 +141,7 @@ async fn a_send_timeout_that_does_not_fit_in_the_lease_is_refused_at_start() {
     let result = Worker::new(herald, bad, []);
     match result {
         Err(Error::Invalid(message)) => {
-            assert!(message.contains("shorter than the lease"), "{message}")
+            assert!(message.message.contains("shorter than the lease"), "{message}")
         }
         other => panic!("expected a clear error, got {other:?}"),
     }

@@ -11,71 +11,78 @@ async fn bad_input_is_refused_writes_nothing_and_leaves_the_transaction_usable()
         let tenant = herald.tenant_create("acme").await.unwrap().id;
         herald.quota_grant(tenant, "email", 2 * COST_MAX, None).await.unwrap();
         let base = request(tenant, "bad-input");
+        // The refusal as every face names it: "field/code".
+        let refusal = |result: &Result<Submitted, Error>| match result {
+            Err(Error::Invalid(herald::Invalid { field: Some(field), code, .. })) => {
+                format!("{field}/{code}")
+            }
+            other => kind(other).to_string(),
+        };
         // `{"t":""}` is 8 bytes: this payload serialises to one byte over the limit.
         let oversize = json!({"t": "x".repeat(PAYLOAD_BYTES_MAX - 7)});
         assert_eq!(oversize.to_string().len(), PAYLOAD_BYTES_MAX + 1);
         let cases = [
             (
                 "empty operation_key",
-                "invalid",
+                "operation_key/empty",
                 SubmitRequest { operation_key: String::new(), ..base.clone() },
             ),
             (
                 "operation_key over 255 bytes",
-                "invalid",
+                "operation_key/too_long",
                 SubmitRequest { operation_key: "k".repeat(256), ..base.clone() },
             ),
             (
                 "operation_key with a tab",
-                "invalid",
+                "operation_key/control_character",
                 SubmitRequest { operation_key: "evt\t1".into(), ..base.clone() },
             ),
             (
                 "payload over 64 KiB",
-                "invalid",
+                "payload/too_long",
                 SubmitRequest { payload: oversize.into(), ..base.clone() },
             ),
             // PostgreSQL text cannot hold U+0000: refused up front on every backend, so the
             // caller's transaction is never aborted by it.
             (
                 "NUL in the payload",
-                "invalid",
+                "payload/nul",
                 SubmitRequest { payload: json!({"text": "a\u{0}b"}).into(), ..base.clone() },
             ),
             (
                 "NUL in a payload key",
-                "invalid",
+                "payload/nul",
                 SubmitRequest { payload: json!({"a\u{0}": 1}).into(), ..base.clone() },
             ),
             // herald's JSON rules (the fingerprint's), identical on every face.
             (
                 "payload that is not JSON",
-                "invalid",
+                "payload/syntax",
                 SubmitRequest { payload: text("{"), ..base.clone() },
             ),
             (
                 "duplicate key in the payload",
-                "invalid",
+                "payload/duplicate_key",
                 SubmitRequest { payload: text(r#"{"a":1,"a":1}"#), ..base.clone() },
             ),
             (
                 "lone surrogate in the payload",
-                "invalid",
+                "payload/lone_surrogate",
                 SubmitRequest { payload: text(r#"{"a":"\ud800"}"#), ..base.clone() },
             ),
             (
                 "number with 36 integer digits",
-                "invalid",
+                "payload/number_too_large",
                 SubmitRequest { payload: text(r#"{"n":1e35}"#), ..base.clone() },
             ),
             (
                 "number with 31 fraction digits",
-                "invalid",
+                "payload/number_too_precise",
                 SubmitRequest { payload: text(r#"{"n":1e-31}"#), ..base.clone() },
             ),
             (
                 "payload nested 32 deep",
-                "invalid",
+                "payload/too_deep",
                 SubmitRequest {
                     payload: text(&format!("{}{}", "[".repeat(32), "]".repeat(32))),
                     ..base.clone()
@@ -83,36 +90,44 @@ async fn bad_input_is_refused_writes_nothing_and_leaves_the_transaction_usable()
             ),
             (
                 "send_at before 1970",
-                "invalid",
+                "send_at/out_of_range",
                 SubmitRequest { send_at: Some(jiff::Timestamp::MIN), ..base.clone() },
             ),
             (
                 "send_at past 9999-12-30",
-                "invalid",
+                "send_at/out_of_range",
                 SubmitRequest { send_at: Some(jiff::Timestamp::MAX), ..base.clone() },
             ),
-            ("cost -1", "invalid", SubmitRequest { cost: Some(-1), ..base.clone() }),
+            ("cost -1", "cost/out_of_range", SubmitRequest { cost: Some(-1), ..base.clone() }),
             (
                 "cost over COST_MAX",
-                "invalid",
+                "cost/out_of_range",
                 SubmitRequest { cost: Some(COST_MAX + 1), ..base.clone() },
             ),
-            ("max_attempts 0", "invalid", SubmitRequest { max_attempts: Some(0), ..base.clone() }),
+            (
+                "max_attempts 0",
+                "max_attempts/out_of_range",
+                SubmitRequest { max_attempts: Some(0), ..base.clone() },
+            ),
             (
                 "max_attempts 101",
-                "invalid",
+                "max_attempts/out_of_range",
                 SubmitRequest { max_attempts: Some(DELIVERY_ATTEMPTS_MAX + 1), ..base.clone() },
             ),
-            ("empty channel", "invalid", SubmitRequest { channel: String::new(), ..base.clone() }),
+            (
+                "empty channel",
+                "channel/empty",
+                SubmitRequest { channel: String::new(), ..base.clone() },
+            ),
             (
                 "channel over 50 bytes",
-                "invalid",
+                "channel/too_long",
                 SubmitRequest { channel: "c".repeat(51), ..base.clone() },
             ),
-            ("empty to", "invalid", SubmitRequest { to: String::new(), ..base.clone() }),
+            ("empty to", "to/empty", SubmitRequest { to: String::new(), ..base.clone() }),
             (
                 "newline in to",
-                "invalid",
+                "to/control_character",
                 SubmitRequest {
                     to: "ada@example.com\nBcc: eve@example.com".into(),
                     ..base.clone()
@@ -120,12 +135,34 @@ async fn bad_input_is_refused_writes_nothing_and_leaves_the_transaction_usable()
             ),
             (
                 "DEL in to",
-                "invalid",
+                "to/control_character",
                 SubmitRequest { to: "ada\u{7f}@example.com".into(), ..base.clone() },
+            ),
+            // A driver that cuts a string at NUL (libpq, through PHP's PDO) would make
+            // "order-7\0-a" and "order-7\0-b" one identity: NUL is refused everywhere.
+            (
+                "NUL in operation_key",
+                "operation_key/control_character",
+                SubmitRequest { operation_key: "order-7\u{0}-a".into(), ..base.clone() },
+            ),
+            (
+                "NUL in channel",
+                "channel/control_character",
+                SubmitRequest { channel: "email\u{0}x".into(), ..base.clone() },
+            ),
+            (
+                "NUL in to",
+                "to/control_character",
+                SubmitRequest { to: "ada@example.com\u{0}x".into(), ..base.clone() },
+            ),
+            (
+                "NUL in quota_key",
+                "quota_key/control_character",
+                SubmitRequest { quota_key: Some("email\u{0}x".into()), ..base.clone() },
             ),
             (
                 "empty quota_key",
-                "invalid",
+                "quota_key/empty",
                 SubmitRequest { quota_key: Some(String::new()), ..base.clone() },
             ),
             (
@@ -143,7 +180,7 @@ async fn bad_input_is_refused_writes_nothing_and_leaves_the_transaction_usable()
                     let (h, req) = (&herald, req);
                     Box::pin(async move {
                         exec(tx.conn(), &insert_order(id, "before")).await?;
-                        let got = kind(&h.submit(tx, req).await);
+                        let got = refusal(&h.submit(tx, req).await);
                         exec(tx.conn(), &insert_order(id + 1, "after")).await?;
                         Ok(got)
                     })
