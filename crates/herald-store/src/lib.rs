@@ -38,6 +38,7 @@ mod postgres;
 pub mod quota;
 pub mod receipts;
 pub mod rollup;
+mod routines;
 pub mod settings;
 pub mod sql_api;
 mod sqlite;

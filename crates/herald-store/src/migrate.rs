@@ -3,7 +3,9 @@
 //!
 //! Bookkeeping lives in `herald_migrations` (not sqlx's default table name), so an
 //! application that keeps its own sqlx migrations in the same database is not confused.
-//! A database migrated by a newer herald is refused before anything is written.
+//! A database migrated by a newer herald is refused before anything is written. After the
+//! migrations, under the same lock, the SQL API's routines whose text changed are run
+//! again (`routines`).
 
 use crate::error::StoreError;
 use crate::mysql::dialect::Flavor;
@@ -33,6 +35,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (7, "sql api fixes", include_str!("../migrations/postgres/0007_sql_api_fixes.sql")),
     (8, "sql submit lean", include_str!("../migrations/postgres/0008_sql_submit_lean.sql")),
     (9, "operators", include_str!("../migrations/postgres/0009_operators.sql")),
+    (10, "routines", include_str!("../migrations/postgres/0010_routines.sql")),
 ];
 /// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
 /// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.
@@ -40,6 +43,7 @@ const MYSQL: &[(i64, &str, &str)] = &[
     (1, "schema", include_str!("../migrations/mysql/0001_schema.sql")),
     (2, "sql api", include_str!("../migrations/mysql/0002_sql_api.sql")),
     (3, "operators", include_str!("../migrations/mysql/0003_operators.sql")),
+    (4, "routines", include_str!("../migrations/mysql/0004_routines.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -197,6 +201,7 @@ async fn migrate_postgres(
             .await?;
         let before = if exists { versions_postgres(&mut conn).await? } else { Vec::new() };
         migrator.run_direct(None, &mut *conn, false).await.map_err(Failed::Migrate)?;
+        crate::routines::apply_postgres(&mut conn).await?;
         let after = versions_postgres(&mut conn).await?;
         sqlx::query("SELECT pg_advisory_unlock($1)")
             .bind(POSTGRES_MIGRATE_LOCK)
@@ -263,6 +268,7 @@ async fn migrate_mysql(
             ran = migrator.run_direct(None, &mut *conn, false).await;
         }
         ran.map_err(Failed::Migrate)?;
+        crate::routines::apply_mysql(&mut conn, flavor).await?;
         let after = versions_mysql(&mut conn).await?;
         sqlx::query("SELECT RELEASE_LOCK(CONCAT('herald_migrate:', DATABASE()))")
             .execute(&mut *conn)

@@ -158,7 +158,10 @@ mod tests {
             let found = mariadb_only(&code(&std::fs::read_to_string(path).unwrap()));
             assert!(found.is_empty(), "{}: {found:?} (say it in dialect.rs)", path.display());
         }
-        for entry in std::fs::read_dir(dir.join("migrations/mysql")).unwrap() {
+        let files = std::fs::read_dir(dir.join("migrations/mysql"))
+            .unwrap()
+            .chain(std::fs::read_dir(dir.join("routines/mysql")).unwrap());
+        for entry in files {
             let path = entry.unwrap().path();
             let sql: &'static str = std::fs::read_to_string(&path).unwrap().leak();
             let found = mariadb_only(&Flavor::MySql.migration_sql(sql));

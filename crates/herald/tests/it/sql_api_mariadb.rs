@@ -203,6 +203,84 @@ async fn every_answer_leaves_the_transaction_going() {
     assert_eq!(in_tx, 0, "no transaction left open on the application's connection");
 }
 
+/// Bytes that are not UTF-8 (a cut character, an encoded surrogate, a stray byte) and NUL
+/// reach the procedures from any language's driver: each is answered `invalid` with its
+/// field (`not_utf8`, `control_character`), never raised (a text parameter used to refuse
+/// them with error 1366), and the caller's transaction goes on; nothing of herald's is
+/// written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_that_are_not_utf8_and_nul_are_answered_never_raised() {
+    let Some((_db, _herald, tenant, pool)) = setup().await else { return };
+    let t = tenant.to_string();
+    let mut app = pool.acquire().await.unwrap();
+    sqlx::raw_sql("BEGIN").execute(&mut *app).await.unwrap();
+    let good: [&[u8]; 5] = [t.as_bytes(), b"order-7", b"webhook", TO.as_bytes(), b"{}"];
+    // (field index, bytes, expected "field/code")
+    let cases: [(usize, &[u8], &str); 9] = [
+        (1, b"order-7\xE2\x82", "operation_key/not_utf8"),
+        (1, b"order-\xED\xA0\x80", "operation_key/not_utf8"),
+        (1, b"order-7\x00-a", "operation_key/control_character"),
+        (1, b"order-\xC0\x80", "operation_key/not_utf8"),
+        (0, b"\xFF", "tenant/not_utf8"),
+        (2, b"web\x80hook", "channel/not_utf8"),
+        (3, b"https://example.com/\xED\xBF\xBF", "to/not_utf8"),
+        (4, b"{\"a\":\"\xE2\x82\"}", "payload/not_utf8"),
+        (4, b"{\"a\":\"\xED\xA0\x80\"}", "payload/not_utf8"),
+    ];
+    let mut answers = Vec::new();
+    for (i, (at, bytes, _)) in cases.iter().enumerate() {
+        let mut args = good;
+        args[*at] = bytes;
+        sqlx::query(
+            "CALL submit_v1(?, ?, ?, ?, ?, NULL, NULL, NULL, NULL,
+                            @status, @delivery_id, @field, @code)",
+        )
+        .bind(args[0])
+        .bind(args[1])
+        .bind(args[2])
+        .bind(args[3])
+        .bind(args[4])
+        .execute(&mut *app)
+        .await
+        .unwrap_or_else(|e| panic!("case {i}: raised {e}"));
+        let (status, field, code): (Option<String>, Option<String>, Option<String>) =
+            sqlx::query_as("SELECT @status, @field, @code").fetch_one(&mut *app).await.unwrap();
+        assert_eq!(status.as_deref(), Some("invalid"), "case {i}");
+        answers.push(format!("{}/{}", field.unwrap_or_default(), code.unwrap_or_default()));
+        sqlx::query("INSERT INTO app_orders VALUES (?)")
+            .bind(format!("after-{i}"))
+            .execute(&mut *app)
+            .await
+            .unwrap();
+    }
+    let expected: Vec<&str> = cases.iter().map(|(_, _, e)| *e).collect();
+    assert_eq!(answers, expected);
+    // Receipts: the same rule for the scope and the operation id.
+    for (scope, id, expected) in [
+        (&b"invoices"[..], &b"evt\x00-1"[..], "operation_id/control_character"),
+        (b"invoices", b"evt-\xE2\x82", "operation_id/not_utf8"),
+        (b"inv\xED\xA0\x80", b"evt-1", "scope/not_utf8"),
+    ] {
+        sqlx::query("CALL receipt_v1(?, ?, @status, @field, @code)")
+            .bind(scope)
+            .bind(id)
+            .execute(&mut *app)
+            .await
+            .unwrap_or_else(|e| panic!("{expected}: raised {e}"));
+        let (status, field, code): (Option<String>, Option<String>, Option<String>) =
+            sqlx::query_as("SELECT @status, @field, @code").fetch_one(&mut *app).await.unwrap();
+        assert_eq!(status.as_deref(), Some("invalid"), "{expected}");
+        assert_eq!(format!("{}/{}", field.unwrap_or_default(), code.unwrap_or_default()), expected);
+    }
+    sqlx::raw_sql("COMMIT").execute(&mut *app).await.unwrap();
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM app_orders").await, cases.len() as i64);
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM deliveries").await, 0);
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM receipts").await, 0);
+    // Valid UTF-8 beyond ASCII is a key like any other.
+    let (status, ..) = submit_sql(&mut app, &t, "order-\u{e9}-\u{1f600}", "{}").await;
+    assert_eq!(status.as_deref(), Some("created"));
+}
+
 /// A deadlock inside the application's transaction is MariaDB's own error (1213), for the
 /// application's retry loop, and leaves nothing of the claim: the whole transaction was
 /// rolled back, so its retry claims again.

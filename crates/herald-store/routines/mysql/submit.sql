@@ -1,0 +1,265 @@
+-- MariaDB only. The SQL API's submit: `CALL herald.submit_v1(…)`.
+--
+-- This file is the routine's one home: `herald migrate` runs it again whenever its text
+-- changes (herald_store::routines). The history of earlier texts is in the migrations.
+
+-- Submits a delivery inside the caller's transaction: the claim, its payload, its
+-- reservation and journal row commit or roll back with the caller's own work (called
+-- outside a transaction, it commits its own). Positional, as every MariaDB procedure: NULL
+-- for a default — p_quota_key the channel, p_cost 1, p_send_at now (RFC 3339 text),
+-- p_max_attempts the shared setting.
+--
+-- Answers, never raises: OUT p_status is `created`, `duplicate` (the same request again:
+-- the existing delivery), `reused` (the key with another request: nothing written),
+-- `quota_exhausted` (nothing written) or `invalid` (p_field and p_code say what; nothing
+-- written); p_delivery_id is the delivery's id (text) for created and duplicate. Only
+-- concurrency errors — a deadlock, a lock wait timeout — are raised, as MariaDB's own,
+-- for the caller's retry loop; the claim's writes are undone first (a lock wait timeout
+-- undoes only the statement that waited). The checks run in the order of every other
+-- face: the request's fields, then the tenant, then an existing delivery of the
+-- identity, then the quota.
+--
+-- Versioned by name: a later version with more parameters is `submit_v2`, and a call
+-- written against v1 keeps working after every upgrade (MariaDB has neither named
+-- parameters nor defaults, so adding one to v1 would break every call).
+CREATE OR REPLACE PROCEDURE submit_v1(
+    IN b_tenant LONGBLOB, IN b_operation_key LONGBLOB, IN b_channel LONGBLOB,
+    IN b_recipient LONGBLOB, IN b_payload LONGBLOB, IN b_quota_key LONGBLOB,
+    IN p_cost BIGINT, IN b_send_at LONGBLOB, IN p_max_attempts INT,
+    OUT p_status VARCHAR(16), OUT p_delivery_id CHAR(36), OUT p_field VARCHAR(32),
+    OUT p_code VARCHAR(32))
+MODIFIES SQL DATA SQL SECURITY DEFINER
+submit: BEGIN
+    -- The text parameters, once their bytes are known to be UTF-8.
+    DECLARE p_tenant LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE p_operation_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin;
+    DECLARE p_channel LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin;
+    DECLARE p_recipient LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin;
+    DECLARE p_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE p_quota_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin;
+    DECLARE p_send_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_tenant BINARY(16);
+    DECLARE v_quota_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin;
+    DECLARE v_cost BIGINT DEFAULT COALESCE(p_cost, 1);
+    DECLARE v_due BIGINT;
+    DECLARE v_attempts INT DEFAULT p_max_attempts;
+    DECLARE v_canonical LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_problem VARCHAR(32);
+    DECLARE v_print BINARY(32);
+    DECLARE v_granted BOOLEAN;
+    DECLARE v_known BOOLEAN;
+    DECLARE v_now BIGINT;
+    DECLARE v_available BIGINT;
+    DECLARE v_covered BOOLEAN DEFAULT TRUE;
+    DECLARE v_own_tx BOOLEAN DEFAULT @@autocommit = 1 AND @@in_transaction = 0;
+    DECLARE v_id BINARY(16);
+    DECLARE v_existing BINARY(16);
+    DECLARE v_existing_print VARBINARY(64);
+    DECLARE v_round INT DEFAULT 0;
+    -- Called outside a transaction: the claim is one of its own, undone whole on an error.
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        IF v_own_tx THEN
+            ROLLBACK;
+        END IF;
+        RESIGNAL;
+    END;
+
+    SET p_status = 'invalid', p_delivery_id = NULL, p_field = NULL, p_code = NULL;
+    -- Bytes that are not UTF-8 (a cut character, an encoded surrogate) are refused as
+    -- `not_utf8`, never raised: a text parameter would have refused them with error 1366
+    -- before this body ran. Then the request's fields, in herald's order.
+    SET p_code = herald_utf8_problem(b_tenant);
+    IF p_code IS NOT NULL THEN SET p_field = 'tenant'; LEAVE submit; END IF;
+    SET p_code = herald_utf8_problem(b_operation_key);
+    IF p_code IS NOT NULL THEN SET p_field = 'operation_key'; LEAVE submit; END IF;
+    SET p_code = herald_utf8_problem(b_channel);
+    IF p_code IS NOT NULL THEN SET p_field = 'channel'; LEAVE submit; END IF;
+    SET p_code = herald_utf8_problem(b_recipient);
+    IF p_code IS NOT NULL THEN SET p_field = 'to'; LEAVE submit; END IF;
+    SET p_code = herald_utf8_problem(b_quota_key);
+    IF p_code IS NOT NULL THEN SET p_field = 'quota_key'; LEAVE submit; END IF;
+    SET p_code = herald_utf8_problem(b_payload);
+    IF p_code IS NOT NULL THEN SET p_field = 'payload'; LEAVE submit; END IF;
+    SET p_code = herald_utf8_problem(b_send_at);
+    IF p_code IS NOT NULL THEN SET p_field = 'send_at'; LEAVE submit; END IF;
+    SET p_tenant = CONVERT(b_tenant USING utf8mb4),
+        p_operation_key = CONVERT(b_operation_key USING utf8mb4),
+        p_channel = CONVERT(b_channel USING utf8mb4),
+        p_recipient = CONVERT(b_recipient USING utf8mb4),
+        p_payload = CONVERT(b_payload USING utf8mb4),
+        p_quota_key = CONVERT(b_quota_key USING utf8mb4),
+        p_send_at = CONVERT(b_send_at USING utf8mb4);
+    SET v_quota_key = COALESCE(p_quota_key, p_channel);
+    IF p_tenant IS NULL OR p_tenant = '' THEN
+        SET p_field = 'tenant', p_code = 'empty';
+        LEAVE submit;
+    END IF;
+    IF herald_has_surrogate(p_tenant) THEN
+        SET p_field = 'tenant', p_code = 'not_a_uuid';
+        LEAVE submit;
+    END IF;
+    IF p_tenant NOT REGEXP '^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$' THEN
+        SET p_field = 'tenant', p_code = 'not_a_uuid';
+        LEAVE submit;
+    END IF;
+    SET v_tenant = UNHEX(REPLACE(p_tenant, '-', ''));
+    SET p_code = herald_text_problem(p_operation_key, 255);
+    IF p_code IS NOT NULL THEN SET p_field = 'operation_key'; LEAVE submit; END IF;
+    SET p_code = herald_text_problem(p_channel, 50);
+    IF p_code IS NOT NULL THEN SET p_field = 'channel'; LEAVE submit; END IF;
+    SET p_code = herald_text_problem(p_recipient, 2048);
+    IF p_code IS NOT NULL THEN SET p_field = 'to'; LEAVE submit; END IF;
+    SET p_code = herald_text_problem(v_quota_key, 100);
+    IF p_code IS NOT NULL THEN SET p_field = 'quota_key'; LEAVE submit; END IF;
+    IF v_cost NOT BETWEEN 0 AND 1000000 THEN
+        SET p_field = 'cost', p_code = 'out_of_range';
+        LEAVE submit;
+    END IF;
+    -- One query for what the database knows: the shared max_attempts, the tenant wall
+    -- (the session's user, since the procedure runs with herald's rights, must have been
+    -- granted this tenant or every tenant), the tenant.
+    SELECT COALESCE(v_attempts, (SELECT s.max_attempts FROM herald_settings s WHERE s.id = 1)),
+           EXISTS (SELECT 1 FROM herald_sql_grants g
+                   WHERE g.role_name = LEFT(SESSION_USER(), CHAR_LENGTH(SESSION_USER())
+                                            - CHAR_LENGTH(SUBSTRING_INDEX(SESSION_USER(), '@', -1)) - 1)
+                     AND (g.tenant_id IS NULL OR g.tenant_id = v_tenant)),
+           EXISTS (SELECT 1 FROM tenants t WHERE t.id = v_tenant)
+      INTO v_attempts, v_granted, v_known;
+    IF v_attempts IS NULL THEN
+        -- No herald process has started on this database yet: the build's default.
+        -- A concurrent first submit may have written the row after this transaction's
+        -- snapshot was taken: the locking read sees the latest committed version, where
+        -- a plain read would see none (and the fingerprint would be NULL).
+        INSERT INTO herald_settings (id, max_attempts) VALUES (1, 8)
+            ON DUPLICATE KEY UPDATE id = id;
+        SELECT s.max_attempts INTO v_attempts FROM herald_settings s WHERE s.id = 1
+          LOCK IN SHARE MODE;
+    END IF;
+    IF v_attempts NOT BETWEEN 1 AND 100 THEN
+        SET p_field = 'max_attempts', p_code = 'out_of_range';
+        LEAVE submit;
+    END IF;
+    IF p_payload IS NULL THEN
+        SET p_field = 'payload', p_code = 'empty';
+        LEAVE submit;
+    END IF;
+    IF LENGTH(p_payload) > 65536 THEN
+        SET p_field = 'payload', p_code = 'too_long';
+        LEAVE submit;
+    END IF;
+    CALL herald_payload_canonical(p_payload, v_canonical, v_problem);
+    IF v_problem IS NOT NULL THEN
+        SET p_field = 'payload', p_code = v_problem;
+        LEAVE submit;
+    END IF;
+    IF p_send_at IS NOT NULL THEN
+        SET v_due = herald_rfc3339_ms(p_send_at);
+        IF v_due IS NULL THEN
+            SET p_field = 'send_at', p_code = 'not_a_time';
+            LEAVE submit;
+        END IF;
+        IF v_due NOT BETWEEN 0 AND 253402128000000 THEN
+            SET p_field = 'send_at', p_code = 'out_of_range';
+            LEAVE submit;
+        END IF;
+    END IF;
+    SET v_print = herald_fingerprint_v2(p_channel, p_recipient, v_canonical, v_quota_key,
+                                        v_cost, v_due, v_attempts);
+    IF NOT v_granted THEN
+        SET p_field = 'tenant', p_code = 'not_granted';
+        LEAVE submit;
+    END IF;
+    IF NOT v_known THEN
+        SET p_field = 'tenant', p_code = 'unknown_tenant';
+        LEAVE submit;
+    END IF;
+    SET p_status = NULL;
+
+    IF v_own_tx THEN
+        START TRANSACTION;
+    END IF;
+    claim: WHILE v_round < 3 DO
+        SET v_round = v_round + 1;
+        -- Budget first, then claim, as the library's: the account row locked (a locking
+        -- read sees its latest version whatever the isolation) before the identity.
+        SET v_now = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+        IF v_cost > 0 THEN
+            SET v_available = NULL;
+            SELECT a.available INTO v_available FROM quota_accounts a
+             WHERE a.tenant_id = v_tenant AND a.quota_key = v_quota_key FOR UPDATE;
+            SET v_covered = COALESCE(v_available >= v_cost, FALSE);
+        END IF;
+        IF v_covered THEN
+            SET v_id = herald_uuid_v7(v_now);
+            SAVEPOINT herald_submit_v1_claim;
+            BEGIN
+                DECLARE v_errno INT;
+                DECLARE EXIT HANDLER FOR 1062 SET v_id = NULL;
+                -- Any other error undoes the claim's own writes, then goes to the caller
+                -- (a deadlock has rolled back the whole transaction: no savepoint left).
+                DECLARE EXIT HANDLER FOR SQLEXCEPTION
+                BEGIN
+                    GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
+                    IF v_errno <> 1213 AND @@in_transaction = 1 THEN
+                        ROLLBACK TO SAVEPOINT herald_submit_v1_claim;
+                    END IF;
+                    RESIGNAL;
+                END;
+                INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
+                    fingerprint, fingerprint_version, quota_key, cost, state, max_attempts,
+                    next_attempt_at, created_at, updated_at)
+                VALUES (v_id, v_tenant, p_operation_key, p_channel, p_recipient, v_print, 2,
+                    v_quota_key, v_cost, 'pending', v_attempts, COALESCE(v_due, v_now),
+                    v_now, v_now);
+                INSERT INTO delivery_payloads (delivery_id, payload) VALUES (v_id, p_payload);
+                IF v_cost > 0 THEN
+                    UPDATE quota_accounts a
+                       SET a.available = a.available - v_cost, a.reserved = a.reserved + v_cost,
+                           a.updated_at = v_now
+                     WHERE a.tenant_id = v_tenant AND a.quota_key = v_quota_key;
+                    INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+                        reservation_seq, at)
+                    VALUES (v_tenant, v_quota_key, 'reserve', v_cost, v_id, 1, v_now);
+                END IF;
+            END;
+            RELEASE SAVEPOINT herald_submit_v1_claim;
+            IF v_id IS NOT NULL THEN
+                SET p_status = 'created', p_delivery_id = LOWER(INSERT(INSERT(INSERT(INSERT(
+                    HEX(v_id), 21, 0, '-'), 17, 0, '-'), 13, 0, '-'), 9, 0, '-'));
+                LEAVE claim;
+            END IF;
+        END IF;
+        -- The identity exists (or the quota is short): a locking read finds the latest
+        -- committed row under REPEATABLE READ too.
+        SET v_existing = NULL;
+        -- Every MariaDB row has fingerprint version 2 (the backend began with it).
+        SELECT d.id, d.fingerprint INTO v_existing, v_existing_print
+          FROM deliveries d
+         WHERE d.tenant_id = v_tenant AND d.operation_key = p_operation_key
+           AND d.channel = p_channel
+          LOCK IN SHARE MODE;
+        IF v_existing IS NOT NULL THEN
+            IF v_existing_print = v_print THEN
+                SET p_status = 'duplicate', p_delivery_id = LOWER(INSERT(INSERT(INSERT(INSERT(
+                    HEX(v_existing), 21, 0, '-'), 17, 0, '-'), 13, 0, '-'), 9, 0, '-'));
+            ELSE
+                SET p_status = 'reused';
+            END IF;
+            LEAVE claim;
+        END IF;
+        IF NOT v_covered THEN
+            SET p_status = 'quota_exhausted';
+            LEAVE claim;
+        END IF;
+        -- The row the claim ran into was deleted before it could be read (retention):
+        -- claim again.
+    END WHILE;
+    IF v_own_tx THEN
+        COMMIT;
+    END IF;
+    IF p_status IS NULL THEN
+        SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT =
+            'the delivery with this identity was deleted each time it was about to be read';
+    END IF;
+END;
