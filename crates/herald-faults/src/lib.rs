@@ -42,6 +42,10 @@ struct Shared {
     latency_us: AtomicU64,
     accepted: AtomicU64,
     faults: AtomicU64,
+    /// The local port of every upstream connection the proxy opened, in order: how a test
+    /// finds the server's side of herald's connections (`pg_stat_activity.client_port`,
+    /// MariaDB's processlist `HOST`), whatever happened to the client's side.
+    upstream_ports: Mutex<Vec<u16>>,
 }
 
 /// A TCP proxy from a loopback port to `upstream`. Dropping it stops accepting and
@@ -77,6 +81,7 @@ impl FaultProxy {
             latency_us: AtomicU64::default(),
             accepted: AtomicU64::default(),
             faults: AtomicU64::default(),
+            upstream_ports: Mutex::default(),
         });
         let (stall, stalled) = watch::channel(false);
         let accept = tokio::spawn(accept_loop(listener, shared.clone(), stalled));
@@ -107,6 +112,12 @@ impl FaultProxy {
     /// Connections accepted since the start.
     pub fn accepted(&self) -> u64 {
         self.shared.accepted.load(Ordering::Relaxed)
+    }
+
+    /// The local ports of the upstream connections opened since the start: the server sees
+    /// each of herald's connections as coming from one of these.
+    pub fn upstream_ports(&self) -> Vec<u16> {
+        self.shared.upstream_ports.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Faults injected since the start (each reset or blackholed connection counts one).
@@ -202,6 +213,9 @@ async fn proxy(
     stalled: watch::Receiver<bool>,
 ) {
     let Ok(mut server) = TcpStream::connect(upstream).await else { return };
+    if let Ok(local) = server.local_addr() {
+        shared.upstream_ports.lock().unwrap_or_else(PoisonError::into_inner).push(local.port());
+    }
     let _ = (client.set_nodelay(true), server.set_nodelay(true));
     let faulted = {
         let (client_read, client_write) = client.split();

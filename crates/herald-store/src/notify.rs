@@ -24,8 +24,14 @@ pub struct WakeListener(sqlx::postgres::PgListener);
 impl WakeListener {
     /// Waits for the next wake-up. An error means the connection is lost; open another.
     pub async fn recv(&mut self) -> Result<(), StoreError> {
-        self.0.recv().await?;
-        Ok(())
+        loop {
+            if self.0.try_recv().await?.is_some() {
+                return Ok(());
+            }
+            // The connection was lost and sqlx has opened another (LISTEN included):
+            // exempt it from the idle bound again.
+            keep_idle(&mut self.0).await?;
+        }
     }
 }
 
@@ -36,6 +42,14 @@ impl crate::Store {
         let Some(pool) = self.postgres_pool() else { return Ok(None) };
         let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
         listener.listen(WAKE_CHANNEL).await?;
+        keep_idle(&mut listener).await?;
         Ok(Some(WakeListener(listener)))
     }
+}
+
+/// A LISTEN session is idle by design, waiting for notifications: the one session the
+/// server must not end for idling (`Store`'s `SESSION_IDLE_MAX`).
+async fn keep_idle(listener: &mut sqlx::postgres::PgListener) -> Result<(), StoreError> {
+    sqlx::raw_sql("SET idle_session_timeout = 0").execute(listener).await?;
+    Ok(())
 }

@@ -26,6 +26,29 @@ const OPEN_BUSY_PAUSE: Duration = Duration::from_millis(20);
 /// The longest `Store::close` waits for connections in use to come back.
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The server ends a session of herald's idle longer than this (PostgreSQL
+/// `idle_session_timeout`, MariaDB `wait_timeout`, set per session): a connection herald
+/// gave up on — a ping or COMMIT that never answered, a flow a firewall dropped — may
+/// still be open on the server's side, where nothing else ends it (TCP keepalive takes
+/// hours, and never fires behind a proxy that keeps its leg open). Without it every such
+/// connection stayed a server session for good, beyond the pool's bound (issue 32: 62
+/// sessions for a pool of 26). A pooled connection idle this long is closed by the server
+/// too; herald pings any connection idle over [`PING_WHEN_IDLE_FOR`] before use, so that
+/// costs one reconnect, never a wait. Whole seconds (MariaDB's unit).
+pub const SESSION_IDLE_MAX: Duration = Duration::from_secs(5);
+
+/// A session's own bound on a transaction left idle, for the moment no transaction of
+/// herald's has set a tighter one: a transaction whose statement failed reverts its `SET
+/// LOCAL`s when it aborts, and one whose client then went silent stayed "idle in
+/// transaction (aborted)" for good. The runner's default deadline plus the grace every
+/// transaction gets (`tx::IDLE_IN_TRANSACTION_GRACE`).
+const SESSION_IDLE_IN_TRANSACTION_MAX: Duration = Duration::from_secs(13);
+
+/// TCP keepalive on the server's side of each session (PostgreSQL), so a client whose host
+/// or network vanished is noticed within about 11 s, not the kernel's two hours:
+/// idle seconds, then probes this many seconds apart, this many times.
+const SERVER_KEEPALIVE: (u64, u64, u64) = (5, 2, 3);
+
 /// Prepared statements kept per MariaDB connection (sqlx's default is 100).
 pub const MYSQL_STATEMENT_CACHE: usize = 256;
 
@@ -262,7 +285,16 @@ impl Store {
                 // aws-lc-rs. So install ring, as the channels do: a provider already
                 // installed stays, and every later call is a no-op.
                 let _ = rustls::crypto::ring::default_provider().install_default();
-                let o = (**o).clone().application_name("herald");
+                let o = (**o).clone().application_name("herald").options([
+                    ("idle_session_timeout", format!("{}ms", SESSION_IDLE_MAX.as_millis())),
+                    (
+                        "idle_in_transaction_session_timeout",
+                        format!("{}ms", SESSION_IDLE_IN_TRANSACTION_MAX.as_millis()),
+                    ),
+                    ("tcp_keepalives_idle", SERVER_KEEPALIVE.0.to_string()),
+                    ("tcp_keepalives_interval", SERVER_KEEPALIVE.1.to_string()),
+                    ("tcp_keepalives_count", SERVER_KEEPALIVE.2.to_string()),
+                ]);
                 // The pool retries refused connections until its timeout and then reports
                 // only "timed out"; one direct attempt first surfaces the real reason.
                 match tokio::time::timeout(options.connect_timeout, PgConnection::connect_with(&o))
@@ -330,6 +362,13 @@ impl Store {
                     .max_connections(options.connections_max.max(2))
                     .acquire_timeout(options.connect_timeout)
                     .test_before_acquire(false)
+                    // The server ends a session idle past SESSION_IDLE_MAX (see there).
+                    .after_connect(move |conn, _meta| {
+                        Box::pin(async move {
+                            sqlx::raw_sql(flavor.session_idle_bound()).execute(conn).await?;
+                            Ok(())
+                        })
+                    })
                     .before_acquire({
                         let losses = losses.clone();
                         move |conn, meta| {

@@ -83,9 +83,16 @@ impl Flavor {
             }
             Flavor::MySql => {
                 "SET SESSION innodb_lock_wait_timeout = DEFAULT, lock_wait_timeout = DEFAULT, \
-                 max_execution_time = DEFAULT, wait_timeout = DEFAULT"
+                 max_execution_time = DEFAULT, wait_timeout = 5"
             }
         }
+    }
+
+    /// Every session of herald's: the server ends it once idle for
+    /// [`crate::store::SESSION_IDLE_MAX`] (5 s; on MySQL `session_defaults` puts the same
+    /// back after a transaction bounded its idle time).
+    pub fn session_idle_bound(self) -> &'static str {
+        "SET SESSION wait_timeout = 5"
     }
 
     /// No statement bound on the session: a migration may take as long as it takes.
@@ -185,6 +192,9 @@ mod tests {
              SET TRANSACTION ISOLATION LEVEL READ COMMITTED; BEGIN"
         );
         assert!(Flavor::MySql.begin_sql(1, "READ COMMITTED").contains("= 1, lock_wait"));
+        let idle_s = crate::store::SESSION_IDLE_MAX.as_secs();
+        assert!(Flavor::MySql.session_defaults().ends_with(&format!("wait_timeout = {idle_s}")));
+        assert!(Flavor::MariaDb.session_idle_bound().ends_with(&format!("= {idle_s}")));
         assert_eq!(Flavor::of_version("10.11.19-MariaDB-0+deb12u1"), Flavor::MariaDb);
         assert_eq!(Flavor::of_version("8.4.3"), Flavor::MySql);
     }
