@@ -63,7 +63,8 @@ final class Herald
      * JSON text kept byte for byte, or an array/object encoded once here.
      *
      * @param string|array<mixed>|object $payload
-     * @throws InvalidSubmission when herald refuses the request (nothing was written)
+     * @throws InvalidSubmission when herald refuses the request (nothing was written): a
+     *         text that is not UTF-8 or holds NUL before any call, the rest as the database answers
      */
     public function submit(
         string $operationKey,
@@ -88,6 +89,17 @@ final class Herald
             sendAt: self::sendAtText($sendAt),
             maxAttempts: $maxAttempts,
         );
+        // Before the call, so no driver cuts a key at NUL and no database raises on bytes
+        // that are not UTF-8 inside the caller's transaction.
+        Text::checkAll([
+            'tenant' => $submission->tenant,
+            'operation_key' => $submission->operationKey,
+            'channel' => $submission->channel,
+            'to' => $submission->recipient,
+            'payload' => $submission->payload,
+            'quota_key' => $submission->quotaKey,
+            'send_at' => $submission->sendAt,
+        ]);
         // Outside a transaction the call is its own: a PostgreSQL function is one
         // statement, and MariaDB's submit_v1 opens and commits a transaction when none is open.
         $row = $this->calls()->submit($this->db, $submission);
@@ -116,10 +128,12 @@ final class Herald
      * `$apply` should write to the database only: an effect outside it (mail, HTTP) is
      * not rolled back with the receipt — submit it as a delivery instead.
      *
-     * @throws InvalidSubmission for an empty, overlong or control-character scope or id
+     * @throws InvalidSubmission for an empty, overlong or control-character scope or id, or
+     *         one whose bytes are not UTF-8
      */
     public function once(string $scope, string $operationId, callable $apply, int $attempts = 1): OnceResult
     {
+        Text::checkAll(['scope' => $scope, 'operation_id' => $operationId]);
         $calls = $this->calls();
         return $this->db->transaction(function () use ($calls, $scope, $operationId, $apply): OnceResult {
             $row = $calls->receipt($this->db, $scope, $operationId);

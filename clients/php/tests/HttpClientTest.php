@@ -54,8 +54,35 @@ final class HttpClientTest extends TestCase
             $this->client()->submit(operationKey: $this->unique('bad'), channel: 'webhook', to: $this->receiver('http'), payload: '{"a":');
             $this->fail('expected InvalidSubmission');
         } catch (InvalidSubmission $e) {
-            $this->assertSame('invalid_request', $e->errorCode);
+            // The field and the reason, as the SQL API names them.
+            // Text that is not JSON makes the whole body malformed: no one field to name.
+            $this->assertSame([null, 'invalid_request'], [$e->field, $e->errorCode]);
         }
+        try {
+            $this->client()->submit(operationKey: $this->unique('bad'), channel: 'webhook', to: $this->receiver('http'), payload: '{"a":1,"a":2}');
+            $this->fail('expected InvalidSubmission');
+        } catch (InvalidSubmission $e) {
+            $this->assertSame(['payload', 'duplicate_key'], [$e->field, $e->errorCode]);
+        }
+        try {
+            $this->client()->submit(operationKey: $this->unique('bad'), channel: 'webhook', to: $this->receiver('http'), payload: '{}', maxAttempts: 0);
+            $this->fail('expected InvalidSubmission');
+        } catch (InvalidSubmission $e) {
+            $this->assertSame(['max_attempts', 'out_of_range'], [$e->field, $e->errorCode]);
+        }
+        // NUL and bytes that are not UTF-8 never leave PHP.
+        foreach (["k\0-a" => 'control_character', "k\xE2\x82" => 'not_utf8'] as $key => $code) {
+            try {
+                $this->client()->submit(operationKey: $key, channel: 'webhook', to: $this->receiver('http'), payload: '{}');
+                $this->fail('expected InvalidSubmission');
+            } catch (InvalidSubmission $e) {
+                $this->assertSame(['operation_key', $code], [$e->field, $e->errorCode]);
+            }
+        }
+        // A key beyond ASCII goes in the body (a header holds visible ASCII only).
+        $utf8 = $this->client()->submit(operationKey: $this->unique('clé-😀'), channel: 'webhook', to: $this->receiver('http'), payload: '{}');
+        $this->assertSame(SubmitStatus::Created, $utf8->status);
+        Expect::deliveredOnce($utf8->deliveryId, 'http');
         try {
             (new HttpClient(Env::heraldUrl(), 'hk_not_a_key'))->submit(operationKey: 'k', channel: 'webhook', to: $this->receiver('http'), payload: '{}');
             $this->fail('expected HttpError 401');

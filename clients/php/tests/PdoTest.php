@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Herald\Tests;
 
+use Herald\Exception\InvalidSubmission;
 use Herald\Herald;
 use Herald\SubmitStatus;
 use Herald\Tests\Support\Env;
@@ -55,6 +56,47 @@ final class PdoTest extends TestCase
         $this->assertFalse($this->pdo->inTransaction());
         $this->assertHeraldClaimed($key, 'webhook');
         Expect::deliveredOnce($committed->deliveryId, 'pdo-autocommit');
+    }
+
+    /**
+     * What reaches the SQL API without the package's check (another language's driver): on
+     * MariaDB, bytes that are not UTF-8 in a string parameter are answered invalid/not_utf8
+     * and the transaction goes on. (PostgreSQL refuses such text while binding the
+     * parameter, before any function runs: there only the client's check can help.)
+     */
+    public function testBytesThatAreNotUtf8NeverPoisonThePdoTransaction(): void
+    {
+        $order = $this->unique('raw');
+        $this->pdo->beginTransaction();
+        $this->pdo->exec("INSERT INTO orders (id, status) VALUES ('{$order}', 'before')");
+        try {
+            $this->plain->submit(operationKey: "{$order}\xE2\x82", channel: 'webhook', to: $this->receiver('pdo'), payload: '{}');
+            $this->fail('expected InvalidSubmission');
+        } catch (InvalidSubmission $e) {
+            $this->assertSame(['operation_key', 'not_utf8'], [$e->field, $e->errorCode]);
+        }
+        if (Env::postgres()) {
+            // PostgreSQL would refuse the bytes while binding them (22021), aborting the
+            // transaction: the package's check is what keeps it usable.
+            $this->pdo->exec("UPDATE orders SET status = 'after' WHERE id = '{$order}'");
+            $this->pdo->commit();
+            $this->assertSame('after', $this->pdo->query("SELECT status FROM orders WHERE id = '{$order}'")->fetchColumn());
+            return;
+        }
+        $db = '`' . str_replace('`', '``', Env::heraldNamespace()) . '`';
+        $call = $this->pdo->prepare("CALL {$db}.submit_v1(?, ?, 'webhook', ?, '{}', NULL, NULL, NULL, NULL, @status, @id, @field, @code)");
+        $call->execute([$this->tenant->id, "{$order}\xE2\x82", $this->receiver('pdo')]);
+        $call->closeCursor();
+        $answer = $this->pdo->query('SELECT @status, @field, @code')->fetch(PDO::FETCH_NUM);
+        $this->assertSame(['invalid', 'operation_key', 'not_utf8'], $answer);
+        $receipt = $this->pdo->prepare("CALL {$db}.receipt_v1('invoices', ?, @status, @field, @code)");
+        $receipt->execute(["evt-\xED\xA0\x80"]);
+        $receipt->closeCursor();
+        $answer = $this->pdo->query('SELECT @status, @field, @code')->fetch(PDO::FETCH_NUM);
+        $this->assertSame(['invalid', 'operation_id', 'not_utf8'], $answer);
+        $this->pdo->exec("UPDATE orders SET status = 'after' WHERE id = '{$order}'");
+        $this->pdo->commit();
+        $this->assertSame('after', $this->pdo->query("SELECT status FROM orders WHERE id = '{$order}'")->fetchColumn());
     }
 
     public function testOnceInsideAnOpenTransactionIsASavepoint(): void

@@ -127,6 +127,75 @@ final class SubmitTest extends TestCase
         $this->assertCount(1, $this->heraldInspector()->deliveries($this->tenant->id));
     }
 
+    /**
+     * Issue 32: PDO's PostgreSQL driver cut "order-7\0-a" at NUL, so "order-7\0-b" answered
+     * Duplicate of it; bytes that are not UTF-8 raised 22021 (PostgreSQL, aborting the
+     * transaction) or 1366 (MariaDB). Every text field is checked before the call: NUL and
+     * bytes that are not UTF-8 are InvalidSubmission, nothing is claimed, the caller's
+     * transaction goes on and commits.
+     */
+    public function testNulAndBytesThatAreNotUtf8AreRefusedBeforeTheCall(): void
+    {
+        $key = $this->unique('bytes');
+        $to = $this->receiver('bytes');
+        $caught = [];
+        DB::transaction(function () use ($key, $to, &$caught): void {
+            DB::table('orders')->insert(['id' => "{$key}-a", 'status' => 'before']);
+            foreach ([
+                ['operationKey' => "{$key}\0-a"],
+                ['operationKey' => "{$key}\0-b"],
+                ['operationKey' => "{$key}\xE2\x82"],
+                ['operationKey' => "{$key}\xED\xA0\x80"],
+                ['channel' => "webhook\0"],
+                ['to' => "{$to}\0"],
+                ['to' => "{$to}\xC0\x80"],
+                ['quotaKey' => "webhook\0x"],
+                ['payload' => "{\"a\":\"\xE2\x82\"}"],
+                ['payload' => "{\"a\":\"\xED\xA0\x80\"}"],
+                ['payload' => "{}\0{\"b\":1}"],
+                ['tenant' => "\xFF"],
+            ] as $case) {
+                try {
+                    Herald::submit(
+                        tenant: $case['tenant'] ?? $this->tenant->id,
+                        operationKey: $case['operationKey'] ?? "{$key}-ok",
+                        channel: $case['channel'] ?? 'webhook',
+                        to: $case['to'] ?? $to,
+                        payload: $case['payload'] ?? '{}',
+                        quotaKey: $case['quotaKey'] ?? null,
+                    );
+                    $this->fail('expected InvalidSubmission for ' . bin2hex(json_encode(array_keys($case))));
+                } catch (InvalidSubmission $e) {
+                    $caught[] = "{$e->field}:{$e->errorCode}";
+                }
+            }
+            foreach ([["invoices", "evt\0-1"], ["invoices", "evt\0-2"], ["inv\xE2\x82", "evt-1"]] as [$scope, $id]) {
+                try {
+                    Herald::once($scope, $id, fn () => $this->fail('applied'));
+                    $this->fail('expected InvalidSubmission');
+                } catch (InvalidSubmission $e) {
+                    $caught[] = "{$e->field}:{$e->errorCode}";
+                }
+            }
+            DB::table('orders')->insert(['id' => "{$key}-b", 'status' => 'after']);
+        });
+        $this->assertSame([
+            'operation_key:control_character', 'operation_key:control_character',
+            'operation_key:not_utf8', 'operation_key:not_utf8',
+            'channel:control_character', 'to:control_character', 'to:not_utf8',
+            'quota_key:control_character',
+            'payload:not_utf8', 'payload:not_utf8', 'payload:control_character',
+            'tenant:not_utf8',
+            'operation_id:control_character', 'operation_id:control_character', 'scope:not_utf8',
+        ], $caught);
+        $this->assertSame(2, DB::table('orders')->whereIn('id', ["{$key}-a", "{$key}-b"])->count(), "the app's writes committed");
+        $this->assertCount(0, $this->heraldInspector()->deliveries($this->tenant->id), 'nothing claimed');
+        // A key with any UTF-8 is a key like another.
+        $ok = Herald::submit(tenant: $this->tenant->id, operationKey: "{$key}-é-😀", channel: 'webhook', to: $to, payload: '{}');
+        $this->assertSame(SubmitStatus::Created, $ok->status);
+        Expect::deliveredOnce($ok->deliveryId, 'bytes');
+    }
+
     public function testOutOfCreditThereIsNoClaimAndTheAppChoosesToCommitOrRollBack(): void
     {
         $paid = Herald::submit(tenant: $this->tenant->id, operationKey: $this->unique('paid'), channel: 'webhook', to: $this->receiver('quota'), payload: '{}', quotaKey: 'tight');

@@ -5,7 +5,7 @@ use herald::demo::{DemoReport, RECEIPT_EVENTS};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Database to run the demo in: a file path or sqlite://PATH, or postgres://… It gets
+    /// Database to run the demo in: a file path or sqlite://PATH, postgres://… or mariadb://… / mysql://… It gets
     /// herald's schema plus a few demo_* tables. Defaults to its own SQLite file, so the
     /// demo never touches your real herald.db.
     #[arg(long, default_value = "herald-demo.db")]

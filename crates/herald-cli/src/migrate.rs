@@ -5,7 +5,7 @@ use herald::{Herald, StoreOptions};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Database: a file path or sqlite://PATH (created if missing), or postgres://…
+    /// Database: a file path or sqlite://PATH (created if missing), postgres://… (its search_path names herald's schema, created if missing), or mariadb://… / mysql://… (a database of herald's own)
     #[arg(long, env = "HERALD_DB", default_value = crate::DB_DEFAULT)]
     db: String,
     /// Print JSON instead of a sentence.

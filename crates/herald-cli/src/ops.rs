@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 #[derive(clap::Args)]
 pub struct Db {
-    /// Database: a file path or sqlite://PATH, or postgres://…
+    /// Database: a file path or sqlite://PATH, postgres://…, or mariadb://… / mysql://…
     #[arg(long, global = true, env = "HERALD_DB", default_value = crate::DB_DEFAULT)]
     db: String,
     /// Print JSON.

@@ -18,7 +18,7 @@ use std::time::Duration;
 /// The raw settings, as given on the command line or in the environment.
 #[derive(Clone, clap::Args)]
 pub struct Settings {
-    /// Database: a file path or sqlite://PATH (created and migrated on first start), or postgres://… [default: herald.db]
+    /// Database: a file path or sqlite://PATH (created and migrated on first start), postgres://…, or mariadb://… / mysql://… (a database of herald's own) [default: herald.db]
     #[arg(long, env = "HERALD_DB")]
     pub db: Option<String>,
     /// Optional settings file (keys like `listen = "0.0.0.0:8080"`) [default: ./herald.toml if present]

@@ -195,6 +195,7 @@ async fn migrate_postgres(
             .bind(POSTGRES_MIGRATE_LOCK)
             .execute(&mut *conn)
             .await?;
+        create_schema_postgres(&mut conn).await?;
         let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
             .bind(TABLE)
             .fetch_one(&mut *conn)
@@ -214,6 +215,40 @@ async fn migrate_postgres(
         crate::tx::discard(conn);
     }
     result
+}
+
+/// Creates herald's schema when the connection's `search_path` names one that does not
+/// exist yet (`?options=-c search_path=herald` on a fresh database), so that `herald
+/// migrate` works as the README gives it; PostgreSQL would otherwise answer "no schema has
+/// been selected to create in". The schema is the path's first entry (`$user` is the
+/// session's user), created by the migrating role, which then owns it.
+async fn create_schema_postgres(conn: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+    let current: Option<String> =
+        sqlx::query_scalar("SELECT current_schema()").fetch_one(&mut *conn).await?;
+    if current.is_some() {
+        return Ok(());
+    }
+    // The first entry as PostgreSQL reads it: parse_ident takes a quoted name whole.
+    let created: Option<String> = sqlx::query_scalar(
+        "SELECT s.name FROM (
+             SELECT CASE WHEN first = '\"$user\"' OR first = '$user' THEN session_user::text
+                         ELSE (parse_ident(first))[1] END AS name
+               FROM (SELECT btrim(split_part(current_setting('search_path'), ',', 1)) AS first) f
+              WHERE first <> ''
+         ) s",
+    )
+    .fetch_optional(&mut *conn)
+    .await?
+    .flatten();
+    let Some(name) = created else { return Ok(()) };
+    let sql: String =
+        sqlx::query_scalar("SELECT format('CREATE SCHEMA IF NOT EXISTS %I', $1::text)")
+            .bind(&name)
+            .fetch_one(&mut *conn)
+            .await?;
+    sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut *conn).await?;
+    tracing::info!(schema = %name, "created herald's schema (the search_path's first entry)");
+    Ok(())
 }
 
 /// The sql_mode migrations run in (both servers know these modes): strict, and nothing

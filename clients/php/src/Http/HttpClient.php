@@ -12,6 +12,7 @@ use Herald\Exception\Unavailable;
 use Herald\Herald;
 use Herald\SubmitResult;
 use Herald\SubmitStatus;
+use Herald\Text;
 
 /**
  * A thin client of herald's HTTP API, for an application that does not share herald's
@@ -19,7 +20,7 @@ use Herald\SubmitStatus;
  * commit (a rollback cannot strand it), and a crash between the commit and this call loses
  * the delivery — that is what the SQL API on the application's own connection is for.
  *
- * A submit carries its operation key as the `Idempotency-Key`, so a resend is safe: an
+ * A submit carries its operation key, so a resend is safe: an
  * answer that was lost (`outcome_unknown`, a connection error, a timeout) or a `busy` is
  * sent again with the same key up to `$sendsMax` times; a resend of a recorded request
  * answers Duplicate.
@@ -71,7 +72,15 @@ final class HttpClient
         DateTimeInterface|string|null $sendAt = null,
         ?int $maxAttempts = null,
     ): SubmitResult {
-        $fields = ['channel' => $channel, 'to' => $to];
+        Text::checkAll([
+            'operation_key' => $operationKey,
+            'channel' => $channel,
+            'to' => $to,
+            'quota_key' => $quotaKey,
+            'payload' => is_string($payload) ? $payload : null,
+        ]);
+        // The key goes in the body: a header carries visible ASCII only, a key any UTF-8.
+        $fields = ['operation_key' => $operationKey, 'channel' => $channel, 'to' => $to];
         $fields += array_filter(
             ['quota_key' => $quotaKey, 'cost' => $cost, 'send_at' => Herald::sendAtText($sendAt), 'max_attempts' => $maxAttempts],
             static fn ($v) => $v !== null,
@@ -79,7 +88,10 @@ final class HttpClient
         // The payload's text goes in as it is, so numbers keep their digits and the request
         // has the fingerprint an SQL submit of the same text has.
         $body = substr(self::encode($fields), 0, -1) . ',"payload":' . Herald::payloadText($payload) . '}';
-        $reply = $this->send('POST', '/v1/deliveries', $body, ['Idempotency-Key' => $operationKey], $operationKey);
+        // Also as the `Idempotency-Key` header where a header can carry it (visible ASCII),
+        // for proxies and logs that key on it; the body's is the one herald reads.
+        $headers = preg_match('/^[\x21-\x7e]+$/', $operationKey) === 1 ? ['Idempotency-Key' => $operationKey] : [];
+        $reply = $this->send('POST', '/v1/deliveries', $body, $headers, $operationKey);
         $json = $reply->json();
         $result = fn (SubmitStatus $status, ?string $id) => new SubmitResult($status, $id, $operationKey, $quotaKey ?? $channel);
         return match (true) {
@@ -87,7 +99,11 @@ final class HttpClient
             $reply->status === 200 => $result(($json['duplicate'] ?? false) ? SubmitStatus::Duplicate : SubmitStatus::Created, (string) $json['id']),
             $reply->status === 402 => $result(SubmitStatus::QuotaExhausted, null),
             $reply->status === 422 && $reply->errorCode() === 'idempotency_key_reused' => $result(SubmitStatus::Reused, null),
-            $reply->status === 400 => throw new InvalidSubmission(null, $reply->errorCode(), 'herald refused the request: ' . $reply->errorMessage()),
+            $reply->status === 400 => throw new InvalidSubmission(
+                $reply->errorField(),
+                $reply->errorReason() ?? $reply->errorCode(),
+                'herald refused the request: ' . $reply->errorMessage(),
+            ),
             $reply->status === 413 => throw new InvalidSubmission('payload', 'too_long', 'herald refused the request: ' . $reply->errorMessage()),
             default => throw $reply->error(),
         };

@@ -92,6 +92,20 @@ final class Reply
         return (string) ($this->json()['error']['code'] ?? 'http_' . $this->status);
     }
 
+    /** The field a 400 refused, when it names one. */
+    public function errorField(): ?string
+    {
+        $field = $this->json()['error']['field'] ?? null;
+        return is_string($field) ? $field : null;
+    }
+
+    /** Why that field was refused (`empty`, `control_character`, ...), when a 400 says. */
+    public function errorReason(): ?string
+    {
+        $reason = $this->json()['error']['reason'] ?? null;
+        return is_string($reason) ? $reason : null;
+    }
+
     public function errorMessage(): string
     {
         return (string) ($this->json()['error']['message'] ?? substr($this->body, 0, 200));

@@ -416,11 +416,15 @@ async fn demo_on_mariadb_shows_real_deadlocks() {
 #[test]
 fn help_exits_zero() {
     // (arguments, text the help must contain)
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--help"], "migrate"),
         (&["migrate", "--help"], "--db"),
         (&["demo", "--help"], "--db"),
         (&["--version"], "herald"),
+        // Every backend is named where the database is given (issue 32).
+        (&["serve", "--help"], "mariadb://"),
+        (&["migrate", "--help"], "mariadb://"),
+        (&["deliveries", "--help"], "mariadb://"),
     ];
     for (args, needle) in cases {
         let run = herald(args);

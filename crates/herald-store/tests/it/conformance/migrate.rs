@@ -13,7 +13,39 @@ conformance!(
     a_newer_schema_is_refused_before_anything_is_written,
     herald_keeps_its_own_bookkeeping_table,
     a_routine_whose_text_changed_runs_again,
+    a_schema_the_search_path_names_is_created,
 );
+
+/// PostgreSQL: a URL whose `search_path` names a schema that does not exist yet (a fresh
+/// database, as the README's `herald migrate` is given) gets the schema created, then
+/// migrated; before, PostgreSQL answered "no schema has been selected to create in".
+async fn a_schema_the_search_path_names_is_created(db: &Db) {
+    if db.backend() != Backend::Postgres {
+        return;
+    }
+    let current: (String,) =
+        raw_query_as!(db.conn().await.as_conn(), "SELECT current_schema()::text", [], fetch_one)
+            .unwrap();
+    let fresh = format!("t_{}", uuid::Uuid::now_v7().simple());
+    let url = db.url.replace(&current.0, &fresh);
+    assert_ne!(url, db.url, "the test's URL names its schema");
+    let opened = Store::open(&url, &StoreOptions::default()).await;
+    let cleanup = format!("DROP SCHEMA IF EXISTS {fresh} CASCADE");
+    let mut conn = db.conn().await;
+    let tables: Result<(i64,), _> = raw_query_as!(
+        conn.as_conn(),
+        "SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = 'herald_migrations'",
+        [fresh.as_str()],
+        fetch_one
+    );
+    if let Ok(store) = &opened {
+        store.close().await;
+    }
+    raw_execute!(conn.as_conn(), &cleanup, []).unwrap();
+    let store = opened.unwrap_or_else(|e| panic!("open with a fresh schema: {e}"));
+    drop(store);
+    assert_eq!(tables.unwrap().0, 1, "herald's tables are in the new schema");
+}
 
 /// A routine file runs again when its text differs from the text recorded for it (here the
 /// record is made to differ, and the procedure dropped, as an edit would be seen), and the
