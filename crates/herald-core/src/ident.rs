@@ -192,8 +192,10 @@ mod tests {
     fn identifiers_are_checked() {
         let cases: &[(&str, Result<(), IdentError>)] = &[
             ("evt-17", Ok(())),
-            ("", Err(IdentError::Empty { what: "operation id" })),
-            ("a\nb", Err(IdentError::ControlCharacter { what: "operation id" })),
+            ("", Err(IdentError::Empty { what: "operation_id" })),
+            ("a\nb", Err(IdentError::ControlCharacter { what: "operation_id" })),
+            // A driver that cuts strings at NUL would make "evt\0-1" and "evt\0-2" one id.
+            ("evt\u{0}-1", Err(IdentError::ControlCharacter { what: "operation_id" })),
         ];
         for (input, expect) in cases {
             assert_eq!(&OperationId::new(*input).map(|_| ()), expect, "input {input:?}");
@@ -201,8 +203,10 @@ mod tests {
         let long = "x".repeat(OPERATION_ID_LEN_MAX + 1);
         assert_eq!(
             OperationId::new(long).map(|_| ()),
-            Err(IdentError::TooLong { what: "operation id", len: 256, max: 255 })
+            Err(IdentError::TooLong { what: "operation_id", len: 256, max: 255 })
         );
+        let refused = OperationId::new("").unwrap_err();
+        assert_eq!((refused.field(), refused.code()), ("operation_id", "empty"));
         assert!(Scope::new("x".repeat(SCOPE_LEN_MAX)).is_ok());
     }
 }
