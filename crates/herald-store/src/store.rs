@@ -319,12 +319,18 @@ impl Store {
                         let losses = losses.clone();
                         move |conn, meta| {
                             let suspect = losses.suspect(meta.idle_for);
+                            let losses = losses.clone();
                             Box::pin(async move {
                                 if suspect || meta.idle_for > PING_WHEN_IDLE_FOR {
-                                    // An error closes the connection without a goodbye.
-                                    tokio::time::timeout(PING_TIMEOUT, conn.ping())
-                                        .await
-                                        .map_err(|_| crate::tx::timed_out("ping"))??;
+                                    // An error closes the connection without a goodbye,
+                                    // and is a loss like any other: the connections idle
+                                    // beside it are as suspect as after a failed statement.
+                                    let pinged =
+                                        tokio::time::timeout(PING_TIMEOUT, conn.ping()).await;
+                                    if !matches!(pinged, Ok(Ok(()))) {
+                                        losses.note();
+                                    }
+                                    pinged.map_err(|_| crate::tx::timed_out("ping"))??;
                                 }
                                 Ok(true)
                             })
@@ -373,11 +379,16 @@ impl Store {
                         let losses = losses.clone();
                         move |conn, meta| {
                             let suspect = losses.suspect(meta.idle_for);
+                            let losses = losses.clone();
                             Box::pin(async move {
                                 if suspect || meta.idle_for > PING_WHEN_IDLE_FOR {
-                                    tokio::time::timeout(PING_TIMEOUT, conn.ping())
-                                        .await
-                                        .map_err(|_| crate::tx::timed_out("ping"))??;
+                                    // A failed ping is a loss (see PostgreSQL's above).
+                                    let pinged =
+                                        tokio::time::timeout(PING_TIMEOUT, conn.ping()).await;
+                                    if !matches!(pinged, Ok(Ok(()))) {
+                                        losses.note();
+                                    }
+                                    pinged.map_err(|_| crate::tx::timed_out("ping"))??;
                                 }
                                 Ok(true)
                             })
