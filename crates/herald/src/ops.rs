@@ -8,6 +8,7 @@ use crate::delivery::ts;
 use crate::error::Error;
 use crate::handle::Herald;
 use herald_core::DeliveryState;
+use herald_core::OperationKey;
 use herald_core::{DeliveryId, TenantId};
 use herald_store::deliveries::{
     ListFilter, deliveries_count_by_channel, deliveries_count_by_state, deliveries_list,
@@ -97,6 +98,11 @@ impl Herald {
         operation_key: &str,
         channels: &[String],
     ) -> Result<Vec<Delivery>, Error> {
+        // Text no operation key can be (a control character, NUL, which PostgreSQL text
+        // cannot even hold) finds nothing, without asking the database.
+        if OperationKey::new(operation_key).is_err() {
+            return Ok(Vec::new());
+        }
         let tenant = tenant.as_uuid();
         let rows = self
             .read(|mut conn, _| {

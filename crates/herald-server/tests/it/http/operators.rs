@@ -276,6 +276,12 @@ async fn dashboard_sessions_are_scoped_and_csrf_protected() {
             std::slice::from_ref(&failed),
             "{b}: by key"
         );
+        // A key no delivery can have (NUL, which PostgreSQL text cannot hold) finds
+        // nothing, never a 500 (issue 32).
+        for q in ["s0%00x", "%00", "s%0A0"] {
+            let none = tenant.get(&format!("/ui/api/deliveries?q={q}")).await.expect(OK);
+            assert_eq!(none["deliveries"], serde_json::json!([]), "{b}: {q}");
+        }
         let one = tenant.get(&format!("/ui/api/deliveries/{failed}")).await.expect(OK);
         assert_eq!(one["attempts"][0]["outcome"], "terminal", "{b}: {one}");
         assert_eq!(one["payload"], r#"{"text": "x"}"#.replace(' ', ""), "{b}: {one}");
