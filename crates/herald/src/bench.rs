@@ -96,10 +96,51 @@ pub async fn sql_submit(
         .await?)
 }
 
-/// One application transaction (an order row), with an SQL-API submit inside when
-/// `submit` names a tenant (PostgreSQL).
-pub async fn app_commit(herald: &Herald, order: &str, submit: Option<Uuid>) -> Result<(), Error> {
-    Ok(herald_store::bench::app_commit_pooled(herald.store(), order, submit).await?)
+/// One application transaction (an order row, then `work` of its own time), with an
+/// SQL-API submit inside when `submit` names a tenant and a cost.
+pub async fn app_commit(
+    herald: &Herald,
+    order: &str,
+    submit: Option<(Uuid, i64)>,
+    work: std::time::Duration,
+) -> Result<(), Error> {
+    Ok(herald_store::bench::app_commit_pooled(herald.store(), order, submit, work).await?)
+}
+
+/// The same application transaction through the library: herald's runner, the order row
+/// on the transaction's connection, with `submit` a library submit (tenant, cost) inside
+/// it, `work` of the application's own time, COMMIT.
+pub async fn app_transaction(
+    herald: &Herald,
+    order: &str,
+    submit: Option<(crate::TenantId, i64)>,
+    work: std::time::Duration,
+) -> Result<(), Error> {
+    let request = submit.map(|(tenant, cost)| {
+        let mut req = crate::SubmitRequest::new(
+            tenant,
+            order,
+            "webhook",
+            "https://example.com/h",
+            crate::Payload::from_text(r#"{"event": "bench"}"#),
+        );
+        req.cost = Some(cost);
+        req
+    });
+    herald
+        .transaction(|tx| {
+            let request = request.as_ref();
+            Box::pin(async move {
+                herald_store::bench::app_order_insert(tx.conn(), order).await?;
+                if let Some(req) = request {
+                    herald.submit(tx, req).await?;
+                }
+                tokio::time::sleep(work).await;
+                Ok(())
+            })
+        })
+        .await?;
+    Ok(())
 }
 
 /// Makes the application table [`app_commit`] writes (PostgreSQL).

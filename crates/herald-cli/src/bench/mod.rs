@@ -184,7 +184,10 @@ pub async fn run(args: Args) -> Result<()> {
             available.saturating_sub(4) / 2
         );
     }
-    let connections = (2 * args.clients + 24).min(available);
+    // ... and the application-transaction phases one connection per client, each held
+    // for a whole transaction.
+    let app_clients = phases::APP_CLIENTS.iter().copied().max().unwrap_or(0);
+    let connections = (2 * args.clients + 24).max(app_clients + 8).min(available);
     let schema = server.schema_create().await?;
     let version = format!("{server_name} {}", server.version().await?);
     let url = schema.url(&args.db);

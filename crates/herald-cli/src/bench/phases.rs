@@ -405,7 +405,8 @@ pub(super) async fn phases(
                 let (h, tenant) = (h.clone(), tenants[i % tenants.len()]);
                 async move {
                     let order = format!("app-{label}-{i}");
-                    herald::bench::app_commit(&h, &order, with.then(|| tenant.as_uuid())).await?;
+                    let submit = with.then(|| (tenant.as_uuid(), 1));
+                    herald::bench::app_commit(&h, &order, submit, Duration::ZERO).await?;
                     Ok(())
                 }
             })
@@ -421,6 +422,7 @@ pub(super) async fn phases(
             n,
             None,
         ));
+        figures.extend(app_transaction_figures(args, &bench, herald, n).await?);
         bench.reset().await?;
         let (p50, p99, count) = latency_on(args, &bench, herald, " (SQL API)", Via::Sql).await?;
         for (name, value) in [
@@ -436,6 +438,117 @@ pub(super) async fn phases(
         figures.push(figure("peak RSS of this process", kib as f64 / 1024.0, "MiB", None, 0, None));
     }
     Ok(figures)
+}
+
+/// The application's own time inside each transaction of the application-transaction
+/// phases (issue 33): what a checkout or a ticket update does between BEGIN and COMMIT.
+const APP_WORK: Duration = Duration::from_millis(10);
+/// The client counts of those phases.
+pub(super) const APP_CLIENTS: [usize; 2] = [8, 64];
+
+/// How an application-transaction phase submits: through the library in herald's runner,
+/// or through the SQL API on the application's own transaction.
+#[derive(Debug, Clone, Copy)]
+enum AppVia {
+    Library,
+    Sql,
+}
+
+/// Issue 33's measure: an application's transaction — BEGIN, its own write, a submit
+/// (library in a caller's transaction, or the SQL API), 10 ms of its own time, COMMIT —
+/// against the same transaction without the submit, in the same run; with every
+/// transaction on one tenant (the case a tenant-wide lock serialises) and spread over the
+/// bench's tenants; 8 and 64 clients; and once with cost 0 (no reservation).
+async fn app_transaction_figures(
+    args: &Args,
+    bench: &Bench,
+    herald: &Herald,
+    n_max: usize,
+) -> Result<Vec<Figure>> {
+    let mut figures = Vec::new();
+    let one = &bench.tenants[..1];
+    let many = &bench.tenants[..];
+    for clients in APP_CLIENTS {
+        // Enough transactions that the slowest case (one at a time, ~10 ms each) runs for
+        // seconds, within the run's `--n`.
+        let n = (clients * if args.quick { 8 } else { 16 }).min(n_max).max(clients);
+        let without = app_transactions(bench, herald, clients, n, AppVia::Sql, None).await?;
+        for via in [AppVia::Library, AppVia::Sql] {
+            let cases: &[(&str, &[herald::TenantId], i64)] = if clients == APP_CLIENTS[0] {
+                &[("one tenant", one, 1), ("one tenant, cost 0", one, 0), ("many tenants", many, 1)]
+            } else {
+                &[("one tenant", one, 1), ("many tenants", many, 1)]
+            };
+            for (label, tenants, cost) in cases {
+                let with = app_transactions(bench, herald, clients, n, via, Some((tenants, *cost)))
+                    .await?;
+                let face = match via {
+                    AppVia::Library => "a library submit",
+                    AppVia::Sql => "an SQL API submit",
+                };
+                figures.push(figure(
+                    format!(
+                        "app transaction, 10 ms of work, {clients} clients: with {face}, {label} (vs. without)"
+                    ),
+                    with,
+                    "/s",
+                    Some(without),
+                    n,
+                    None,
+                ));
+            }
+        }
+    }
+    Ok(figures)
+}
+
+/// One application-transaction phase: `n` transactions from `clients` clients, with a
+/// submit for one of `submit`'s tenants at its cost, or without; transactions per second.
+async fn app_transactions(
+    bench: &Bench,
+    herald: &Herald,
+    clients: usize,
+    n: usize,
+    via: AppVia,
+    submit: Option<(&[herald::TenantId], i64)>,
+) -> Result<f64> {
+    bench.reset().await?;
+    let label = match submit {
+        None => format!("app transactions, {clients} clients, without a submit"),
+        Some((tenants, cost)) => format!(
+            "app transactions, {clients} clients, {via:?} submit, {} tenant(s), cost {cost}",
+            tenants.len()
+        ),
+    };
+    let b = bar(n, &label);
+    let h = herald.clone();
+    let tenants: Vec<herald::TenantId> = submit.map(|(t, _)| t.to_vec()).unwrap_or_default();
+    let cost = submit.map_or(0, |(_, c)| c);
+    let with = submit.is_some();
+    let phase = Uuid::now_v7().simple().to_string();
+    let started = Instant::now();
+    spawn_clients(clients, n, &b, move |i| {
+        let h = h.clone();
+        let tenant = with.then(|| tenants[i % tenants.len()]);
+        let order = format!("app33-{phase}-{i}");
+        async move {
+            match via {
+                AppVia::Library => {
+                    herald::bench::app_transaction(&h, &order, tenant.map(|t| (t, cost)), APP_WORK)
+                        .await?
+                }
+                AppVia::Sql => {
+                    let submit = tenant.map(|t| (t.as_uuid(), cost));
+                    herald::bench::app_commit(&h, &order, submit, APP_WORK).await?
+                }
+            }
+            Ok(())
+        }
+    })
+    .await?;
+    let value = rate(n, started.elapsed());
+    b.finish();
+    Ok(value)
 }
 
 /// Tasks of the wide library submit phase (and of the HTTP phase's widest).

@@ -43,6 +43,10 @@ const FIGURES: &[&str] = &[
     "end-to-end: submit + no-op drain",
     "submit, SQL API, 4 KiB nested payload",
     "application commits with an SQL submit inside (vs. without)",
+    "app transaction, 10 ms of work, 8 clients: with a library submit, one tenant (vs. without)",
+    "app transaction, 10 ms of work, 8 clients: with an SQL API submit, one tenant, cost 0 (vs. without)",
+    "app transaction, 10 ms of work, 64 clients: with an SQL API submit, one tenant (vs. without)",
+    "app transaction, 10 ms of work, 64 clients: with a library submit, many tenants (vs. without)",
     "commit-to-start p50 at 200/s, SQL API submits",
     "commit-to-start p99 at 200/s, SQL API submits",
 ];

@@ -8,7 +8,9 @@
 //! through `herald::bench`.
 
 mod sql_api;
-pub use sql_api::{app_commit_pooled, app_table_create, session_role, sql_submit_pooled};
+pub use sql_api::{
+    app_commit_pooled, app_order_insert, app_table_create, session_role, sql_submit_pooled,
+};
 
 use crate::clock::sqlite_now;
 use crate::conn::{AsConn, Conn};

@@ -2,10 +2,12 @@
 //! connection — `herald_submit_v1` on PostgreSQL, `CALL submit_v1` on MariaDB — alone
 //! (autocommitted) or inside the application's own transaction.
 
+use crate::conn::Conn;
 use crate::error::StoreError;
 use crate::store::Store;
 use sqlx::MySqlConnection;
 use sqlx::types::Uuid;
+use std::time::Duration;
 
 const RECIPIENT: &str = "https://example.com/h";
 
@@ -13,22 +15,22 @@ fn not_here(store: &Store) -> StoreError {
     StoreError::NotOnBackend { what: "the SQL API", backend: store.backend().name() }
 }
 
-/// `CALL submit_v1` with its defaults, then its answer: (status, delivery id).
+/// `CALL submit_v1` with its defaults but the cost, then its answer: (status, delivery id).
 async fn mysql_submit(
     c: &mut MySqlConnection,
     tenant: Uuid,
     operation_key: &str,
     payload: &str,
+    cost: i64,
 ) -> Result<(String, Option<Uuid>), StoreError> {
-    sqlx::query(
-        "CALL submit_v1(?, ?, 'webhook', ?, ?, NULL, NULL, NULL, NULL, @status, @id, @f, @c)",
-    )
-    .bind(tenant.to_string())
-    .bind(operation_key)
-    .bind(RECIPIENT)
-    .bind(payload)
-    .execute(&mut *c)
-    .await?;
+    sqlx::query("CALL submit_v1(?, ?, 'webhook', ?, ?, NULL, ?, NULL, NULL, @status, @id, @f, @c)")
+        .bind(tenant.to_string())
+        .bind(operation_key)
+        .bind(RECIPIENT)
+        .bind(payload)
+        .bind(cost)
+        .execute(&mut *c)
+        .await?;
     let (status, id): (String, Option<String>) =
         sqlx::query_as("SELECT @status, @id").fetch_one(&mut *c).await?;
     Ok((status, id.and_then(|id| Uuid::parse_str(&id).ok())))
@@ -55,7 +57,7 @@ pub async fn sql_submit_pooled(
         .fetch_one(pool)
         .await?
     } else if let Some(pool) = store.mysql_pool() {
-        mysql_submit(&mut *pool.acquire().await?, tenant, operation_key, payload).await?
+        mysql_submit(&mut *pool.acquire().await?, tenant, operation_key, payload, 1).await?
     } else {
         return Err(not_here(store));
     };
@@ -63,46 +65,72 @@ pub async fn sql_submit_pooled(
 }
 
 /// An application's own transaction, as the SQL API sees it: `BEGIN`, an order row of its
-/// own, and with `submit` also an SQL submit for `tenant`, then `COMMIT`. The bench
-/// compares the two to show what the submit (and on PostgreSQL its wake-up) costs the
-/// application's commits.
+/// own, with `submit` also an SQL submit (tenant, cost), then `work` of the application's
+/// own time, then `COMMIT`. The bench compares it with and without the submit to show
+/// what the submit costs the application's transactions: its wake-up, and the locks it
+/// holds until the application commits.
 pub async fn app_commit_pooled(
     store: &Store,
     order: &str,
-    submit: Option<Uuid>,
+    submit: Option<(Uuid, i64)>,
+    work: Duration,
 ) -> Result<(), StoreError> {
     const PAYLOAD: &str = r#"{"event": "bench"}"#;
     if let Some(pool) = store.postgres_pool() {
         let mut tx = pool.begin().await?;
-        sqlx::query("INSERT INTO bench_app_orders (id) VALUES ($1)")
-            .bind(order)
-            .execute(&mut *tx)
-            .await?;
-        if let Some(tenant) = submit {
+        app_order_insert(Conn::Postgres(&mut tx), order).await?;
+        if let Some((tenant, cost)) = submit {
             sqlx::query(
                 "SELECT status FROM herald_submit_v1(tenant => $1, operation_key => $2,
-                     channel => 'webhook', recipient => $3, payload => $4)",
+                     channel => 'webhook', recipient => $3, payload => $4, cost => $5)",
             )
             .bind(tenant.to_string())
             .bind(order)
             .bind(RECIPIENT)
             .bind(PAYLOAD)
+            .bind(cost)
             .fetch_one(&mut *tx)
             .await?;
         }
+        tokio::time::sleep(work).await;
         tx.commit().await?;
     } else if let Some(pool) = store.mysql_pool() {
         let mut tx = pool.begin().await?;
-        sqlx::query("INSERT INTO bench_app_orders (id) VALUES (?)")
-            .bind(order)
-            .execute(&mut *tx)
-            .await?;
-        if let Some(tenant) = submit {
-            mysql_submit(&mut tx, tenant, order, PAYLOAD).await?;
+        app_order_insert(Conn::MySql(&mut tx), order).await?;
+        if let Some((tenant, cost)) = submit {
+            mysql_submit(&mut tx, tenant, order, PAYLOAD, cost).await?;
         }
+        tokio::time::sleep(work).await;
         tx.commit().await?;
     } else {
         return Err(not_here(store));
+    }
+    Ok(())
+}
+
+/// The application's own write in [`app_commit_pooled`] and in the library's application
+/// transaction (`herald::bench::app_transaction`): one order row, on the caller's
+/// connection.
+pub async fn app_order_insert(conn: Conn<'_>, order: &str) -> Result<(), StoreError> {
+    match conn {
+        Conn::Postgres(c) => {
+            sqlx::query("INSERT INTO bench_app_orders (id) VALUES ($1)")
+                .bind(order)
+                .execute(c)
+                .await?;
+        }
+        Conn::MySql(c) => {
+            sqlx::query("INSERT INTO bench_app_orders (id) VALUES (?)")
+                .bind(order)
+                .execute(c)
+                .await?;
+        }
+        Conn::Sqlite(_) => {
+            return Err(StoreError::NotOnBackend {
+                what: "the application's table",
+                backend: "SQLite",
+            });
+        }
     }
     Ok(())
 }
