@@ -281,6 +281,60 @@ async fn bytes_that_are_not_utf8_and_nul_are_answered_never_raised() {
     assert_eq!(status.as_deref(), Some("created"));
 }
 
+/// Issue 33, point 5: on a database whose shared settings row was never written (a fresh
+/// `herald migrate`, no `herald serve` yet), concurrent first submits inside applications'
+/// transactions all claim; none gets `1048 Column 'fingerprint' cannot be null`. The first
+/// writes the row and holds its transaction open while the others wait for the row's
+/// lock; once it commits they must read the row it wrote, which their snapshots (taken
+/// before) do not hold: a plain read saw none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn first_submits_on_a_database_without_settings_all_claim() {
+    let Some((_db, _herald, tenant, pool)) = setup().await else { return };
+    sqlx::raw_sql("DELETE FROM herald_settings").execute(&pool).await.unwrap();
+    const PROCESSES: usize = 8;
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..PROCESSES {
+        let pool = pool.clone();
+        let t = tenant.to_string();
+        tasks.spawn(async move {
+            let mut app = pool.acquire().await.unwrap();
+            sqlx::raw_sql("BEGIN").execute(&mut *app).await.unwrap();
+            sqlx::query("INSERT INTO app_orders VALUES (?)")
+                .bind(format!("first-{i}"))
+                .execute(&mut *app)
+                .await
+                .unwrap();
+            let answer = sqlx::query(
+                "CALL submit_v1(?, ?, 'webhook', ?, '{}', NULL, 0, NULL, NULL,
+                                @status, @delivery_id, @field, @code)",
+            )
+            .bind(&t)
+            .bind(format!("first-{i}"))
+            .bind(TO)
+            .execute(&mut *app)
+            .await;
+            // The application's own work, with the claim (and the settings row) held.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let status: Option<String> = match &answer {
+                Ok(_) => sqlx::query_scalar("SELECT @status").fetch_one(&mut *app).await.unwrap(),
+                Err(_) => None,
+            };
+            sqlx::raw_sql("COMMIT").execute(&mut *app).await.unwrap();
+            (answer.map(|_| ()).map_err(|e| e.to_string()), status)
+        });
+    }
+    let mut answers = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        answers.push(joined.unwrap());
+    }
+    for (raised, status) in &answers {
+        assert!(raised.is_ok(), "a first submit raised: {raised:?}");
+        assert_eq!(status.as_deref(), Some("created"), "{answers:?}");
+    }
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM deliveries").await, PROCESSES as i64);
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM herald_settings").await, 1);
+}
+
 /// A deadlock inside the application's transaction is MariaDB's own error (1213), for the
 /// application's retry loop, and leaves nothing of the claim: the whole transaction was
 /// rolled back, so its retry claims again.
