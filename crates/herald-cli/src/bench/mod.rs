@@ -119,6 +119,9 @@ pub struct Args {
     /// Only the one-statement submit floor and the HTTP submit phases (for profiling them).
     #[arg(long, hide = true, conflicts_with_all = ["drain_only", "e2e_only"])]
     http_only: bool,
+    /// Only the application-transaction phases (issue 33's measure, for profiling them).
+    #[arg(long, hide = true, conflicts_with_all = ["drain_only", "e2e_only", "http_only"])]
+    app_only: bool,
 }
 
 /// The URL prints without its password.
@@ -137,6 +140,7 @@ impl std::fmt::Debug for Args {
             .field("drain_only", &self.drain_only)
             .field("e2e_only", &self.e2e_only)
             .field("http_only", &self.http_only)
+            .field("app_only", &self.app_only)
             .finish()
     }
 }
@@ -197,7 +201,7 @@ pub async fn run(args: Args) -> Result<()> {
     let mut figures = result?;
     dropped?;
     let mut peer_runs = Vec::new();
-    if !args.drain_only && !args.e2e_only && !args.http_only && !mariadb {
+    if !args.drain_only && !args.e2e_only && !args.http_only && !args.app_only && !mariadb {
         figures.extend(sqlite_phases(&args, n).await?);
         if let Some(dir) = &peers {
             peer_runs = run_peers(&args, n, dir).await?;

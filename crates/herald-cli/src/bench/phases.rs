@@ -202,6 +202,12 @@ pub(super) async fn phases(
     if args.e2e_only {
         return end_to_end_figures(args, &bench, herald, n).await;
     }
+    if args.app_only {
+        let role = herald::bench::session_role(herald).await?;
+        herald.sql_grant(&role, None).await?;
+        herald::bench::app_table_create(herald).await?;
+        return app_transaction_figures(args, &bench, herald, n).await;
+    }
     if args.http_only {
         bench.reset().await?;
         let b = bar(n, "floor: submit, one statement");

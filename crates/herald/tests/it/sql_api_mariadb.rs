@@ -295,10 +295,8 @@ async fn bytes_that_are_not_utf8_and_nul_are_answered_never_raised() {
 async fn first_submits_on_a_database_without_settings_all_claim() {
     let Some((_db, _herald, tenant, pool)) = setup().await else { return };
     sqlx::raw_sql("DELETE FROM herald_settings").execute(&pool).await.unwrap();
-    let snapshot_isolation: i64 = sqlx::query_scalar("SELECT @@innodb_snapshot_isolation")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let snapshot_isolation: i64 =
+        sqlx::query_scalar("SELECT @@innodb_snapshot_isolation").fetch_one(&pool).await.unwrap();
     const PROCESSES: usize = 8;
     const ATTEMPTS: usize = 5;
     let mut tasks = tokio::task::JoinSet::new();
