@@ -24,6 +24,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (3, "attempt on row", include_str!("../migrations/sqlite/0003_attempt_on_row.sql")),
     (4, "fingerprint v2", include_str!("../migrations/sqlite/0004_fingerprint_v2.sql")),
     (5, "operators", include_str!("../migrations/sqlite/0005_operators.sql")),
+    (6, "striped accounts", include_str!("../migrations/sqlite/0006_striped_accounts.sql")),
 ];
 const POSTGRES: &[(i64, &str, &str)] = &[
     (1, "foundation", include_str!("../migrations/postgres/0001_foundation.sql")),
@@ -36,6 +37,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (8, "sql submit lean", include_str!("../migrations/postgres/0008_sql_submit_lean.sql")),
     (9, "operators", include_str!("../migrations/postgres/0009_operators.sql")),
     (10, "routines", include_str!("../migrations/postgres/0010_routines.sql")),
+    (11, "striped accounts", include_str!("../migrations/postgres/0011_striped_accounts.sql")),
 ];
 /// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
 /// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.
@@ -44,6 +46,7 @@ const MYSQL: &[(i64, &str, &str)] = &[
     (2, "sql api", include_str!("../migrations/mysql/0002_sql_api.sql")),
     (3, "operators", include_str!("../migrations/mysql/0003_operators.sql")),
     (4, "routines", include_str!("../migrations/mysql/0004_routines.sql")),
+    (5, "striped accounts", include_str!("../migrations/mysql/0005_striped_accounts.sql")),
 ];
 
 /// The newest schema version this build knows.

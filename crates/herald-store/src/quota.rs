@@ -13,7 +13,13 @@ use crate::conn::Conn;
 use crate::error::StoreError;
 use sqlx::types::Uuid;
 
-/// One quota account.
+/// The stripes of an account on PostgreSQL and MariaDB (SQLite, one writer: one stripe).
+/// An account is the sum of its stripes; a reservation in a caller's transaction locks one
+/// of them, so up to this many of a tenant's transactions hold reservations at once
+/// without waiting for each other (ARCHITECTURE.md, "Striped quota accounts").
+pub const QUOTA_STRIPES: i32 = 64;
+
+/// One quota account: the sum of its stripes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuotaAccount {
     pub tenant_id: Uuid,
@@ -126,10 +132,11 @@ pub async fn quota_reserved_by_tenant(conn: Conn<'_>) -> Result<Vec<(Uuid, i64)>
     crate::per_backend!(conn, quota::quota_reserved_by_tenant())
 }
 
-/// Locks the given quota rows in one stable order (tenant, key) for the rest of the
-/// transaction (PostgreSQL; SQLite's writer lock already serialises). Every path that
-/// changes several rows locks accounts first, this way, then delivery rows, so no two
-/// transactions can wait on each other in a circle.
+/// Locks every stripe of the given accounts in one stable order (tenant, key, stripe) for
+/// the rest of the transaction (PostgreSQL, MariaDB; SQLite's writer lock already
+/// serialises): the whole account, waiting for every transaction that holds a stripe of
+/// it. Paths that settle reservations lock only their stripes
+/// ([`quota_lock_reservations`]); this is for what needs the account whole.
 pub async fn quota_lock(conn: Conn<'_>, accounts: &[(Uuid, String)]) -> Result<(), StoreError> {
     if accounts.is_empty() {
         return Ok(());
@@ -138,6 +145,26 @@ pub async fn quota_lock(conn: Conn<'_>, accounts: &[(Uuid, String)]) -> Result<(
     sorted.sort();
     sorted.dedup();
     crate::per_backend!(conn, quota::quota_lock(&sorted))
+}
+
+/// Locks the stripes that the current reservations of `deliveries` sit on, in (tenant,
+/// key, stripe) order, for the rest of the transaction (SQLite's writer lock already
+/// serialises). What a settle, a cancel or a replay locks before the delivery rows: one
+/// stripe per reservation, never the whole account, so it waits for at most the caller's
+/// transactions holding those stripes and leaves the others' free. The reservation is read
+/// unlocked: a replay moving it meanwhile makes the later settle lock its new stripe out
+/// of order, which at worst is a deadlock the database breaks and the runner retries.
+pub async fn quota_lock_reservations(
+    conn: Conn<'_>,
+    deliveries: &[Uuid],
+) -> Result<(), StoreError> {
+    if deliveries.is_empty() {
+        return Ok(());
+    }
+    let mut sorted = deliveries.to_vec();
+    sorted.sort();
+    sorted.dedup();
+    crate::per_backend!(conn, quota::quota_lock_reservations(&sorted))
 }
 
 /// One journal entry: a movement on one of a tenant's accounts.

@@ -15,9 +15,13 @@ use sha2::{Digest, Sha256};
 use sqlx::{AssertSqlSafe, Row};
 
 /// (name, SQL) per backend, in the order they run. SQLite has no routines.
-const POSTGRES: &[(&str, &str)] = &[];
+const POSTGRES: &[(&str, &str)] = &[
+    ("quota", include_str!("../routines/postgres/quota.sql")),
+    ("submit", include_str!("../routines/postgres/submit.sql")),
+];
 const MYSQL: &[(&str, &str)] = &[
     ("utf8", include_str!("../routines/mysql/utf8.sql")),
+    ("quota", include_str!("../routines/mysql/quota.sql")),
     ("submit", include_str!("../routines/mysql/submit.sql")),
     ("receipt", include_str!("../routines/mysql/receipt.sql")),
 ];

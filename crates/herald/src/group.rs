@@ -13,8 +13,9 @@
 //! PostgreSQL the store claims it whole in three statements (`deliveries_claim_many`: the
 //! accounts locked in the one order and read, the identities read, one insert of what the
 //! plan admits), each member answered as its claim alone would have been in arrival
-//! order. Elsewhere (or to find a member at fault) the accounts are locked once, in the
-//! store's one order (`quota_lock`), then each member is claimed in arrival order. Either
+//! order. Elsewhere (or to find a member at fault) a batch over several accounts locks
+//! them once, every stripe, in the store's one order (`quota_lock`), then each member is
+//! claimed in arrival order. Either
 //! way an account that cannot cover the whole batch serves its first submits, and a
 //! duplicate, a reused key, short quota are answers, not errors: they leave the
 //! transaction usable.
@@ -254,7 +255,9 @@ impl Herald {
                             return Ok(answers);
                         }
                     }
-                    // One account is locked by its claim, first thing, anyway.
+                    // Several accounts: each locked whole, in the one order, so that two
+                    // batches never wait for each other's stripes in a circle. One account:
+                    // each claim takes a stripe of its own.
                     if accounts.len() > 1 {
                         quota_lock(tx.conn(), accounts).await?;
                     }

@@ -15,8 +15,8 @@ use herald_store::deliveries::{
     delivery_get, delivery_replay_apply,
 };
 use herald_store::quota::{
-    QuotaAccount, Settle, quota_accounts, quota_grant_apply, quota_grant_lock, quota_lock,
-    quota_reserve,
+    QuotaAccount, Settle, quota_accounts, quota_grant_apply, quota_grant_lock,
+    quota_lock_reservations, quota_reserve,
 };
 use herald_store::tenants::tenant_exists;
 use herald_store::workers::worker_releases;
@@ -198,13 +198,13 @@ impl Herald {
     }
 }
 
-/// The tenant's delivery, locked in the one lock order: its account first, then its row.
-/// The account is found by an unlocked read; a delivery's account never changes.
+/// The tenant's delivery, locked in the one lock order: its reservation's stripe first,
+/// then its row. The stripe is found by an unlocked read.
 async fn locked(mut conn: Conn<'_>, tenant: Uuid, id: Uuid) -> Result<DeliveryRow, Error> {
     let Some(row) = delivery_get(conn.reborrow(), Some(tenant), id, false).await? else {
         return Err(Error::NotFound);
     };
-    quota_lock(conn.reborrow(), &[(row.tenant_id, row.quota_key)]).await?;
+    quota_lock_reservations(conn.reborrow(), &[row.id]).await?;
     delivery_get(conn, Some(tenant), id, true).await?.ok_or(Error::NotFound)
 }
 

@@ -44,7 +44,8 @@ impl crate::Herald {
     /// Records what happened to attempt `n` of a delivery, in a transaction of its own,
     /// as a worker does when a send ends: fenced by (worker, n), so a stale report changes
     /// only what the fencing rules allow (SPEC guarantee 6). Returns the decision; `None`
-    /// when the delivery is gone. Locks the account, then the row (the one lock order).
+    /// when the delivery is gone. Locks the reservation's stripe, then the row (the one lock
+    /// order).
     pub async fn record_report(
         &self,
         report: &AttemptReport,
@@ -54,8 +55,8 @@ impl crate::Herald {
         let committed = self
             .transaction(|tx| {
                 Box::pin(async move {
-                    let account = [(report.tenant.as_uuid(), report.quota_key.clone())];
-                    herald_store::quota::quota_lock(tx.conn(), &account).await?;
+                    let delivery = [report.delivery.as_uuid()];
+                    herald_store::quota::quota_lock_reservations(tx.conn(), &delivery).await?;
                     Ok(record(tx.conn(), report, retry, now).await?)
                 })
             })

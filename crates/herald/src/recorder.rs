@@ -9,7 +9,7 @@ use crate::worker::WorkerCounts;
 use herald_core::limits::RECORD_BATCH_MAX;
 use herald_core::{Decision, Report, RetryPolicy};
 use herald_store::deliveries::deliveries_sent_fenced;
-use herald_store::quota::quota_lock;
+use herald_store::quota::quota_lock_reservations;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -115,14 +115,13 @@ impl Recorder {
         }
     }
 
-    /// One transaction: the quota rows locked first in a stable order (the one lock order:
-    /// accounts, then delivery rows), the fenced `sent` reports in one set-based statement,
+    /// One transaction: the stripes the reservations sit on locked first in a stable order
+    /// (the one lock order: stripes, then delivery rows), the fenced `sent` reports in one set-based statement,
     /// every other report through `outcome::record` and its decision table.
     async fn record(&self, reports: &[AttemptReport]) -> Result<Vec<Option<Decision>>, Error> {
         let now = self.herald.clock().now();
         let (worker, retry) = (self.worker.as_str(), &self.retry);
-        let accounts: Vec<(uuid::Uuid, String)> =
-            reports.iter().map(|r| (r.tenant.as_uuid(), r.quota_key.clone())).collect();
+        let deliveries: Vec<uuid::Uuid> = reports.iter().map(|r| r.delivery.as_uuid()).collect();
         let sent: Vec<(uuid::Uuid, i32)> = reports
             .iter()
             .filter(|r| r.report == Report::Sent)
@@ -131,9 +130,9 @@ impl Recorder {
         let committed = self
             .herald
             .transaction(|tx| {
-                let (accounts, sent) = (&accounts, &sent);
+                let (deliveries, sent) = (&deliveries, &sent);
                 Box::pin(async move {
-                    quota_lock(tx.conn(), accounts).await?;
+                    quota_lock_reservations(tx.conn(), deliveries).await?;
                     let marked: HashSet<(uuid::Uuid, i32)> =
                         deliveries_sent_fenced(tx.conn(), worker, sent, now)
                             .await?

@@ -49,7 +49,10 @@ submit: BEGIN
     DECLARE v_granted BOOLEAN;
     DECLARE v_known BOOLEAN;
     DECLARE v_now BIGINT;
-    DECLARE v_available BIGINT;
+    DECLARE v_stripe SMALLINT;
+    -- Whether a claim that found no free stripe gathers the account (after the identity
+    -- was looked for: a duplicate is answered before short quota, and moves no balance).
+    DECLARE v_gather BOOLEAN DEFAULT FALSE;
     DECLARE v_covered BOOLEAN DEFAULT TRUE;
     DECLARE v_own_tx BOOLEAN DEFAULT @@autocommit = 1 AND @@in_transaction = 0;
     DECLARE v_id BINARY(16);
@@ -179,16 +182,16 @@ submit: BEGIN
     IF v_own_tx THEN
         START TRANSACTION;
     END IF;
-    claim: WHILE v_round < 3 DO
+    claim: WHILE v_round < 4 DO
         SET v_round = v_round + 1;
-        -- Budget first, then claim, as the library's: the account row locked (a locking
-        -- read sees its latest version whatever the isolation) before the identity.
+        -- Budget first, then claim, as the library's: a stripe of the account that covers
+        -- the cost and that no other transaction holds locked (a locking read sees its
+        -- latest version whatever the isolation) before the identity.
         SET v_now = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
         IF v_cost > 0 THEN
-            SET v_available = NULL;
-            SELECT a.available INTO v_available FROM quota_accounts a
-             WHERE a.tenant_id = v_tenant AND a.quota_key = v_quota_key FOR UPDATE;
-            SET v_covered = COALESCE(v_available >= v_cost, FALSE);
+            CALL herald_quota_take(v_tenant, v_quota_key, v_cost, FLOOR(RAND() * 64), v_now,
+                                   v_gather, v_stripe);
+            SET v_covered = v_stripe IS NOT NULL;
         END IF;
         IF v_covered THEN
             SET v_id = herald_uuid_v7(v_now);
@@ -217,10 +220,11 @@ submit: BEGIN
                     UPDATE quota_accounts a
                        SET a.available = a.available - v_cost, a.reserved = a.reserved + v_cost,
                            a.updated_at = v_now
-                     WHERE a.tenant_id = v_tenant AND a.quota_key = v_quota_key;
-                    INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
-                        reservation_seq, at)
-                    VALUES (v_tenant, v_quota_key, 'reserve', v_cost, v_id, 1, v_now);
+                     WHERE a.tenant_id = v_tenant AND a.quota_key = v_quota_key
+                       AND a.stripe = v_stripe;
+                    INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
+                        delivery_id, reservation_seq, at)
+                    VALUES (v_tenant, v_quota_key, v_stripe, 'reserve', v_cost, v_id, 1, v_now);
                 END IF;
             END;
             RELEASE SAVEPOINT herald_submit_v1_claim;
@@ -231,14 +235,22 @@ submit: BEGIN
             END IF;
         END IF;
         -- The identity exists (or the quota is short): a locking read finds the latest
-        -- committed row under REPEATABLE READ too.
+        -- committed row under REPEATABLE READ too. Before the account is gathered, only
+        -- when a plain read finds the row: the locking read of a missing key holds a gap
+        -- lock, which a claim holding one of the stripes this one is about to wait for
+        -- would wait for in turn when it inserts (a deadlock).
         SET v_existing = NULL;
-        -- Every MariaDB row has fingerprint version 2 (the backend began with it).
-        SELECT d.id, d.fingerprint INTO v_existing, v_existing_print
-          FROM deliveries d
-         WHERE d.tenant_id = v_tenant AND d.operation_key = p_operation_key
-           AND d.channel = p_channel
-          LOCK IN SHARE MODE;
+        IF v_covered OR v_gather OR EXISTS (
+               SELECT 1 FROM deliveries d
+                WHERE d.tenant_id = v_tenant AND d.operation_key = p_operation_key
+                  AND d.channel = p_channel) THEN
+            -- Every MariaDB row has fingerprint version 2 (the backend began with it).
+            SELECT d.id, d.fingerprint INTO v_existing, v_existing_print
+              FROM deliveries d
+             WHERE d.tenant_id = v_tenant AND d.operation_key = p_operation_key
+               AND d.channel = p_channel
+              LOCK IN SHARE MODE;
+        END IF;
         IF v_existing IS NOT NULL THEN
             IF v_existing_print = v_print THEN
                 SET p_status = 'duplicate', p_delivery_id = LOWER(INSERT(INSERT(INSERT(INSERT(
@@ -249,6 +261,12 @@ submit: BEGIN
             LEAVE claim;
         END IF;
         IF NOT v_covered THEN
+            IF NOT v_gather THEN
+                -- No free stripe covered the cost: claim again, waiting for the held
+                -- stripes and gathering the balance if none covers it alone.
+                SET v_gather = TRUE;
+                ITERATE claim;
+            END IF;
             SET p_status = 'quota_exhausted';
             LEAVE claim;
         END IF;

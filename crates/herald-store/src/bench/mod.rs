@@ -53,7 +53,7 @@ pub async fn floor_submit(
              ON CONFLICT DO NOTHING RETURNING id),
          p AS (INSERT INTO delivery_payloads (delivery_id, payload) SELECT id, '{}' FROM d),
          a AS (UPDATE quota_accounts SET available = available - 1, reserved = reserved + 1
-               WHERE tenant_id = $2 AND quota_key = 'webhook' AND available >= 1
+               WHERE tenant_id = $2 AND quota_key = 'webhook' AND stripe = 0 AND available >= 1
                  AND EXISTS (SELECT 1 FROM d) RETURNING 1)
          INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id, reservation_seq, at)
          SELECT $2, 'webhook', 'reserve', 1, d.id, 1, now() FROM d, a",
@@ -92,7 +92,7 @@ pub async fn floor_drain(
                FROM l WHERE u.id = l.id RETURNING u.id, u.tenant_id, u.cost),
          n AS (SELECT tenant_id, sum(cost) AS c FROM d GROUP BY tenant_id),
          a AS (UPDATE quota_accounts q SET reserved = q.reserved - n.c, spent = q.spent + n.c
-               FROM n WHERE q.tenant_id = n.tenant_id AND q.quota_key = 'webhook' RETURNING 1)
+               FROM n WHERE q.tenant_id = n.tenant_id AND q.quota_key = 'webhook' AND stripe = 0 RETURNING 1)
          INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id, reservation_seq, at)
          SELECT tenant_id, 'webhook', 'commit', cost, id, 1, now() FROM d",
     )
@@ -201,7 +201,7 @@ async fn floor_submit_sqlite(
         .await?;
     sqlx::query(
         "UPDATE quota_accounts SET available = available - 1, reserved = reserved + 1
-         WHERE tenant_id = ?1 AND quota_key = 'webhook' AND available >= 1",
+         WHERE tenant_id = ?1 AND quota_key = 'webhook' AND stripe = 0 AND available >= 1",
     )
     .bind(tenant)
     .execute(&mut *c)
@@ -241,7 +241,7 @@ async fn floor_drain_sqlite(c: &mut sqlx::SqliteConnection, limit: i64) -> Resul
     for (tenant, cost) in per_tenant {
         sqlx::query(
             "UPDATE quota_accounts SET reserved = reserved - ?2, spent = spent + ?2
-             WHERE tenant_id = ?1 AND quota_key = 'webhook'",
+             WHERE tenant_id = ?1 AND quota_key = 'webhook' AND stripe = 0",
         )
         .bind(tenant)
         .bind(cost)
@@ -355,7 +355,7 @@ pub async fn floor_submit_batch_pooled(
                  s AS (SELECT tenant_id, count(*) AS n FROM d GROUP BY tenant_id),
                  a AS (UPDATE quota_accounts q SET available = q.available - s.n,
                            reserved = q.reserved + s.n
-                       FROM s WHERE q.tenant_id = s.tenant_id AND q.quota_key = 'webhook'
+                       FROM s WHERE q.tenant_id = s.tenant_id AND q.quota_key = 'webhook' AND stripe = 0
                        RETURNING 1),
                  j AS (INSERT INTO quota_journal (tenant_id, quota_key, kind, amount,
                            delivery_id, reservation_seq, at)

@@ -99,13 +99,18 @@ pub(crate) async fn deliveries_sent_fenced(
         return Ok(Vec::new());
     }
     let wanted: BTreeMap<Uuid, i32> = attempts.iter().copied().collect();
+    // With each reservation's stripe, from its `reserve` row (which this locks too: never
+    // written again, so nothing waits for it).
     let q = format!(
-        "SELECT id, attempts, tenant_id, quota_key, cost, reservation_seq FROM deliveries
-         WHERE id IN ({}) AND lease_owner = ? FOR UPDATE",
+        "SELECT d.id, d.attempts, d.tenant_id, d.quota_key, d.cost, d.reservation_seq,
+             COALESCE(r.stripe, 0)
+         FROM deliveries d LEFT JOIN quota_journal r ON r.reserve_of = d.id
+              AND r.reservation_seq = d.reservation_seq
+         WHERE d.id IN ({}) AND d.lease_owner = ? FOR UPDATE",
         placeholders(in_list_len(wanted.len()))
     );
     let ids: Vec<Uuid> = wanted.keys().copied().collect();
-    let locked = sqlx::query_as::<_, (Uuid, i32, Uuid, String, i64, i32)>(sql(q));
+    let locked = sqlx::query_as::<_, (Uuid, i32, Uuid, String, i64, i32, i16)>(sql(q));
     let rows = bind_in_list(locked, &ids).bind(worker).fetch_all(&mut *c).await?;
     let fenced: Vec<_> = rows.into_iter().filter(|r| wanted.get(&r.0) == Some(&r.1)).collect();
     if fenced.is_empty() {
@@ -123,16 +128,19 @@ pub(crate) async fn deliveries_sent_fenced(
         let ids: Vec<Uuid> = fenced.iter().map(|row| row.0).collect();
         let mark = sqlx::query(sql(q)).bind_now(now).bind_now(now);
         bind_in_list(mark, &ids).execute(&mut *c).await?;
-        let mut accounts = BTreeMap::<(Uuid, String), Vec<(Uuid, i32, i64)>>::new();
-        for (id, _, tenant, quota_key, cost, seq) in &fenced {
+        let mut stripes = BTreeMap::<(Uuid, String, i16), Vec<(Uuid, i32, i64)>>::new();
+        for (id, _, tenant, quota_key, cost, seq, stripe) in &fenced {
             if *cost > 0 {
-                accounts.entry((*tenant, quota_key.clone())).or_default().push((*id, *seq, *cost));
+                let movements = stripes.entry((*tenant, quota_key.clone(), *stripe)).or_default();
+                movements.push((*id, *seq, *cost));
             }
         }
-        for ((tenant, quota_key), movements) in &accounts {
-            super::quota::journal_insert(c, *tenant, quota_key, "commit", movements, now).await?;
+        for ((tenant, key, stripe), movements) in &stripes {
+            let (tenant, stripe) = (*tenant, *stripe);
+            super::quota::journal_insert(c, tenant, key, stripe, "commit", movements, now).await?;
             let total = movements.iter().map(|m| m.2).sum();
-            super::quota::account_settle(c, *tenant, quota_key, total, Settle::Commit, now).await?;
+            super::quota::account_settle(c, tenant, key, stripe, total, Settle::Commit, now)
+                .await?;
         }
         Ok(fenced.iter().map(|r| (r.0, r.1)).collect())
     }

@@ -44,7 +44,7 @@ pub(crate) async fn floor_submit(
         .await?;
     sqlx::query(
         "UPDATE quota_accounts SET available = available - 1, reserved = reserved + 1
-         WHERE tenant_id = ? AND quota_key = 'webhook' AND available >= 1",
+         WHERE tenant_id = ? AND quota_key = 'webhook' AND stripe = 0 AND available >= 1",
     )
     .bind(tenant)
     .execute(&mut *c)
@@ -105,7 +105,7 @@ pub(crate) async fn floor_drain(
         "UPDATE quota_accounts
          SET reserved = reserved - (CASE tenant_id {case} END),
              spent = spent + (CASE tenant_id {case} END)
-         WHERE quota_key = 'webhook' AND tenant_id IN ({})",
+         WHERE quota_key = 'webhook' AND stripe = 0 AND tenant_id IN ({})",
         placeholders(per_tenant.len())
     )));
     for _ in 0..2 {

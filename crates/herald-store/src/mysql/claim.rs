@@ -4,16 +4,20 @@ use crate::deliveries::{Claim, NewDelivery};
 use crate::error::StoreError;
 use sqlx::MySqlConnection;
 
-/// Budget first, then claim, as on PostgreSQL: the account row is locked (`FOR UPDATE`,
-/// which reads its latest version whatever the isolation) before the identity is
-/// inserted, so every claim locks the account before the identity and none inserted on
-/// short quota ever needs withdrawing. The writes — delivery, payload, reservation and its
-/// journal row — run in one savepoint: a statement MariaDB refuses is undone alone, and
-/// the claim must stand or fall whole in the caller's transaction.
+/// Budget first, then claim, as on PostgreSQL: a stripe of the account that covers the
+/// cost and that no other transaction holds is locked (`herald_quota_take`, whose locking
+/// read sees the latest version whatever the isolation) before the identity is inserted,
+/// so every claim locks its stripe before the identity and none inserted on short quota
+/// ever needs withdrawing. When no free stripe covers it, and the identity is not taken
+/// (a duplicate is answered before short quota, and a refusal moves no balance), the
+/// account is gathered: every stripe waited for, the balance gathered into one if none
+/// covers the cost alone. The writes — delivery, payload, reservation and its journal
+/// row — run in one savepoint: a statement MariaDB refuses is undone alone, and the claim
+/// must stand or fall whole in the caller's transaction.
 ///
-/// Round trips: the account's lock (which also reads the server's clock once, for all the
-/// claim's rows), the savepoint, the four writes — six, against the bench floor's four
-/// writes.
+/// Round trips: the stripe's call and its answer (which also reads the server's clock
+/// once, for all the claim's rows), the savepoint, the four writes — seven, against the
+/// bench floor's four writes.
 pub(crate) async fn delivery_claim(
     c: &mut MySqlConnection,
     new: &NewDelivery<'_>,
@@ -21,25 +25,22 @@ pub(crate) async fn delivery_claim(
     _notify: bool,
 ) -> Result<Claim, StoreError> {
     let t = now.mysql_sql();
-    let now_ms = if new.cost > 0 {
-        let q = format!(
-            "SELECT available, {t} FROM quota_accounts WHERE tenant_id = ? AND quota_key = ?
-             FOR UPDATE"
-        );
-        let account: Option<(i64, i64)> = sqlx::query_as(sql(q))
-            .bind_now(now)
-            .bind(new.tenant_id)
-            .bind(new.quota_key)
-            .fetch_optional(&mut *c)
-            .await?;
-        match account {
-            Some((available, now_ms)) if available >= new.cost => now_ms,
-            // An account exists only for a known tenant.
-            Some(_) => return Ok(Claim::QuotaShort),
-            None if super::tenants::tenant_exists(c, new.tenant_id).await? => {
-                return Ok(Claim::QuotaShort);
+    let (stripe, now_ms) = if new.cost > 0 {
+        let (tenant, key, cost, id) = (new.tenant_id, new.quota_key, new.cost, new.id);
+        match super::quota::stripe_take(c, tenant, key, cost, id, false, now).await? {
+            (Some(stripe), now_ms) => (stripe, now_ms),
+            (None, now_ms) => {
+                if !super::tenants::tenant_exists(c, new.tenant_id).await? {
+                    return Ok(Claim::UnknownTenant);
+                }
+                if identity_taken(c, new).await? {
+                    return Ok(Claim::Exists);
+                }
+                match super::quota::stripe_take(c, tenant, key, cost, id, true, now).await? {
+                    (Some(stripe), _) => (stripe, now_ms),
+                    (None, _) => return Ok(Claim::QuotaShort),
+                }
             }
-            None => return Ok(Claim::UnknownTenant),
         }
     } else {
         let q = format!("SELECT {t} FROM tenants WHERE id = ?");
@@ -49,19 +50,36 @@ pub(crate) async fn delivery_claim(
             .fetch_optional(&mut *c)
             .await?;
         match found {
-            Some(now_ms) => now_ms,
+            Some(now_ms) => (0, now_ms),
             None => return Ok(Claim::UnknownTenant),
         }
     };
     let now = Now::At(now_ms);
     savepoint(c).await?;
-    let claimed = claim_steps(c, new, now, now_ms).await;
+    let claimed = claim_steps(c, new, stripe, now, now_ms).await;
     end_savepoint(c, claimed).await
+}
+
+/// Whether a delivery with the claim's identity exists (as this transaction sees it).
+async fn identity_taken(
+    c: &mut MySqlConnection,
+    new: &NewDelivery<'_>,
+) -> Result<bool, StoreError> {
+    let taken: Option<i32> = sqlx::query_scalar(
+        "SELECT 1 FROM deliveries WHERE tenant_id = ? AND operation_key = ? AND channel = ?",
+    )
+    .bind(new.tenant_id)
+    .bind(new.operation_key)
+    .bind(new.channel)
+    .fetch_optional(&mut *c)
+    .await?;
+    Ok(taken.is_some())
 }
 
 async fn claim_steps(
     c: &mut MySqlConnection,
     new: &NewDelivery<'_>,
+    stripe: i16,
     now: Now,
     now_ms: i64,
 ) -> Result<Claim, StoreError> {
@@ -98,11 +116,11 @@ async fn claim_steps(
         .execute(&mut *c)
         .await?;
     if new.cost > 0 {
+        let (tenant, key, cost) = (new.tenant_id, new.quota_key, new.cost);
         let reserved =
-            super::quota::reserve_steps(c, new.tenant_id, new.quota_key, new.cost, new.id, 1, now)
-                .await?;
+            super::quota::reserve_steps(c, tenant, key, stripe, cost, new.id, 1, now).await?;
         if !reserved {
-            // The account is locked and covered the cost: this cannot happen. If it ever
+            // The stripe is locked and covered the cost: this cannot happen. If it ever
             // did, the savepoint undoes the claim rather than commit it unbudgeted.
             return Err(StoreError::Database(sqlx::Error::Protocol(
                 "the locked account no longer covers the claim".into(),

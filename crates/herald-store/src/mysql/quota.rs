@@ -1,9 +1,7 @@
 use super::{Bind, end_savepoint, savepoint, sql};
 use crate::clock::Now;
 use crate::error::StoreError;
-use crate::quota::{
-    ACCOUNT_COLS, GrantState, JournalRow, QuotaAccount, Settle, account_row, journal_row,
-};
+use crate::quota::{GrantState, JournalRow, QuotaAccount, Settle, account_row, journal_row};
 use sqlx::MySqlConnection;
 use sqlx::types::Uuid;
 
@@ -14,18 +12,27 @@ pub(crate) async fn quota_grant_lock(
     idempotency_key: Option<&str>,
     now: Now,
 ) -> Result<GrantState, StoreError> {
-    // Created if missing. Not an insert whose duplicate is caught: a duplicate leaves a
-    // shared lock behind, and two grants upgrading theirs to the lock below would
+    // Every stripe made if missing (an account from before stripes gets the rest here),
+    // and all locked in stripe order. Not an insert whose duplicate is caught: a duplicate
+    // leaves a shared lock behind, and two grants upgrading theirs to the lock below would
     // deadlock. An upsert's duplicate takes the exclusive lock at once (its row count is
     // not read here, so CLIENT_FOUND_ROWS does not matter).
+    let t = now.mysql_sql();
+    let rows: Vec<String> =
+        (0..crate::quota::QUOTA_STRIPES).map(|stripe| format!("(?, ?, {stripe}, {t})")).collect();
     let q = format!(
-        "INSERT INTO quota_accounts (tenant_id, quota_key, updated_at) VALUES (?, ?, {})
+        "INSERT INTO quota_accounts (tenant_id, quota_key, stripe, updated_at) VALUES {}
          ON DUPLICATE KEY UPDATE updated_at = updated_at",
-        now.mysql_sql()
+        rows.join(", ")
     );
-    sqlx::query(sql(q)).bind(tenant).bind(quota_key).bind_now(now).execute(&mut *c).await?;
+    let mut upsert = sqlx::query(sql(q));
+    for _ in 0..crate::quota::QUOTA_STRIPES {
+        upsert = upsert.bind(tenant).bind(quota_key).bind_now(now);
+    }
+    upsert.execute(&mut *c).await?;
     let granted: i64 = sqlx::query_scalar(
-        "SELECT granted FROM quota_accounts WHERE tenant_id = ? AND quota_key = ? FOR UPDATE",
+        "SELECT CAST(SUM(granted) AS SIGNED) FROM quota_accounts
+         WHERE tenant_id = ? AND quota_key = ? FOR UPDATE",
     )
     .bind(tenant)
     .bind(quota_key)
@@ -61,9 +68,13 @@ pub(crate) async fn quota_grant_apply(
     let t = now.mysql_sql();
     savepoint(c).await?;
     let applied = async {
+        // Granted on stripe 0 (one journal row, under the grant's idempotency key), then
+        // the account's available spread evenly over its stripes (all locked by
+        // quota_grant_lock).
         let q = format!(
-            "INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, idempotency_key, at)
-             VALUES (?, ?, 'grant', ?, ?, {t})"
+            "INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
+                 idempotency_key, at)
+             VALUES (?, ?, 0, 'grant', ?, ?, {t})"
         );
         sqlx::query(sql(q))
             .bind(tenant)
@@ -76,7 +87,7 @@ pub(crate) async fn quota_grant_apply(
         let q = format!(
             "UPDATE quota_accounts SET granted = granted + ?, available = available + ?,
                  updated_at = {t}
-             WHERE tenant_id = ? AND quota_key = ?"
+             WHERE tenant_id = ? AND quota_key = ? AND stripe = 0"
         );
         sqlx::query(sql(q))
             .bind(amount)
@@ -86,6 +97,8 @@ pub(crate) async fn quota_grant_apply(
             .bind(quota_key)
             .execute(&mut *c)
             .await?;
+        let q = format!("CALL herald_quota_move(?, ?, NULL, {t})");
+        sqlx::query(sql(q)).bind(tenant).bind(quota_key).bind_now(now).execute(&mut *c).await?;
         Ok(())
     }
     .await;
@@ -102,17 +115,49 @@ pub(crate) async fn quota_reserve(
     seq: i32,
     now: Now,
 ) -> Result<bool, StoreError> {
+    let (stripe, _) = stripe_take(c, tenant, quota_key, cost, delivery, true, now).await?;
+    let Some(stripe) = stripe else { return Ok(false) };
     savepoint(c).await?;
-    let reserved = reserve_steps(c, tenant, quota_key, cost, delivery, seq, now).await;
+    let reserved = reserve_steps(c, tenant, quota_key, stripe, cost, delivery, seq, now).await;
     end_savepoint(c, reserved).await
 }
 
-/// Reserves `cost` on the account (which the caller has locked) and journals it; `false`
-/// when the account cannot cover it. Inside the caller's savepoint.
+/// The stripe a reservation of `cost` takes, locked for the rest of the transaction
+/// (`herald_quota_take`: a free stripe that covers it, or with `gather` the account
+/// gathered); `None` when there is none. With it, the server's clock once (or the fixed
+/// instant) in milliseconds, for all of a claim's rows. Two round trips: the call, and its
+/// OUT parameter.
+pub(crate) async fn stripe_take(
+    c: &mut MySqlConnection,
+    tenant: Uuid,
+    quota_key: &str,
+    cost: i64,
+    delivery: Uuid,
+    gather: bool,
+    now: Now,
+) -> Result<(Option<i16>, i64), StoreError> {
+    let q = format!("CALL herald_quota_take(?, ?, ?, ?, {}, ?, @herald_stripe)", now.mysql_sql());
+    sqlx::query(sql(q))
+        .bind(tenant)
+        .bind(quota_key)
+        .bind(cost)
+        .bind(i32::from(delivery.as_bytes()[15]) % crate::quota::QUOTA_STRIPES)
+        .bind_now(now)
+        .bind(gather)
+        .execute(&mut *c)
+        .await?;
+    let q = format!("SELECT @herald_stripe, {}", now.mysql_sql());
+    Ok(sqlx::query_as(sql(q)).bind_now(now).fetch_one(&mut *c).await?)
+}
+
+/// Reserves `cost` on `stripe` of the account (which the caller has locked) and journals
+/// it; `false` when the stripe cannot cover it. Inside the caller's savepoint.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn reserve_steps(
     c: &mut MySqlConnection,
     tenant: Uuid,
     quota_key: &str,
+    stripe: i16,
     cost: i64,
     delivery: Uuid,
     seq: i32,
@@ -121,7 +166,7 @@ pub(crate) async fn reserve_steps(
     let q = format!(
         "UPDATE quota_accounts SET available = available - ?, reserved = reserved + ?,
              updated_at = {}
-         WHERE tenant_id = ? AND quota_key = ? AND available >= ?",
+         WHERE tenant_id = ? AND quota_key = ? AND stripe = ? AND available >= ?",
         now.mysql_sql()
     );
     let reserved = sqlx::query(sql(q))
@@ -130,13 +175,15 @@ pub(crate) async fn reserve_steps(
         .bind_now(now)
         .bind(tenant)
         .bind(quota_key)
+        .bind(stripe)
         .bind(cost)
         .execute(&mut *c)
         .await?
         .rows_affected()
         == 1;
     if reserved {
-        journal_insert(c, tenant, quota_key, "reserve", &[(delivery, seq, cost)], now).await?;
+        let movement = [(delivery, seq, cost)];
+        journal_insert(c, tenant, quota_key, stripe, "reserve", &movement, now).await?;
     }
     Ok(reserved)
 }
@@ -147,6 +194,7 @@ pub(crate) async fn account_settle(
     c: &mut MySqlConnection,
     tenant: Uuid,
     quota_key: &str,
+    stripe: i16,
     amount: i64,
     settle: Settle,
     now: Now,
@@ -157,7 +205,7 @@ pub(crate) async fn account_settle(
     };
     let q = format!(
         "UPDATE quota_accounts SET reserved = reserved - ?, {to}, updated_at = {}
-         WHERE tenant_id = ? AND quota_key = ?",
+         WHERE tenant_id = ? AND quota_key = ? AND stripe = ?",
         now.mysql_sql()
     );
     sqlx::query(sql(q))
@@ -166,6 +214,7 @@ pub(crate) async fn account_settle(
         .bind_now(now)
         .bind(tenant)
         .bind(quota_key)
+        .bind(stripe)
         .execute(c)
         .await?;
     Ok(())
@@ -182,11 +231,25 @@ pub(crate) async fn quota_settle(
     settle: Settle,
     now: Now,
 ) -> Result<(), StoreError> {
+    // The reservation's stripe, from its `reserve` row (unique per reservation).
+    let stripe: Option<i16> = sqlx::query_scalar(
+        "SELECT stripe FROM quota_journal WHERE reserve_of = ? AND reservation_seq = ?",
+    )
+    .bind(delivery)
+    .bind(seq)
+    .fetch_optional(&mut *c)
+    .await?;
+    let Some(stripe) = stripe else {
+        return Err(StoreError::Database(sqlx::Error::Protocol(format!(
+            "no reservation {seq} of delivery {delivery} to settle"
+        ))));
+    };
     savepoint(c).await?;
     let settled = async {
         // Journal first: a second final movement fails here, before the balance moves.
-        journal_insert(c, tenant, quota_key, settle.kind(), &[(delivery, seq, cost)], now).await?;
-        account_settle(c, tenant, quota_key, cost, settle, now).await
+        let movement = [(delivery, seq, cost)];
+        journal_insert(c, tenant, quota_key, stripe, settle.kind(), &movement, now).await?;
+        account_settle(c, tenant, quota_key, stripe, cost, settle, now).await
     }
     .await;
     end_savepoint(c, settled).await
@@ -199,6 +262,7 @@ pub(crate) async fn journal_insert(
     c: &mut MySqlConnection,
     tenant: Uuid,
     quota_key: &str,
+    stripe: i16,
     kind: &str,
     movements: &[(Uuid, i32, i64)],
     now: Now,
@@ -208,10 +272,10 @@ pub(crate) async fn journal_insert(
         let n = 1 << rest.len().ilog2();
         let (chunk, after) = rest.split_at(n);
         rest = after;
-        let row = format!("(?, ?, ?, ?, ?, ?, {})", now.mysql_sql());
+        let row = format!("(?, ?, ?, ?, ?, ?, ?, {})", now.mysql_sql());
         let q = format!(
-            "INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
-                 reservation_seq, at)
+            "INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
+                 delivery_id, reservation_seq, at)
              VALUES {}",
             vec![row; chunk.len()].join(", ")
         );
@@ -220,6 +284,7 @@ pub(crate) async fn journal_insert(
             query = query
                 .bind(tenant)
                 .bind(quota_key)
+                .bind(stripe)
                 .bind(kind)
                 .bind(amount)
                 .bind(delivery)
@@ -235,10 +300,13 @@ pub(crate) async fn quota_accounts(
     c: &mut MySqlConnection,
     tenant: Uuid,
 ) -> Result<Vec<QuotaAccount>, StoreError> {
-    let q =
-        format!("SELECT {ACCOUNT_COLS} FROM quota_accounts WHERE tenant_id = ? ORDER BY quota_key");
+    let q = "SELECT tenant_id, quota_key, CAST(SUM(granted) AS SIGNED) AS granted,
+             CAST(SUM(available) AS SIGNED) AS available,
+             CAST(SUM(reserved) AS SIGNED) AS reserved, CAST(SUM(spent) AS SIGNED) AS spent
+         FROM quota_accounts WHERE tenant_id = ?
+         GROUP BY tenant_id, quota_key ORDER BY quota_key";
     let mut accounts = Vec::new();
-    for row in sqlx::query(sql(q)).bind(tenant).fetch_all(c).await? {
+    for row in sqlx::query(q).bind(tenant).fetch_all(c).await? {
         accounts.push(account_row!(row));
     }
     Ok(accounts)
@@ -255,7 +323,8 @@ pub(crate) async fn quota_reserved_by_tenant(
 }
 
 /// One account at a time, in the order given (sorted by the contract): InnoDB takes the
-/// locks of one statement in the order it scans, which need not be this one.
+/// locks of one statement in the order it scans, which need not be this one. Within an
+/// account, the primary key's order: stripe by stripe.
 pub(crate) async fn quota_lock(
     c: &mut MySqlConnection,
     accounts: &[(Uuid, String)],
@@ -272,6 +341,37 @@ pub(crate) async fn quota_lock(
     Ok(())
 }
 
+/// The stripes read unlocked (the reservations' `reserve` rows), then locked one by one in
+/// (tenant, key, stripe) order: one statement joining them would lock the journal and
+/// delivery rows it read too (MariaDB has no `FOR UPDATE OF`).
+pub(crate) async fn quota_lock_reservations(
+    c: &mut MySqlConnection,
+    deliveries: &[Uuid],
+) -> Result<(), StoreError> {
+    let q = format!(
+        "SELECT DISTINCT r.tenant_id, r.quota_key, r.stripe
+         FROM deliveries d JOIN quota_journal r ON r.reserve_of = d.id
+              AND r.reservation_seq = d.reservation_seq
+         WHERE d.id IN ({}) AND d.cost > 0",
+        super::placeholders(super::in_list_len(deliveries.len()))
+    );
+    let read = sqlx::query_as::<_, (Uuid, String, i16)>(sql(q));
+    let mut stripes = super::bind_in_list(read, deliveries).fetch_all(&mut *c).await?;
+    stripes.sort();
+    for (tenant, quota_key, stripe) in stripes {
+        sqlx::query(
+            "SELECT 1 FROM quota_accounts WHERE tenant_id = ? AND quota_key = ? AND stripe = ?
+             FOR UPDATE",
+        )
+        .bind(tenant)
+        .bind(quota_key)
+        .bind(stripe)
+        .fetch_optional(&mut *c)
+        .await?;
+    }
+    Ok(())
+}
+
 pub(crate) async fn quota_journal_recent(
     c: &mut MySqlConnection,
     tenant: Uuid,
@@ -281,6 +381,7 @@ pub(crate) async fn quota_journal_recent(
     let rows = sqlx::query(
         "SELECT id, at, quota_key, kind, amount, delivery_id, reservation_seq
          FROM quota_journal WHERE tenant_id = ? AND quota_key = ?
+           AND kind IN ('grant', 'reserve', 'commit', 'release')
          ORDER BY id DESC LIMIT ?",
     )
     .bind(tenant)

@@ -94,16 +94,21 @@ pub(crate) async fn deliveries_sent_fenced(
              WHERE u.id = ANY($1) AND u.lease_owner = $3
                AND u.attempts = ($2::int4[])[array_position($1::uuid[], u.id)]
              RETURNING u.id, u.tenant_id, u.quota_key, u.cost, u.reservation_seq, u.attempts),
-         s AS (SELECT tenant_id, quota_key, sum(cost)::bigint AS cost FROM d WHERE cost > 0
-               GROUP BY tenant_id, quota_key),
+         r AS (SELECT d.id, d.tenant_id, d.quota_key, d.cost, d.reservation_seq, v.stripe
+               FROM d JOIN quota_journal v ON v.delivery_id = d.id
+                    AND v.reservation_seq = d.reservation_seq AND v.kind = 'reserve'
+               WHERE d.cost > 0),
+         s AS (SELECT tenant_id, quota_key, stripe, sum(cost)::bigint AS cost FROM r
+               GROUP BY tenant_id, quota_key, stripe),
          a AS (UPDATE quota_accounts q SET reserved = q.reserved - s.cost,
                    spent = q.spent + s.cost, updated_at = herald_now($4)
-               FROM s WHERE q.tenant_id = s.tenant_id AND q.quota_key = s.quota_key),
-         j AS (INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
-                   reservation_seq, at)
-               SELECT d.tenant_id, d.quota_key, 'commit', d.cost, d.id, d.reservation_seq,
-                   herald_now($4)
-               FROM d WHERE d.cost > 0)
+               FROM s WHERE q.tenant_id = s.tenant_id AND q.quota_key = s.quota_key
+                 AND q.stripe = s.stripe),
+         j AS (INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
+                   delivery_id, reservation_seq, at)
+               SELECT r.tenant_id, r.quota_key, r.stripe, 'commit', r.cost, r.id,
+                   r.reservation_seq, herald_now($4)
+               FROM r)
          SELECT id, attempts FROM d",
     )
     .bind(ids)

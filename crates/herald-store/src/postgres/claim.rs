@@ -5,25 +5,81 @@ use sqlx::PgConnection;
 use sqlx::types::Uuid;
 use std::collections::HashMap;
 
-/// One statement, in a transaction or autocommitted. The account row is locked first
-/// (`q`, `FOR UPDATE`, which re-reads its latest version) and the claim inserted (`d`)
-/// only if the row covers the cost — so every claim locks the account before the
-/// identity, whichever way it runs, and no claim inserted on short quota ever needs
-/// withdrawing. The reservation (`a`) then updates the locked row and carries no
-/// `available >= cost` guard of its own: if that reasoning ever failed, the balance's CHECK
-/// would abort the statement rather than commit an unbudgeted claim. `j` journals the
-/// reservation, `p` stores the payload, `n` queues the wake-up.
+/// One statement, in a transaction or autocommitted, in the common case. A stripe of the
+/// account that covers the cost and that no other transaction holds is locked first (`q`,
+/// `FOR UPDATE SKIP LOCKED`, the search starting at a stripe drawn from the delivery's id
+/// so that concurrent claims spread) and the claim inserted (`d`) only if there is one —
+/// so every claim locks its stripe before the identity, whichever way it runs, and no
+/// claim inserted on short quota ever needs withdrawing. The reservation (`a`) then
+/// updates the locked stripe and carries no `available >= cost` guard of its own: if that
+/// reasoning ever failed, the balance's CHECK would abort the statement rather than commit
+/// an unbudgeted claim. `j` journals the reservation, `p` stores the payload, `n` queues
+/// the wake-up. When no free stripe covers the cost, `herald_quota_gather` waits for the
+/// held ones (and gathers the balance into one if none covers it alone), and the claim
+/// runs again on the stripe it returns, which this transaction holds by then.
 pub(crate) async fn delivery_claim(
     c: &mut PgConnection,
     new: &NewDelivery<'_>,
     now: Now,
     notify: bool,
 ) -> Result<Claim, StoreError> {
+    let claim = claim_once(c, new, now, notify, None).await?;
+    if claim != Claim::QuotaShort || new.cost == 0 {
+        return Ok(claim);
+    }
+    // A duplicate is answered before short quota, and a refusal moves no balance.
+    let taken: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM deliveries
+                        WHERE tenant_id = $1 AND operation_key = $2 AND channel = $3)",
+    )
+    .bind(new.tenant_id)
+    .bind(new.operation_key)
+    .bind(new.channel)
+    .fetch_one(&mut *c)
+    .await?;
+    if taken {
+        return Ok(Claim::Exists);
+    }
+    // The gathered stripe must stay locked until the claim on it: a transaction of its
+    // own when the claim is autocommitted, a savepoint inside the caller's.
+    let mut tx = sqlx::Connection::begin(&mut *c).await?;
+    let given: Option<i16> =
+        sqlx::query_scalar("SELECT herald_quota_gather($1, $2, $3, herald_now($4))")
+            .bind(new.tenant_id)
+            .bind(new.quota_key)
+            .bind(new.cost)
+            .bind(now.pg())
+            .fetch_one(&mut *tx)
+            .await?;
+    let claim = match given {
+        Some(stripe) => claim_once(&mut tx, new, now, notify, Some(stripe)).await?,
+        None => Claim::QuotaShort,
+    };
+    tx.commit().await?;
+    Ok(claim)
+}
+
+/// Where a claim's search for a free stripe starts: from the delivery's id (random bits of
+/// a UUIDv7), so that concurrent claims on one account spread over its stripes.
+pub(crate) fn first_stripe(id: Uuid) -> i32 {
+    i32::from(id.as_bytes()[15]) % crate::quota::QUOTA_STRIPES
+}
+
+async fn claim_once(
+    c: &mut PgConnection,
+    new: &NewDelivery<'_>,
+    now: Now,
+    notify: bool,
+    given: Option<i16>,
+) -> Result<Claim, StoreError> {
     let (created, due, tenant_known, covered, _notified): ClaimRow = sqlx::query_as(
         "WITH q AS (
-                 SELECT 1 FROM quota_accounts
+                 SELECT stripe FROM quota_accounts
                  WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7 AND available >= $8
-                 FOR UPDATE),
+                   AND ($16::int2 IS NULL OR stripe = $16)
+                 ORDER BY (stripe + $17) % 64
+                 LIMIT 1
+                 FOR UPDATE SKIP LOCKED),
              t AS (SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $2) AS known),
              d AS (
                  INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
@@ -40,11 +96,11 @@ pub(crate) async fn delivery_claim(
              a AS (UPDATE quota_accounts SET available = available - $8,
                        reserved = reserved + $8, updated_at = herald_now($11)
                    WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7
-                     AND EXISTS (SELECT 1 FROM d)
-                   RETURNING 1),
-             j AS (INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
-                       reservation_seq, at)
-                   SELECT $2, $7, 'reserve', $8, $1, 1, herald_now($11) FROM a),
+                     AND stripe = (SELECT stripe FROM q) AND EXISTS (SELECT 1 FROM d)
+                   RETURNING stripe),
+             j AS (INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
+                       delivery_id, reservation_seq, at)
+                   SELECT $2, $7, a.stripe, 'reserve', $8, $1, 1, herald_now($11) FROM a),
              n AS (SELECT pg_notify($14, '') FROM d WHERE $13)
          SELECT (SELECT created_ms FROM d), (SELECT due_ms FROM d), (SELECT known FROM t),
              $8 = 0 OR EXISTS (SELECT 1 FROM q),
@@ -67,6 +123,8 @@ pub(crate) async fn delivery_claim(
     .bind(notify)
     .bind(crate::notify::WAKE_CHANNEL)
     .bind(new.fingerprint_version)
+    .bind(given)
+    .bind(first_stripe(new.id))
     .fetch_one(c)
     .await?;
     Ok(match (created, due) {
@@ -104,20 +162,27 @@ pub(crate) async fn deliveries_claim_many(
     accounts.sort();
     accounts.dedup();
     let (tenants, keys): (Vec<Uuid>, Vec<String>) = accounts.into_iter().unzip();
-    let available: HashMap<(Uuid, String), i64> = sqlx::query_as::<_, (Uuid, String, i64)>(
-        "SELECT q.tenant_id, q.quota_key, q.available FROM quota_accounts q
+    // Every stripe of each account, locked in the one order: the batch is herald's own
+    // short transaction, and it waits for the callers' transactions holding stripes.
+    let mut stripes: HashMap<(Uuid, String), Vec<(i16, i64)>> = HashMap::new();
+    for (t, k, stripe, available) in sqlx::query_as::<_, (Uuid, String, i16, i64)>(
+        "SELECT q.tenant_id, q.quota_key, q.stripe, q.available FROM quota_accounts q
          JOIN unnest($1::uuid[], $2::text[]) AS k (tenant_id, quota_key)
            ON q.tenant_id = k.tenant_id AND q.quota_key = k.quota_key
-         ORDER BY q.tenant_id, q.quota_key
+         ORDER BY q.tenant_id, q.quota_key, q.stripe
          FOR UPDATE OF q",
     )
     .bind(&tenants)
     .bind(&keys)
     .fetch_all(&mut *c)
     .await?
-    .into_iter()
-    .map(|(t, k, a)| ((t, k), a))
-    .collect();
+    {
+        stripes.entry((t, k)).or_default().push((stripe, available));
+    }
+    let available: HashMap<(Uuid, String), i64> = stripes
+        .iter()
+        .map(|(account, s)| (account.clone(), s.iter().map(|(_, a)| a).sum()))
+        .collect();
 
     let column = |f: fn(&NewDelivery<'_>) -> String| news.iter().map(f).collect::<Vec<_>>();
     let tenant_ids: Vec<Uuid> = news.iter().map(|n| n.tenant_id).collect();
@@ -141,6 +206,7 @@ pub(crate) async fn deliveries_claim_many(
 
     let admitted: Vec<&NewDelivery<'_>> =
         news.iter().zip(&plan).filter(|(_, p)| **p == Planned::Insert).map(|(n, _)| n).collect();
+    let on_stripe = stripes_for(c, &admitted, stripes, now).await?;
     let inserted: HashMap<Uuid, (i64, i64)> = if admitted.is_empty() {
         HashMap::new()
     } else {
@@ -150,9 +216,10 @@ pub(crate) async fn deliveries_claim_many(
             "WITH i AS (
                  SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
                      $6::bytea[], $7::int2[], $8::text[], $9::int8[], $10::int4[], $11::int8[],
-                     $12::text[])
+                     $12::text[], $16::int2[])
                      AS i (id, tenant_id, operation_key, channel, recipient, fingerprint,
-                         fingerprint_version, quota_key, cost, max_attempts, send_at, payload)),
+                         fingerprint_version, quota_key, cost, max_attempts, send_at, payload,
+                         stripe)),
              d AS (
                  INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
                      fingerprint, fingerprint_version, quota_key, cost, state, max_attempts,
@@ -167,16 +234,19 @@ pub(crate) async fn deliveries_claim_many(
                      herald_ms(created_at) AS created_ms, herald_ms(next_attempt_at) AS due_ms),
              p AS (INSERT INTO delivery_payloads (delivery_id, payload)
                    SELECT i.id, i.payload FROM i JOIN d ON d.id = i.id),
-             s AS (SELECT tenant_id, quota_key, sum(cost) AS total FROM d WHERE cost > 0
-                   GROUP BY tenant_id, quota_key),
+             s AS (SELECT d.tenant_id, d.quota_key, i.stripe, sum(d.cost) AS total
+                   FROM d JOIN i ON i.id = d.id WHERE d.cost > 0
+                   GROUP BY d.tenant_id, d.quota_key, i.stripe),
              a AS (UPDATE quota_accounts q SET available = q.available - s.total,
                        reserved = q.reserved + s.total, updated_at = herald_now($13)
                    FROM s WHERE q.tenant_id = s.tenant_id AND q.quota_key = s.quota_key
+                     AND q.stripe = s.stripe
                    RETURNING 1),
-             j AS (INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
-                       reservation_seq, at)
-                   SELECT tenant_id, quota_key, 'reserve', cost, id, 1, herald_now($13)
-                   FROM d WHERE cost > 0),
+             j AS (INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
+                       delivery_id, reservation_seq, at)
+                   SELECT d.tenant_id, d.quota_key, i.stripe, 'reserve', d.cost, d.id, 1,
+                       herald_now($13)
+                   FROM d JOIN i ON i.id = d.id WHERE d.cost > 0),
              n AS (SELECT pg_notify($14, '') FROM (SELECT 1 FROM d LIMIT 1) AS one WHERE $15)
          SELECT id, created_ms, due_ms, (SELECT count(*) FROM n) FROM d",
         )
@@ -195,6 +265,7 @@ pub(crate) async fn deliveries_claim_many(
         .bind(now.pg())
         .bind(crate::notify::WAKE_CHANNEL)
         .bind(notify)
+        .bind(on_stripe)
         .fetch_all(&mut *c)
         .await?;
         rows.into_iter().map(|(id, created, due, _notified)| (id, (created, due))).collect()
@@ -227,4 +298,56 @@ pub(crate) async fn deliveries_claim_many(
         });
     }
     Ok(claims)
+}
+
+/// The stripe each admitted delivery reserves from (0 for cost 0), in order: the first
+/// stripe that still covers it. An account on which some delivery fits no single stripe
+/// (the plan admitted it from the account's sum) has its balance gathered into its lowest
+/// stripe (`herald_quota_move`), and all its deliveries reserve there.
+async fn stripes_for(
+    c: &mut PgConnection,
+    admitted: &[&NewDelivery<'_>],
+    mut stripes: HashMap<(Uuid, String), Vec<(i16, i64)>>,
+    now: Now,
+) -> Result<Vec<i16>, StoreError> {
+    let mut on_stripe = Vec::with_capacity(admitted.len());
+    let mut gather = std::collections::HashSet::new();
+    for new in admitted {
+        let account = (new.tenant_id, new.quota_key.to_string());
+        let fit = match stripes.get_mut(&account) {
+            Some(s) if new.cost > 0 => s.iter_mut().find(|(_, left)| *left >= new.cost),
+            _ => None,
+        };
+        on_stripe.push(match fit {
+            Some((stripe, left)) => {
+                *left -= new.cost;
+                *stripe
+            }
+            None => {
+                if new.cost > 0 {
+                    gather.insert(account);
+                }
+                0
+            }
+        });
+    }
+    for (tenant, key) in &gather {
+        let Some(lowest) = stripes.get(&(*tenant, key.clone())).and_then(|s| s.first()) else {
+            continue;
+        };
+        let lowest = lowest.0;
+        sqlx::query("SELECT herald_quota_move($1, $2, $3, herald_now($4))")
+            .bind(tenant)
+            .bind(key)
+            .bind(lowest)
+            .bind(now.pg())
+            .execute(&mut *c)
+            .await?;
+        for (new, stripe) in admitted.iter().zip(on_stripe.iter_mut()) {
+            if new.cost > 0 && new.tenant_id == *tenant && new.quota_key == key {
+                *stripe = lowest;
+            }
+        }
+    }
+    Ok(on_stripe)
 }

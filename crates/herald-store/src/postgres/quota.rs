@@ -1,8 +1,6 @@
 use crate::clock::Now;
 use crate::error::StoreError;
-use crate::quota::{
-    ACCOUNT_COLS, GrantState, JournalRow, QuotaAccount, Settle, account_row, journal_row,
-};
+use crate::quota::{GrantState, JournalRow, QuotaAccount, Settle, account_row, journal_row};
 use sqlx::PgConnection;
 use sqlx::types::Uuid;
 
@@ -13,17 +11,24 @@ pub(crate) async fn quota_grant_lock(
     idempotency_key: Option<&str>,
     now: Now,
 ) -> Result<GrantState, StoreError> {
+    // Every stripe made if missing (an account from before stripes gets the rest here),
+    // then all locked in stripe order: a grant waits for the transactions holding
+    // reservations on the account, each for its own duration, never for a queue of them.
     sqlx::query(
-        "INSERT INTO quota_accounts (tenant_id, quota_key, updated_at)
-         VALUES ($1, $2, herald_now($3)) ON CONFLICT DO NOTHING",
+        "INSERT INTO quota_accounts (tenant_id, quota_key, stripe, updated_at)
+         SELECT $1, $2, g, herald_now($3) FROM generate_series(0, $4 - 1) AS g
+         ON CONFLICT DO NOTHING",
     )
     .bind(tenant)
     .bind(quota_key)
     .bind(now.pg())
+    .bind(crate::quota::QUOTA_STRIPES)
     .execute(&mut *c)
     .await?;
     let granted: i64 = sqlx::query_scalar(
-        "SELECT granted FROM quota_accounts WHERE tenant_id = $1 AND quota_key = $2 FOR UPDATE",
+        "SELECT CAST(sum(l.granted) AS bigint) FROM (
+             SELECT granted FROM quota_accounts WHERE tenant_id = $1 AND quota_key = $2
+             ORDER BY stripe FOR UPDATE) AS l",
     )
     .bind(tenant)
     .bind(quota_key)
@@ -56,25 +61,37 @@ pub(crate) async fn quota_grant_apply(
     idempotency_key: Option<&str>,
     now: Now,
 ) -> Result<(), StoreError> {
+    // Granted on stripe 0 (one journal row, under the grant's idempotency key), then the
+    // account's available spread evenly over its stripes (locked by quota_grant_lock).
     sqlx::query(
         "WITH j AS (
-             INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, idempotency_key, at)
-             VALUES ($1, $2, 'grant', $3, $4, herald_now($5))
+             INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
+                 idempotency_key, at)
+             VALUES ($1, $2, 0, 'grant', $3, $4, herald_now($5))
              RETURNING amount)
          UPDATE quota_accounts a SET granted = a.granted + j.amount,
              available = a.available + j.amount, updated_at = herald_now($5)
-         FROM j WHERE a.tenant_id = $1 AND a.quota_key = $2",
+         FROM j WHERE a.tenant_id = $1 AND a.quota_key = $2 AND a.stripe = 0",
     )
     .bind(tenant)
     .bind(quota_key)
     .bind(amount)
     .bind(idempotency_key)
     .bind(now.pg())
-    .execute(c)
+    .execute(&mut *c)
     .await?;
+    sqlx::query("SELECT herald_quota_move($1, $2, NULL, herald_now($3))")
+        .bind(tenant)
+        .bind(quota_key)
+        .bind(now.pg())
+        .execute(&mut *c)
+        .await?;
     Ok(())
 }
 
+/// A replay's reservation: on a free stripe that covers the cost, as a claim's; else
+/// `herald_quota_gather` waits for the held ones (gathering the balance into one if none
+/// covers it alone).
 pub(crate) async fn quota_reserve(
     c: &mut PgConnection,
     tenant: Uuid,
@@ -84,15 +101,40 @@ pub(crate) async fn quota_reserve(
     seq: i32,
     now: Now,
 ) -> Result<bool, StoreError> {
+    let free: Option<i16> = sqlx::query_scalar(
+        "SELECT stripe FROM quota_accounts
+         WHERE tenant_id = $1 AND quota_key = $2 AND available >= $3
+         ORDER BY (stripe + $4) % 64 LIMIT 1
+         FOR UPDATE SKIP LOCKED",
+    )
+    .bind(tenant)
+    .bind(quota_key)
+    .bind(cost)
+    .bind(super::claim::first_stripe(delivery))
+    .fetch_optional(&mut *c)
+    .await?;
+    let stripe = match free {
+        Some(stripe) => Some(stripe),
+        None => {
+            sqlx::query_scalar("SELECT herald_quota_gather($1, $2, $3, herald_now($4))")
+                .bind(tenant)
+                .bind(quota_key)
+                .bind(cost)
+                .bind(now.pg())
+                .fetch_one(&mut *c)
+                .await?
+        }
+    };
+    let Some(stripe) = stripe else { return Ok(false) };
     let journalled = sqlx::query(
         "WITH a AS (
              UPDATE quota_accounts SET available = available - $3,
                  reserved = reserved + $3, updated_at = herald_now($6)
-             WHERE tenant_id = $1 AND quota_key = $2 AND available >= $3
-             RETURNING tenant_id)
-         INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+             WHERE tenant_id = $1 AND quota_key = $2 AND stripe = $7 AND available >= $3
+             RETURNING stripe)
+         INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount, delivery_id,
              reservation_seq, at)
-         SELECT $1, $2, 'reserve', $3, $4, $5, herald_now($6) FROM a",
+         SELECT $1, $2, a.stripe, 'reserve', $3, $4, $5, herald_now($6) FROM a",
     )
     .bind(tenant)
     .bind(quota_key)
@@ -100,6 +142,7 @@ pub(crate) async fn quota_reserve(
     .bind(delivery)
     .bind(seq)
     .bind(now.pg())
+    .bind(stripe)
     .execute(c)
     .await?
     .rows_affected();
@@ -117,23 +160,30 @@ pub(crate) async fn quota_settle(
     settle: Settle,
     now: Now,
 ) -> Result<(), StoreError> {
-    // The journal row is inserted first and the account updated from it, so a second
+    // The journal row is inserted first and the stripe updated from it, so a second
     // final movement of one reservation is refused by the journal's unique index (23505),
-    // before the balance CHECK could see it.
+    // before the balance CHECK could see it. The stripe is the reservation's, read from
+    // its `reserve` row (unique per reservation); none would be a NOT NULL violation.
     const COMMIT: &str = "WITH j AS (
-             INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
-                 reservation_seq, at)
-             VALUES ($1, $2, 'commit', $3, $4, $5, herald_now($6)) RETURNING amount)
+             INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
+                 delivery_id, reservation_seq, at)
+             VALUES ($1, $2, (SELECT r.stripe FROM quota_journal r WHERE r.delivery_id = $4
+                                 AND r.reservation_seq = $5 AND r.kind = 'reserve'),
+                     'commit', $3, $4, $5, herald_now($6))
+             RETURNING stripe, amount)
          UPDATE quota_accounts a SET reserved = a.reserved - j.amount,
              spent = a.spent + j.amount, updated_at = herald_now($6)
-         FROM j WHERE a.tenant_id = $1 AND a.quota_key = $2";
+         FROM j WHERE a.tenant_id = $1 AND a.quota_key = $2 AND a.stripe = j.stripe";
     const RELEASE: &str = "WITH j AS (
-             INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
-                 reservation_seq, at)
-             VALUES ($1, $2, 'release', $3, $4, $5, herald_now($6)) RETURNING amount)
+             INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
+                 delivery_id, reservation_seq, at)
+             VALUES ($1, $2, (SELECT r.stripe FROM quota_journal r WHERE r.delivery_id = $4
+                                 AND r.reservation_seq = $5 AND r.kind = 'reserve'),
+                     'release', $3, $4, $5, herald_now($6))
+             RETURNING stripe, amount)
          UPDATE quota_accounts a SET reserved = a.reserved - j.amount,
              available = a.available + j.amount, updated_at = herald_now($6)
-         FROM j WHERE a.tenant_id = $1 AND a.quota_key = $2";
+         FROM j WHERE a.tenant_id = $1 AND a.quota_key = $2 AND a.stripe = j.stripe";
     let statement = match settle {
         Settle::Commit => COMMIT,
         Settle::Release => RELEASE,
@@ -154,11 +204,13 @@ pub(crate) async fn quota_accounts(
     c: &mut PgConnection,
     tenant: Uuid,
 ) -> Result<Vec<QuotaAccount>, StoreError> {
-    let q = format!(
-        "SELECT {ACCOUNT_COLS} FROM quota_accounts WHERE tenant_id = $1 ORDER BY quota_key"
-    );
+    let q = "SELECT tenant_id, quota_key, CAST(sum(granted) AS bigint) AS granted,
+             CAST(sum(available) AS bigint) AS available,
+             CAST(sum(reserved) AS bigint) AS reserved, CAST(sum(spent) AS bigint) AS spent
+         FROM quota_accounts WHERE tenant_id = $1
+         GROUP BY tenant_id, quota_key ORDER BY quota_key";
     let mut accounts = Vec::new();
-    for row in sqlx::query(sqlx::AssertSqlSafe(q)).bind(tenant).fetch_all(c).await? {
+    for row in sqlx::query(q).bind(tenant).fetch_all(c).await? {
         accounts.push(account_row!(row));
     }
     Ok(accounts)
@@ -174,7 +226,8 @@ pub(crate) async fn quota_reserved_by_tenant(
     .await?)
 }
 
-/// `accounts` come sorted by (tenant, key); the lock is taken in that order.
+/// `accounts` come sorted by (tenant, key); every stripe of each is locked, in (tenant,
+/// key, stripe) order.
 pub(crate) async fn quota_lock(
     c: &mut PgConnection,
     accounts: &[(Uuid, String)],
@@ -184,11 +237,31 @@ pub(crate) async fn quota_lock(
         "SELECT 1 FROM quota_accounts q
          JOIN unnest($1::uuid[], $2::text[]) AS k (tenant_id, quota_key)
            ON q.tenant_id = k.tenant_id AND q.quota_key = k.quota_key
-         ORDER BY q.tenant_id, q.quota_key
+         ORDER BY q.tenant_id, q.quota_key, q.stripe
          FOR UPDATE OF q",
     )
     .bind(tenants)
     .bind(keys)
+    .fetch_all(c)
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn quota_lock_reservations(
+    c: &mut PgConnection,
+    deliveries: &[Uuid],
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "SELECT 1 FROM quota_accounts q
+         WHERE (q.tenant_id, q.quota_key, q.stripe) IN (
+             SELECT r.tenant_id, r.quota_key, r.stripe
+             FROM deliveries d JOIN quota_journal r ON r.delivery_id = d.id
+                  AND r.reservation_seq = d.reservation_seq AND r.kind = 'reserve'
+             WHERE d.id = ANY($1) AND d.cost > 0)
+         ORDER BY q.tenant_id, q.quota_key, q.stripe
+         FOR UPDATE OF q",
+    )
+    .bind(deliveries)
     .fetch_all(c)
     .await?;
     Ok(())
@@ -203,6 +276,7 @@ pub(crate) async fn quota_journal_recent(
     let rows = sqlx::query(
         "SELECT id, herald_ms(at) AS at, quota_key, kind, amount, delivery_id, reservation_seq
          FROM quota_journal WHERE tenant_id = $1 AND quota_key = $2
+           AND kind IN ('grant', 'reserve', 'commit', 'release')
          ORDER BY id DESC LIMIT $3",
     )
     .bind(tenant)

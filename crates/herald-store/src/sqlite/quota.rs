@@ -251,6 +251,13 @@ pub(crate) async fn quota_lock(
     Ok(())
 }
 
+pub(crate) async fn quota_lock_reservations(
+    _c: &mut SqliteConnection,
+    _deliveries: &[Uuid],
+) -> Result<(), StoreError> {
+    Ok(())
+}
+
 pub(crate) async fn quota_journal_recent(
     c: &mut SqliteConnection,
     tenant: Uuid,

@@ -19,6 +19,7 @@ mod sql_api_mariadb;
 mod sqlite_reads;
 mod sqlite_writer;
 mod store_paths;
+mod striped;
 mod submit;
 mod tracing;
 mod webhook;

@@ -157,6 +157,7 @@ impl Channel for Scripted {
 struct AccountRow {
     tenant: Uuid,
     quota_key: String,
+    stripe: i16,
     granted: i64,
     available: i64,
     reserved: i64,
@@ -167,6 +168,7 @@ struct AccountRow {
 struct JournalRow {
     tenant: Uuid,
     quota_key: String,
+    stripe: i16,
     kind: String,
     amount: i64,
     delivery: Option<Uuid>,
@@ -211,8 +213,9 @@ impl Snapshot {
     fn available(&self, tenant: Uuid) -> i64 {
         self.accounts
             .iter()
-            .find(|a| a.tenant == tenant && a.quota_key == QUOTA_KEY)
-            .map_or(0, |a| a.available)
+            .filter(|a| a.tenant == tenant && a.quota_key == QUOTA_KEY)
+            .map(|a| a.available)
+            .sum()
     }
 
     fn delivery(&self, id: Uuid) -> Option<&DeliveryRow> {
@@ -220,15 +223,15 @@ impl Snapshot {
     }
 }
 
-type AccountTuple = (Uuid, String, i64, i64, i64, i64);
-type JournalTuple = (Uuid, String, String, i64, Option<Uuid>, Option<i32>);
+type AccountTuple = (Uuid, String, i16, i64, i64, i64, i64);
+type JournalTuple = (Uuid, String, i16, String, i64, Option<Uuid>, Option<i32>);
 type DeliveryTuple =
     (Uuid, Uuid, String, String, i64, i32, i32, i32, i32, i64, Option<i64>, Option<i64>);
 
-const ACCOUNTS_SQL: &str =
-    "SELECT tenant_id, quota_key, granted, available, reserved, spent FROM quota_accounts";
-const JOURNAL_SQL: &str =
-    "SELECT tenant_id, quota_key, kind, amount, delivery_id, reservation_seq FROM quota_journal";
+const ACCOUNTS_SQL: &str = "SELECT tenant_id, quota_key, stripe, granted, \
+     available, reserved, spent FROM quota_accounts";
+const JOURNAL_SQL: &str = "SELECT tenant_id, quota_key, stripe, kind, amount, \
+     delivery_id, reservation_seq FROM quota_journal";
 /// Attempt rows, plus the attempt a delivery row stands for (in flight, or ended `sent`
 /// under its own lease: neither has a row of its own).
 const ATTEMPTS_SQL: &str = "SELECT delivery_id, n, outcome FROM delivery_attempts \
@@ -293,9 +296,10 @@ async fn snapshot(herald: &Herald) -> Result<Snapshot, Error> {
     Ok(Snapshot {
         accounts: accounts
             .into_iter()
-            .map(|(tenant, quota_key, granted, available, reserved, spent)| AccountRow {
+            .map(|(tenant, quota_key, stripe, granted, available, reserved, spent)| AccountRow {
                 tenant,
                 quota_key,
+                stripe,
                 granted,
                 available,
                 reserved,
@@ -304,9 +308,10 @@ async fn snapshot(herald: &Herald) -> Result<Snapshot, Error> {
             .collect(),
         journal: journal
             .into_iter()
-            .map(|(tenant, quota_key, kind, amount, delivery, seq)| JournalRow {
+            .map(|(tenant, quota_key, stripe, kind, amount, delivery, seq)| JournalRow {
                 tenant,
                 quota_key,
+                stripe,
                 kind,
                 amount,
                 delivery,
@@ -714,9 +719,10 @@ impl World {
 // ---- the invariants --------------------------------------------------------------------
 
 fn check(snap: &Snapshot, model: &Model) -> Result<(), String> {
-    // Per account: balanced, non-negative, equal to its journal.
+    // Per stripe: balanced, non-negative, equal to its journal (moves between stripes
+    // included); per account, the sums, equal to the account's journal without moves.
     for a in &snap.accounts {
-        let who = format!("account ({}, {})", short(a.tenant), a.quota_key);
+        let who = format!("account ({}, {}) stripe {}", short(a.tenant), a.quota_key, a.stripe);
         if a.granted != a.available + a.reserved + a.spent {
             return Err(format!("{who} unbalanced: {a:?}"));
         }
@@ -726,28 +732,57 @@ fn check(snap: &Snapshot, model: &Model) -> Result<(), String> {
         let sum = |kind: &str| -> i64 {
             snap.journal
                 .iter()
-                .filter(|j| j.tenant == a.tenant && j.quota_key == a.quota_key && j.kind == kind)
+                .filter(|j| {
+                    j.tenant == a.tenant
+                        && j.quota_key == a.quota_key
+                        && j.stripe == a.stripe
+                        && j.kind == kind
+                })
                 .map(|j| j.amount)
                 .sum()
         };
         let (grant, reserve, commit, release) =
             (sum("grant"), sum("reserve"), sum("commit"), sum("release"));
-        if grant != a.granted || reserve - commit - release != a.reserved || commit != a.spent {
+        let moved = sum("move_in") - sum("move_out");
+        if grant + moved != a.granted
+            || reserve - commit - release != a.reserved
+            || commit != a.spent
+        {
             return Err(format!(
-                "{who} disagrees with its journal: {a:?}; journal grant={grant} \
+                "{who} disagrees with its journal: {a:?}; journal grant={grant} moved={moved} \
                  reserve={reserve} commit={commit} release={release}"
             ));
         }
     }
+    let mut per_account: BTreeMap<(Uuid, &str), (i64, i64)> = BTreeMap::new();
+    for a in &snap.accounts {
+        per_account.entry((a.tenant, a.quota_key.as_str())).or_default().0 += a.granted;
+    }
     for j in &snap.journal {
-        if !snap.accounts.iter().any(|a| a.tenant == j.tenant && a.quota_key == j.quota_key) {
-            return Err(format!("journal row without an account: {j:?}"));
+        if !snap
+            .accounts
+            .iter()
+            .any(|a| a.tenant == j.tenant && a.quota_key == j.quota_key && a.stripe == j.stripe)
+        {
+            return Err(format!("journal row without its stripe: {j:?}"));
+        }
+        if j.kind == "grant" {
+            per_account.entry((j.tenant, j.quota_key.as_str())).or_default().1 += j.amount;
+        }
+    }
+    for ((tenant, key), (granted, journal)) in per_account {
+        if granted != journal {
+            return Err(format!(
+                "account ({}, {key}) granted {granted}, its grants {journal}",
+                short(tenant)
+            ));
         }
     }
 
     // Every (delivery, reservation) has one reserve at most and at most one final movement.
     let mut per_reservation: BTreeMap<(Uuid, i32), (usize, usize, usize)> = BTreeMap::new();
-    for j in snap.journal.iter().filter(|j| j.kind != "grant") {
+    let movements = ["reserve", "commit", "release"];
+    for j in snap.journal.iter().filter(|j| movements.contains(&j.kind.as_str())) {
         let (Some(d), Some(seq)) = (j.delivery, j.seq) else {
             return Err(format!("a movement without its reservation: {j:?}"));
         };

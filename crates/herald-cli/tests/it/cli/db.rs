@@ -202,15 +202,15 @@ pub(super) async fn sqlite_master(path: &Path) -> Vec<String> {
     names
 }
 
-/// Sets the `email` account's granted and available totals (the limit is 9,008 grants
-/// away otherwise).
+/// Sets the `email` account's granted and available totals, on stripe 0, the others emptied
+/// (the limit is 9,008 grants away otherwise).
 pub(super) async fn set_granted(db: &TestDb, tenant: &str, granted: i64) {
     let tenant = uuid::Uuid::try_parse(tenant).unwrap();
     match db {
         TestDb::Sqlite { path, .. } => {
             let mut conn = sqlite_open(path, false).await;
             sqlx::query(
-                "UPDATE quota_accounts SET granted = ?1, available = ?1 WHERE tenant_id = ?2",
+                "UPDATE quota_accounts SET granted = ?1, available = ?1 WHERE tenant_id = ?2 AND stripe = 0",
             )
             .bind(granted)
             .bind(tenant)
@@ -221,7 +221,8 @@ pub(super) async fn set_granted(db: &TestDb, tenant: &str, granted: i64) {
         TestDb::Postgres { url, .. } => {
             let mut conn = PgConnection::connect(url).await.unwrap();
             sqlx::query(
-                "UPDATE quota_accounts SET granted = $1, available = $1 WHERE tenant_id = $2",
+                "UPDATE quota_accounts SET granted = CASE WHEN stripe = 0 THEN $1 ELSE 0 END,
+                     available = CASE WHEN stripe = 0 THEN $1 ELSE 0 END WHERE tenant_id = $2",
             )
             .bind(granted)
             .bind(tenant)
@@ -231,13 +232,16 @@ pub(super) async fn set_granted(db: &TestDb, tenant: &str, granted: i64) {
         }
         TestDb::MySql(db) => {
             let mut conn = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
-            sqlx::query("UPDATE quota_accounts SET granted = ?, available = ? WHERE tenant_id = ?")
-                .bind(granted)
-                .bind(granted)
-                .bind(tenant)
-                .execute(&mut conn)
-                .await
-                .unwrap();
+            sqlx::query(
+                "UPDATE quota_accounts SET granted = IF(stripe = 0, ?, 0),
+                     available = IF(stripe = 0, ?, 0) WHERE tenant_id = ?",
+            )
+            .bind(granted)
+            .bind(granted)
+            .bind(tenant)
+            .execute(&mut conn)
+            .await
+            .unwrap();
         }
     }
 }

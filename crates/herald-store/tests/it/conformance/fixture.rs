@@ -343,10 +343,13 @@ impl Db {
         (a.available, a.reserved, a.spent)
     }
 
-    /// The journal of `tenant`, oldest first, without its grants.
+    /// The journal of `tenant`, oldest first, without its grants and the moves between
+    /// stripes that spread them.
     pub async fn movements(&self, tenant: Uuid) -> Vec<Journal> {
         let all = journal_on(self.conn().await.as_conn(), tenant).await;
-        all.into_iter().filter(|j| j.kind != "grant").collect()
+        all.into_iter()
+            .filter(|j| !matches!(j.kind.as_str(), "grant" | "move_out" | "move_in"))
+            .collect()
     }
 
     /// Rows of `table` whose `column` is `id`.

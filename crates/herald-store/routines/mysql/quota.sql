@@ -1,0 +1,128 @@
+-- Striped quota accounts (ARCHITECTURE.md, "Striped quota accounts"), MariaDB and the
+-- subset MySQL 8.4 shares: which stripe a reservation takes, and how balance moves between
+-- stripes. Called by the library's claim and replay and by submit_v1.
+--
+-- This file is the routines' one home: `herald migrate` runs it again whenever its text
+-- changes (herald_store::routines).
+
+-- Moves available balance (granted with it, so each stripe stays balanced) between the
+-- stripes of an account whose stripes the caller has all locked: into stripe `p_target`,
+-- or, with `p_target` NULL, evenly over every stripe. A journal row for each side of each
+-- move; a stripe that keeps its balance gets none. Locking reads, which see the latest
+-- versions whatever the isolation (a plain read under REPEATABLE READ sees the snapshot).
+DROP PROCEDURE IF EXISTS herald_quota_move;
+CREATE PROCEDURE herald_quota_move(IN p_tenant BINARY(16), IN p_key VARCHAR(100),
+                                   IN p_target SMALLINT, IN p_at BIGINT)
+MODIFIES SQL DATA
+BEGIN
+    DECLARE v_done INT DEFAULT 0;
+    DECLARE v_total BIGINT;
+    DECLARE v_n INT;
+    DECLARE v_i INT DEFAULT 0;
+    DECLARE v_stripe SMALLINT;
+    DECLARE v_available BIGINT;
+    DECLARE v_delta BIGINT;
+    DECLARE v_stripes CURSOR FOR
+        SELECT a.stripe, a.available FROM quota_accounts a
+         WHERE a.tenant_id = p_tenant AND a.quota_key = p_key
+         ORDER BY a.stripe FOR UPDATE;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+    SELECT SUM(a.available), COUNT(*) INTO v_total, v_n FROM quota_accounts a
+     WHERE a.tenant_id = p_tenant AND a.quota_key = p_key FOR UPDATE;
+    OPEN v_stripes;
+    moves: LOOP
+        FETCH v_stripes INTO v_stripe, v_available;
+        IF v_done = 1 THEN
+            LEAVE moves;
+        END IF;
+        SET v_delta = CASE WHEN p_target IS NULL
+                           THEN v_total DIV v_n + IF(v_i < v_total MOD v_n, 1, 0)
+                           WHEN v_stripe = p_target THEN v_total
+                           ELSE 0 END - v_available;
+        SET v_i = v_i + 1;
+        IF v_delta <> 0 THEN
+            UPDATE quota_accounts
+               SET available = available + v_delta, granted = granted + v_delta,
+                   updated_at = p_at
+             WHERE tenant_id = p_tenant AND quota_key = p_key AND stripe = v_stripe;
+            INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount, at)
+            VALUES (p_tenant, p_key, v_stripe, IF(v_delta > 0, 'move_in', 'move_out'),
+                    ABS(v_delta), p_at);
+        END IF;
+    END LOOP;
+    CLOSE v_stripes;
+END;
+
+-- A stripe of the account that covers `p_cost`, once no free one did: every stripe locked
+-- in stripe order (waiting for the transactions that hold them, which is what makes the
+-- answer exact: a held stripe may be given back by a rollback), then the lowest stripe
+-- that covers the cost; or, when none does alone but the stripes together do, everything
+-- available moved into the lowest stripe, which is returned. NULL when the account as a
+-- whole cannot pay (or has no stripes). The account stays locked to the end of the
+-- caller's transaction: the one path that holds a whole account.
+DROP PROCEDURE IF EXISTS herald_quota_gather;
+CREATE PROCEDURE herald_quota_gather(IN p_tenant BINARY(16), IN p_key VARCHAR(100),
+                                     IN p_cost BIGINT, IN p_at BIGINT,
+                                     OUT p_stripe SMALLINT)
+MODIFIES SQL DATA
+BEGIN
+    DECLARE v_covering SMALLINT;
+    DECLARE v_lowest SMALLINT;
+    DECLARE v_total BIGINT;
+    SELECT MIN(IF(a.available >= p_cost, a.stripe, NULL)), MIN(a.stripe), SUM(a.available)
+      INTO v_covering, v_lowest, v_total
+      FROM quota_accounts a
+     WHERE a.tenant_id = p_tenant AND a.quota_key = p_key FOR UPDATE;
+    IF v_covering IS NOT NULL THEN
+        SET p_stripe = v_covering;
+    ELSEIF v_total IS NULL OR v_total < p_cost THEN
+        SET p_stripe = NULL;
+    ELSE
+        CALL herald_quota_move(p_tenant, p_key, v_lowest, p_at);
+        SET p_stripe = v_lowest;
+    END IF;
+END;
+
+-- The stripe a reservation of `p_cost` takes, locked for the rest of the transaction: a
+-- stripe that covers it and that no other transaction holds — the candidates from a plain
+-- read, in an order starting at `p_first` so that concurrent claims spread, each tried by
+-- its key with SKIP LOCKED (a scan would lock every stripe it passed) — or, when none is
+-- free and `p_gather`, herald_quota_gather's. NULL: none free (and not gathered), or the
+-- account as a whole cannot pay.
+DROP PROCEDURE IF EXISTS herald_quota_take;
+CREATE PROCEDURE herald_quota_take(IN p_tenant BINARY(16), IN p_key VARCHAR(100),
+                                   IN p_cost BIGINT, IN p_first INT, IN p_at BIGINT,
+                                   IN p_gather BOOLEAN, OUT p_stripe SMALLINT)
+MODIFIES SQL DATA
+BEGIN
+    DECLARE v_done INT DEFAULT 0;
+    DECLARE v_candidate SMALLINT;
+    DECLARE v_available BIGINT;
+    DECLARE v_candidates CURSOR FOR
+        SELECT a.stripe FROM quota_accounts a
+         WHERE a.tenant_id = p_tenant AND a.quota_key = p_key AND a.available >= p_cost
+         ORDER BY (a.stripe + p_first) MOD 64;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+    SET p_stripe = NULL;
+    OPEN v_candidates;
+    candidates: LOOP
+        FETCH v_candidates INTO v_candidate;
+        IF v_done = 1 THEN
+            LEAVE candidates;
+        END IF;
+        SET v_available = NULL;
+        SELECT a.available INTO v_available FROM quota_accounts a
+         WHERE a.tenant_id = p_tenant AND a.quota_key = p_key AND a.stripe = v_candidate
+         FOR UPDATE SKIP LOCKED;
+        -- A held stripe is skipped: no row, which the handler counted as the end.
+        SET v_done = 0;
+        IF v_available >= p_cost THEN
+            SET p_stripe = v_candidate;
+            LEAVE candidates;
+        END IF;
+    END LOOP;
+    CLOSE v_candidates;
+    IF p_stripe IS NULL AND p_gather THEN
+        CALL herald_quota_gather(p_tenant, p_key, p_cost, p_at, p_stripe);
+    END IF;
+END;

@@ -1,0 +1,248 @@
+-- herald_submit_v1, the SQL API's submit (PostgreSQL). Its history is migrations 6-8; from
+-- here on a change is an edit of this file (herald_store::routines).
+
+-- Submits a delivery inside the caller's transaction: the claim, its payload, its
+-- reservation and journal row commit or roll back with the caller's own work. Named
+-- parameters with the HTTP API's defaults (quota_key = the channel, cost = 1, send_at =
+-- now, max_attempts = the shared setting). `send_at` is RFC 3339 text, so that a bad one
+-- is an answer, not an error raised at the call.
+--
+-- Answers, never raises (a raised error would abort the caller's transaction, and an
+-- application that catches it and commits would lose its work): `status` is `created`,
+-- `duplicate` (the same request again: the existing delivery), `reused` (the key with
+-- another request: nothing written), `quota_exhausted` (nothing written) or `invalid`
+-- (`field` and `code` say what; nothing written). Only concurrency errors — a deadlock,
+-- a serialization failure, a lock timeout — are raised, as PostgreSQL's own, for the
+-- caller's retry loop. The checks run in the order of every other face: the request's
+-- fields, then the tenant, then an existing delivery of the identity, then the quota.
+--
+-- Versioned by name: a later version with more parameters is `herald_submit_v2`, and a
+-- call written against v1 keeps working after every upgrade (an overload with more
+-- defaulted parameters would make calls by name ambiguous).
+CREATE OR REPLACE FUNCTION herald_submit_v1(
+    tenant text, operation_key text, channel text, recipient text, payload text,
+    quota_key text DEFAULT NULL, cost bigint DEFAULT 1, send_at text DEFAULT NULL,
+    max_attempts integer DEFAULT NULL,
+    OUT status text, OUT delivery_id uuid, OUT field text, OUT code text)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    tenant_uuid uuid;
+    qkey text := coalesce(quota_key, channel);
+    due timestamptz;
+    due_ms bigint;
+    canonical text;
+    claim record;
+    existing record;
+    same boolean;
+    -- The stripe the claim reserves from when herald_quota_gather chose it (NULL: any free
+    -- one), and where the search for a free one starts, so that concurrent claims spread.
+    given smallint;
+    first_stripe integer := floor(random() * 64);
+BEGIN
+    -- The request's fields, in herald's order.
+    IF tenant IS NULL OR tenant = '' THEN
+        status := 'invalid'; field := 'tenant'; code := 'empty'; RETURN;
+    END IF;
+    -- Checked before the cast: catching the cast's error would cost a subtransaction.
+    IF tenant !~ '^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$' THEN
+        status := 'invalid'; field := 'tenant'; code := 'not_a_uuid'; RETURN;
+    END IF;
+    tenant_uuid := tenant::uuid;
+    code := herald_text_problem(operation_key, 255);
+    IF code IS NOT NULL THEN status := 'invalid'; field := 'operation_key'; RETURN; END IF;
+    code := herald_text_problem(channel, 50);
+    IF code IS NOT NULL THEN status := 'invalid'; field := 'channel'; RETURN; END IF;
+    code := herald_text_problem(recipient, 2048);
+    IF code IS NOT NULL THEN status := 'invalid'; field := 'to'; RETURN; END IF;
+    code := herald_text_problem(qkey, 100);
+    IF code IS NOT NULL THEN status := 'invalid'; field := 'quota_key'; RETURN; END IF;
+    IF cost IS NULL OR cost NOT BETWEEN 0 AND 1000000 THEN
+        status := 'invalid'; field := 'cost'; code := 'out_of_range'; RETURN;
+    END IF;
+    -- The shared setting, when it is the default, is within range by its table's CHECK.
+    IF max_attempts NOT BETWEEN 1 AND 100 THEN
+        status := 'invalid'; field := 'max_attempts'; code := 'out_of_range'; RETURN;
+    END IF;
+    IF payload IS NULL THEN
+        status := 'invalid'; field := 'payload'; code := 'empty'; RETURN;
+    END IF;
+    IF octet_length(payload) > 65536 THEN
+        status := 'invalid'; field := 'payload'; code := 'too_long'; RETURN;
+    END IF;
+    IF NOT herald_payload_plain(payload) THEN
+        SELECT c.canonical, c.problem INTO canonical, code FROM herald_payload_canonical(payload) c;
+        IF code IS NOT NULL THEN status := 'invalid'; field := 'payload'; RETURN; END IF;
+    END IF;
+    IF send_at IS NOT NULL THEN
+        -- RFC 3339 only, as every other face reads it: PostgreSQL's own parser would also
+        -- take `tomorrow`, `now` or a date alone. A leap second reads as :59.
+        IF send_at !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})$' THEN
+            status := 'invalid'; field := 'send_at'; code := 'not_a_time'; RETURN;
+        END IF;
+        BEGIN
+            due := regexp_replace(send_at, '^(.{17})60', '\159')::timestamptz;
+        EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow
+                       OR invalid_text_representation THEN
+            status := 'invalid'; field := 'send_at'; code := 'not_a_time'; RETURN;
+        END;
+        due_ms := herald_ms(due);
+        IF due_ms NOT BETWEEN 0 AND 253402128000000 THEN
+            status := 'invalid'; field := 'send_at'; code := 'out_of_range'; RETURN;
+        END IF;
+    END IF;
+
+    FOR round IN 1..4 LOOP
+        -- The claim, one statement: what the database knows (`s`: the shared max_attempts;
+        -- the tenant wall — the session's role, since the function runs with herald's
+        -- rights, must have been granted this tenant or every tenant; the tenant), then as
+        -- the library's claim: a stripe of the account that covers the cost and that no
+        -- other transaction holds locked first (none: `covered` is false), the identity
+        -- inserted, its payload, the reservation and its journal row; then the
+        -- wake-up (`w`): at most one transaction per 20 ms takes herald_wake's row
+        -- (SKIP LOCKED: the others neither wait nor notify) and notifies below.
+        -- In a block of its own (a subtransaction): when no free stripe covered the cost,
+        -- the search may still have locked a stripe that a transaction drained after this
+        -- statement's snapshot (PostgreSQL keeps the lock of a row whose re-check failed).
+        -- Undoing the block releases it, so the wait of herald_quota_gather below holds
+        -- nothing another waiter waits for: without it, two such waits deadlocked.
+        BEGIN
+            WITH s AS (
+                     SELECT coalesce(herald_submit_v1.max_attempts,
+                                     (SELECT x.max_attempts FROM herald_settings x WHERE x.id = 1))
+                                AS attempts,
+                            EXISTS (SELECT 1 FROM herald_sql_grants g
+                                    WHERE g.role_name = session_user
+                                      AND (g.tenant_id IS NULL OR g.tenant_id = tenant_uuid))
+                                AS granted,
+                            EXISTS (SELECT 1 FROM tenants t WHERE t.id = tenant_uuid) AS known),
+                 q AS (
+                     SELECT a.stripe FROM quota_accounts a, s
+                     WHERE cost > 0 AND a.tenant_id = tenant_uuid AND a.quota_key = qkey
+                       AND a.available >= cost AND s.granted AND s.known
+                       AND (given IS NULL OR a.stripe = given)
+                     ORDER BY (a.stripe + first_stripe) % 64
+                     LIMIT 1
+                     FOR UPDATE OF a SKIP LOCKED),
+                 d AS (
+                     INSERT INTO deliveries AS d (id, tenant_id, operation_key, channel, recipient,
+                         fingerprint, fingerprint_version, fingerprint_send_at_ms, quota_key, cost,
+                         state, max_attempts, next_attempt_at, created_at, updated_at)
+                     SELECT herald_uuid_v7(), tenant_uuid, operation_key, channel, recipient, '\x',
+                         0, due_ms, qkey, cost, 'pending', s.attempts, coalesce(due, now()), now(),
+                         now()
+                     FROM s
+                     WHERE s.granted AND s.known AND s.attempts IS NOT NULL
+                       AND (cost = 0 OR EXISTS (SELECT 1 FROM q))
+                     ON CONFLICT ON CONSTRAINT deliveries_identity DO NOTHING
+                     RETURNING d.id),
+                 p AS (INSERT INTO delivery_payloads (delivery_id, payload)
+                       SELECT d.id, payload FROM d),
+                 a AS (UPDATE quota_accounts a SET available = a.available - cost,
+                           reserved = a.reserved + cost, updated_at = now()
+                       WHERE cost > 0 AND a.tenant_id = tenant_uuid AND a.quota_key = qkey
+                         AND a.stripe = (SELECT q.stripe FROM q) AND EXISTS (SELECT 1 FROM d)
+                       RETURNING a.stripe),
+                 j AS (INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
+                           delivery_id, reservation_seq, at)
+                       SELECT tenant_uuid, qkey, a.stripe, 'reserve', cost, d.id, 1, now()
+                       FROM d, a),
+                 w AS (UPDATE herald_wake w SET at = clock_timestamp()
+                       WHERE w.id = (SELECT v.id FROM herald_wake v
+                                     WHERE v.id = 1
+                                       AND v.at < clock_timestamp() - interval '20 milliseconds'
+                                       AND EXISTS (SELECT 1 FROM d)
+                                     FOR UPDATE SKIP LOCKED)
+                       RETURNING 1)
+            SELECT (SELECT d.id FROM d) AS id, EXISTS (SELECT 1 FROM w) AS wake,
+                   cost = 0 OR EXISTS (SELECT 1 FROM q) AS covered, s.attempts, s.granted, s.known
+              INTO claim FROM s;
+            IF claim.id IS NULL AND NOT claim.covered AND given IS NULL THEN
+                RAISE SQLSTATE 'HR033';
+            END IF;
+        EXCEPTION WHEN SQLSTATE 'HR033' THEN
+            NULL; -- `claim` keeps what the statement answered
+        END;
+        IF claim.id IS NOT NULL THEN
+            IF claim.wake THEN
+                PERFORM pg_notify('herald_due', '');
+            END IF;
+            status := 'created'; delivery_id := claim.id; RETURN;
+        END IF;
+        IF NOT claim.granted THEN
+            status := 'invalid'; field := 'tenant'; code := 'not_granted'; RETURN;
+        END IF;
+        IF NOT claim.known THEN
+            status := 'invalid'; field := 'tenant'; code := 'unknown_tenant'; RETURN;
+        END IF;
+        IF claim.attempts IS NULL THEN
+            -- No herald process has started on this database yet: the build's default,
+            -- kept for every later submit, then claim again.
+            INSERT INTO herald_settings (id, max_attempts) VALUES (1, 8) ON CONFLICT DO NOTHING;
+            CONTINUE;
+        END IF;
+        SELECT d.id, d.fingerprint, d.fingerprint_version, d.fingerprint_send_at_ms,
+               d.recipient, d.quota_key, d.cost, d.max_attempts, p.payload
+          INTO existing
+          FROM deliveries d JOIN delivery_payloads p ON p.delivery_id = d.id
+         WHERE d.tenant_id = tenant_uuid
+           AND d.operation_key = herald_submit_v1.operation_key
+           AND d.channel = herald_submit_v1.channel;
+        IF FOUND THEN
+            -- The same request compares equal field by field, in any version; a payload
+            -- of other text may still mean the same JSON.
+            same := existing.recipient = recipient AND existing.quota_key = qkey
+                    AND existing.cost = cost;
+            IF same AND existing.payload <> payload THEN
+                canonical := coalesce(canonical,
+                                      (herald_payload_canonical(payload)).canonical);
+            END IF;
+            IF existing.fingerprint_version = 0 THEN
+                same := same AND existing.max_attempts = claim.attempts
+                        AND existing.fingerprint_send_at_ms IS NOT DISTINCT FROM due_ms
+                        AND (existing.payload = payload
+                             OR (herald_payload_canonical(existing.payload)).canonical
+                                = canonical);
+            ELSIF existing.fingerprint_version = 2 THEN
+                canonical := coalesce(canonical,
+                                      (herald_payload_canonical(payload)).canonical);
+                same := existing.fingerprint
+                        = herald_fingerprint_v2(channel, recipient, canonical, qkey, cost,
+                                                due_ms, claim.attempts);
+            ELSE
+                -- A row from before fingerprint version 2: the same meaning, compared field
+                -- by field (version 1's serde_json form has no SQL implementation). Left
+                -- out, max_attempts is what the submitting process resolved, the row's own
+                -- (as herald's own repeat).
+                same := same AND (herald_submit_v1.max_attempts IS NULL
+                                  OR existing.max_attempts = claim.attempts)
+                        AND (existing.payload = payload
+                             OR (herald_payload_canonical(existing.payload)).canonical
+                                = canonical);
+            END IF;
+            status := CASE WHEN same THEN 'duplicate' ELSE 'reused' END;
+            delivery_id := CASE WHEN same THEN existing.id END;
+            RETURN;
+        END IF;
+        IF NOT claim.covered THEN
+            -- No free stripe covered the cost: wait for the held ones, gather the
+            -- account's balance if no stripe covers it alone, and claim again on the
+            -- stripe that covers it (held by this transaction now, so not skipped).
+            IF given IS NULL THEN
+                given := herald_quota_gather(tenant_uuid, qkey, cost, now());
+                IF given IS NOT NULL THEN
+                    CONTINUE;
+                END IF;
+            END IF;
+            status := 'quota_exhausted'; RETURN;
+        END IF;
+        -- The row the claim ran into was deleted before it could be read (retention):
+        -- claim again.
+    END LOOP;
+    RAISE EXCEPTION 'the delivery with this identity was deleted each time it was about to be read';
+END $$;
+
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION herald_submit_v1(text, text, text, text, text, text, bigint, text, integer) '
+                   'SECURITY DEFINER SET search_path = %I, pg_temp', current_schema());
+END $$;
