@@ -145,7 +145,15 @@ impl Herald {
         let delivery = self
             .transaction(|tx| {
                 Box::pin(async move {
-                    let row = locked(tx.conn(), tenant, id).await?;
+                    // The row only: a failed or cancelled delivery's reservation is
+                    // settled, so nothing of its stripe is touched, and the new reservation
+                    // may have to wait for the account's stripes (held stripes before
+                    // that wait are what deadlocks two such waits). No worker touches a
+                    // row in these states, so the row first waits for no one who waits
+                    // for a stripe.
+                    let row = delivery_get(tx.conn(), Some(tenant), id, true)
+                        .await?
+                        .ok_or(Error::NotFound)?;
                     if !row.state.can_replay() {
                         return Err(wrong_state(row.state, "replay"));
                     }

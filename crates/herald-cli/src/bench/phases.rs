@@ -475,9 +475,9 @@ async fn app_transaction_figures(
     let one = &bench.tenants[..1];
     let many = &bench.tenants[..];
     for clients in APP_CLIENTS {
-        // Enough transactions that the slowest case (one at a time, ~10 ms each) runs for
-        // seconds, within the run's `--n`.
-        let n = (clients * if args.quick { 8 } else { 16 }).min(n_max).max(clients);
+        // Enough transactions that each client runs a few dozen (the slowest case, one at
+        // a time at ~10 ms each, runs for seconds), within the run's `--n`.
+        let n = (clients * if args.quick { 24 } else { 48 }).min(n_max).max(clients);
         let without = app_transactions(bench, herald, clients, n, AppVia::Sql, None).await?;
         for via in [AppVia::Library, AppVia::Sql] {
             let cases: &[(&str, &[herald::TenantId], i64)] = if clients == APP_CLIENTS[0] {
@@ -526,35 +526,59 @@ async fn app_transactions(
             tenants.len()
         ),
     };
-    let b = bar(n, &label);
-    let h = herald.clone();
     let tenants: Vec<herald::TenantId> = submit.map(|(t, _)| t.to_vec()).unwrap_or_default();
     let cost = submit.map_or(0, |(_, c)| c);
-    let with = submit.is_some();
-    let phase = Uuid::now_v7().simple().to_string();
+    // Untimed first: two transactions per client, so that no timed transaction pays for a
+    // connection's first use of a statement or a function (preparing it, PL/pgSQL's
+    // compile), which only the first phase of a run would otherwise pay.
+    let warm = bar(2 * clients, &format!("{label} (warm-up)"));
+    let round = AppRound { herald, clients, via, tenants: &tenants, cost, with: submit.is_some() };
+    round.run(2 * clients, &warm).await?;
+    warm.finish();
+    let b = bar(n, &label);
     let started = Instant::now();
-    spawn_clients(clients, n, &b, move |i| {
-        let h = h.clone();
-        let tenant = with.then(|| tenants[i % tenants.len()]);
-        let order = format!("app33-{phase}-{i}");
-        async move {
-            match via {
-                AppVia::Library => {
-                    herald::bench::app_transaction(&h, &order, tenant.map(|t| (t, cost)), APP_WORK)
-                        .await?
-                }
-                AppVia::Sql => {
-                    let submit = tenant.map(|t| (t.as_uuid(), cost));
-                    herald::bench::app_commit(&h, &order, submit, APP_WORK).await?
-                }
-            }
-            Ok(())
-        }
-    })
-    .await?;
+    round.run(n, &b).await?;
     let value = rate(n, started.elapsed());
     b.finish();
     Ok(value)
+}
+
+/// One round of an application-transaction phase: `count` transactions from `clients`
+/// clients, each on the next of `tenants` (with a submit) or without one.
+struct AppRound<'a> {
+    herald: &'a Herald,
+    clients: usize,
+    via: AppVia,
+    tenants: &'a [herald::TenantId],
+    cost: i64,
+    with: bool,
+}
+
+impl AppRound<'_> {
+    async fn run(&self, count: usize, b: &ProgressBar) -> Result<()> {
+        let h = self.herald.clone();
+        let (tenants, cost, with, via) = (self.tenants.to_vec(), self.cost, self.with, self.via);
+        let phase = Uuid::now_v7().simple().to_string();
+        spawn_clients(self.clients, count, b, move |i| {
+            let h = h.clone();
+            let tenant = with.then(|| tenants[i % tenants.len()]);
+            let order = format!("app33-{phase}-{i}");
+            async move {
+                match via {
+                    AppVia::Library => {
+                        let submit = tenant.map(|t| (t, cost));
+                        herald::bench::app_transaction(&h, &order, submit, APP_WORK).await?
+                    }
+                    AppVia::Sql => {
+                        let submit = tenant.map(|t| (t.as_uuid(), cost));
+                        herald::bench::app_commit(&h, &order, submit, APP_WORK).await?
+                    }
+                }
+                Ok(())
+            }
+        })
+        .await
+    }
 }
 
 /// Tasks of the wide library submit phase (and of the HTTP phase's widest).

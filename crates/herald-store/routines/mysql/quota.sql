@@ -69,10 +69,26 @@ BEGIN
     DECLARE v_covering SMALLINT;
     DECLARE v_lowest SMALLINT;
     DECLARE v_total BIGINT;
-    SELECT MIN(IF(a.available >= p_cost, a.stripe, NULL)), MIN(a.stripe), SUM(a.available)
-      INTO v_covering, v_lowest, v_total
-      FROM quota_accounts a
-     WHERE a.tenant_id = p_tenant AND a.quota_key = p_key FOR UPDATE;
+    DECLARE v_stripe INT DEFAULT 0;
+    DECLARE v_available BIGINT;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
+    -- Stripe by stripe, each by its key: a locking range read would also lock the gaps and
+    -- the record after the account's last stripe (another account's), under REPEATABLE
+    -- READ.
+    WHILE v_stripe < 64 DO
+        SET v_available = NULL;
+        SELECT a.available INTO v_available FROM quota_accounts a
+         WHERE a.tenant_id = p_tenant AND a.quota_key = p_key AND a.stripe = v_stripe
+         FOR UPDATE;
+        IF v_available IS NOT NULL THEN
+            SET v_lowest = COALESCE(v_lowest, v_stripe);
+            SET v_total = COALESCE(v_total, 0) + v_available;
+            IF v_covering IS NULL AND v_available >= p_cost THEN
+                SET v_covering = v_stripe;
+            END IF;
+        END IF;
+        SET v_stripe = v_stripe + 1;
+    END WHILE;
     IF v_covering IS NOT NULL THEN
         SET p_stripe = v_covering;
     ELSEIF v_total IS NULL OR v_total < p_cost THEN
@@ -84,45 +100,53 @@ BEGIN
 END;
 
 -- The stripe a reservation of `p_cost` takes, locked for the rest of the transaction: a
--- stripe that covers it and that no other transaction holds — the candidates from a plain
--- read, in an order starting at `p_first` so that concurrent claims spread, each tried by
--- its key with SKIP LOCKED (a scan would lock every stripe it passed) — or, when none is
--- free and `p_gather`, herald_quota_gather's. NULL: none free (and not gathered), or the
--- account as a whole cannot pay.
+-- stripe that covers it and that no other transaction holds — found by a plain read of
+-- the next stripe with enough, in the key's order from `p_first` (drawn at random, so that
+-- concurrent claims spread) and then from 0, and tried by its key with SKIP LOCKED (a
+-- locking scan would lock every stripe it passed); usually one of each. With `p_gather`,
+-- herald_quota_gather's instead, without searching first: a caller gathers after a search
+-- found none free, and a second search would lock again the stripes its snapshot still
+-- shows with enough — stripes drained since, whose locks InnoDB keeps, and which two
+-- gathering claims then wait for in opposite orders. NULL: none free (or, gathered, the
+-- account as a whole cannot pay).
 DROP PROCEDURE IF EXISTS herald_quota_take;
 CREATE PROCEDURE herald_quota_take(IN p_tenant BINARY(16), IN p_key VARCHAR(100),
                                    IN p_cost BIGINT, IN p_first INT, IN p_at BIGINT,
                                    IN p_gather BOOLEAN, OUT p_stripe SMALLINT)
 MODIFIES SQL DATA
 BEGIN
-    DECLARE v_done INT DEFAULT 0;
+    DECLARE v_from INT DEFAULT p_first;
+    DECLARE v_wrapped BOOLEAN DEFAULT FALSE;
     DECLARE v_candidate SMALLINT;
     DECLARE v_available BIGINT;
-    DECLARE v_candidates CURSOR FOR
-        SELECT a.stripe FROM quota_accounts a
-         WHERE a.tenant_id = p_tenant AND a.quota_key = p_key AND a.available >= p_cost
-         ORDER BY (a.stripe + p_first) MOD 64;
-    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+    -- A SELECT ... INTO that finds no row leaves its variables as they were.
+    DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
     SET p_stripe = NULL;
-    OPEN v_candidates;
-    candidates: LOOP
-        FETCH v_candidates INTO v_candidate;
-        IF v_done = 1 THEN
-            LEAVE candidates;
-        END IF;
-        SET v_available = NULL;
-        SELECT a.available INTO v_available FROM quota_accounts a
-         WHERE a.tenant_id = p_tenant AND a.quota_key = p_key AND a.stripe = v_candidate
-         FOR UPDATE SKIP LOCKED;
-        -- A held stripe is skipped: no row, which the handler counted as the end.
-        SET v_done = 0;
-        IF v_available >= p_cost THEN
-            SET p_stripe = v_candidate;
-            LEAVE candidates;
-        END IF;
-    END LOOP;
-    CLOSE v_candidates;
-    IF p_stripe IS NULL AND p_gather THEN
+    IF p_gather THEN
         CALL herald_quota_gather(p_tenant, p_key, p_cost, p_at, p_stripe);
+    ELSE
+        candidates: LOOP
+            SET v_candidate = NULL;
+            SELECT a.stripe INTO v_candidate FROM quota_accounts a
+             WHERE a.tenant_id = p_tenant AND a.quota_key = p_key AND a.stripe >= v_from
+               AND a.available >= p_cost
+             ORDER BY a.stripe LIMIT 1;
+            IF v_candidate IS NULL OR (v_wrapped AND v_candidate >= p_first) THEN
+                IF v_wrapped OR p_first = 0 THEN
+                    LEAVE candidates;
+                END IF;
+                SET v_wrapped = TRUE, v_from = 0;
+                ITERATE candidates;
+            END IF;
+            SET v_available = NULL;
+            SELECT a.available INTO v_available FROM quota_accounts a
+             WHERE a.tenant_id = p_tenant AND a.quota_key = p_key AND a.stripe = v_candidate
+             FOR UPDATE SKIP LOCKED;
+            IF v_available >= p_cost THEN
+                SET p_stripe = v_candidate;
+                LEAVE candidates;
+            END IF;
+            SET v_from = v_candidate + 1;
+        END LOOP;
     END IF;
 END;

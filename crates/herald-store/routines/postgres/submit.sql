@@ -115,14 +115,23 @@ BEGIN
                                       AND (g.tenant_id IS NULL OR g.tenant_id = tenant_uuid))
                                 AS granted,
                             EXISTS (SELECT 1 FROM tenants t WHERE t.id = tenant_uuid) AS known),
+                 -- From a stripe drawn at random, in the key's order, then from 0: one
+                 -- row read when that one is free, not the account's 64.
                  q AS (
-                     SELECT a.stripe FROM quota_accounts a, s
-                     WHERE cost > 0 AND a.tenant_id = tenant_uuid AND a.quota_key = qkey
-                       AND a.available >= cost AND s.granted AND s.known
-                       AND (given IS NULL OR a.stripe = given)
-                     ORDER BY (a.stripe + first_stripe) % 64
-                     LIMIT 1
-                     FOR UPDATE OF a SKIP LOCKED),
+                     SELECT coalesce(
+                         (SELECT a.stripe FROM quota_accounts a
+                          WHERE a.tenant_id = tenant_uuid AND a.quota_key = qkey
+                            AND a.available >= cost
+                            AND a.stripe >= coalesce(given, first_stripe)
+                            AND a.stripe <= coalesce(given, 63)
+                          ORDER BY a.stripe LIMIT 1 FOR UPDATE SKIP LOCKED),
+                         (SELECT a.stripe FROM quota_accounts a
+                          WHERE given IS NULL AND a.tenant_id = tenant_uuid
+                            AND a.quota_key = qkey AND a.available >= cost
+                            AND a.stripe < first_stripe
+                          ORDER BY a.stripe LIMIT 1 FOR UPDATE SKIP LOCKED)) AS stripe
+                     FROM s
+                     WHERE cost > 0 AND s.granted AND s.known),
                  d AS (
                      INSERT INTO deliveries AS d (id, tenant_id, operation_key, channel, recipient,
                          fingerprint, fingerprint_version, fingerprint_send_at_ms, quota_key, cost,
@@ -132,7 +141,7 @@ BEGIN
                          now()
                      FROM s
                      WHERE s.granted AND s.known AND s.attempts IS NOT NULL
-                       AND (cost = 0 OR EXISTS (SELECT 1 FROM q))
+                       AND (cost = 0 OR (SELECT q.stripe FROM q) IS NOT NULL)
                      ON CONFLICT ON CONSTRAINT deliveries_identity DO NOTHING
                      RETURNING d.id),
                  p AS (INSERT INTO delivery_payloads (delivery_id, payload)
@@ -154,7 +163,7 @@ BEGIN
                                      FOR UPDATE SKIP LOCKED)
                        RETURNING 1)
             SELECT (SELECT d.id FROM d) AS id, EXISTS (SELECT 1 FROM w) AS wake,
-                   cost = 0 OR EXISTS (SELECT 1 FROM q) AS covered, s.attempts, s.granted, s.known
+                   cost = 0 OR (SELECT q.stripe FROM q) IS NOT NULL AS covered, s.attempts, s.granted, s.known
               INTO claim FROM s;
             IF claim.id IS NULL AND NOT claim.covered AND given IS NULL THEN
                 RAISE SQLSTATE 'HR033';

@@ -115,8 +115,13 @@ pub(crate) async fn quota_reserve(
     seq: i32,
     now: Now,
 ) -> Result<bool, StoreError> {
-    let (stripe, _) = stripe_take(c, tenant, quota_key, cost, delivery, true, now).await?;
-    let Some(stripe) = stripe else { return Ok(false) };
+    let stripe = match stripe_take(c, tenant, quota_key, cost, delivery, false, now).await? {
+        (Some(stripe), _) => stripe,
+        (None, _) => match stripe_take(c, tenant, quota_key, cost, delivery, true, now).await? {
+            (Some(stripe), _) => stripe,
+            (None, _) => return Ok(false),
+        },
+    };
     savepoint(c).await?;
     let reserved = reserve_steps(c, tenant, quota_key, stripe, cost, delivery, seq, now).await;
     end_savepoint(c, reserved).await
@@ -124,7 +129,8 @@ pub(crate) async fn quota_reserve(
 
 /// The stripe a reservation of `cost` takes, locked for the rest of the transaction
 /// (`herald_quota_take`: a free stripe that covers it, or with `gather` the account
-/// gathered); `None` when there is none. With it, the server's clock once (or the fixed
+/// gathered, which a caller asks for after a search found none); `None` when there is
+/// none. With it, the server's clock once (or the fixed
 /// instant) in milliseconds, for all of a claim's rows. Two round trips: the call, and its
 /// OUT parameter.
 pub(crate) async fn stripe_take(

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 /// One statement, in a transaction or autocommitted, in the common case. A stripe of the
 /// account that covers the cost and that no other transaction holds is locked first (`q`,
 /// `FOR UPDATE SKIP LOCKED`, the search starting at a stripe drawn from the delivery's id
-/// so that concurrent claims spread) and the claim inserted (`d`) only if there is one —
+/// so that concurrent claims spread, in the key's order from there and then from 0, so
+/// that it reads one row, not the account's 64, when that one is free) and the claim inserted (`d`) only if there is one —
 /// so every claim locks its stripe before the identity, whichever way it runs, and no
 /// claim inserted on short quota ever needs withdrawing. The reservation (`a`) then
 /// updates the locked stripe and carries no `available >= cost` guard of its own: if that
@@ -74,12 +75,15 @@ async fn claim_once(
 ) -> Result<Claim, StoreError> {
     let (created, due, tenant_known, covered, _notified): ClaimRow = sqlx::query_as(
         "WITH q AS (
-                 SELECT stripe FROM quota_accounts
-                 WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7 AND available >= $8
-                   AND ($16::int2 IS NULL OR stripe = $16)
-                 ORDER BY (stripe + $17) % 64
-                 LIMIT 1
-                 FOR UPDATE SKIP LOCKED),
+                 SELECT coalesce(
+                     (SELECT stripe FROM quota_accounts
+                      WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7 AND available >= $8
+                        AND stripe >= coalesce($16, $17) AND stripe <= coalesce($16, 63)
+                      ORDER BY stripe LIMIT 1 FOR UPDATE SKIP LOCKED),
+                     (SELECT stripe FROM quota_accounts
+                      WHERE $8 > 0 AND $16::int2 IS NULL AND tenant_id = $2 AND quota_key = $7
+                        AND available >= $8 AND stripe < $17
+                      ORDER BY stripe LIMIT 1 FOR UPDATE SKIP LOCKED)) AS stripe),
              t AS (SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $2) AS known),
              d AS (
                  INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
@@ -87,7 +91,7 @@ async fn claim_once(
                      next_attempt_at, created_at, updated_at)
                  SELECT $1, $2, $3, $4, $5, $6, $15, $7, $8, 'pending', $9,
                      coalesce(herald_ts($10), herald_now($11)), herald_now($11), herald_now($11)
-                 WHERE (SELECT known FROM t) AND ($8 = 0 OR EXISTS (SELECT 1 FROM q))
+                 WHERE (SELECT known FROM t) AND ($8 = 0 OR (SELECT stripe FROM q) IS NOT NULL)
                  ON CONFLICT (tenant_id, operation_key, channel) DO NOTHING
                  RETURNING id, herald_ms(created_at) AS created_ms,
                      herald_ms(next_attempt_at) AS due_ms),
@@ -103,7 +107,7 @@ async fn claim_once(
                    SELECT $2, $7, a.stripe, 'reserve', $8, $1, 1, herald_now($11) FROM a),
              n AS (SELECT pg_notify($14, '') FROM d WHERE $13)
          SELECT (SELECT created_ms FROM d), (SELECT due_ms FROM d), (SELECT known FROM t),
-             $8 = 0 OR EXISTS (SELECT 1 FROM q),
+             $8 = 0 OR (SELECT stripe FROM q) IS NOT NULL,
              -- Referenced, or the wake-up would never be sent (a plain SELECT in WITH runs
              -- only when something reads it).
              (SELECT count(*) FROM n)",

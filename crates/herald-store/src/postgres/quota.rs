@@ -101,21 +101,31 @@ pub(crate) async fn quota_reserve(
     seq: i32,
     now: Now,
 ) -> Result<bool, StoreError> {
+    // In a savepoint: a stripe whose re-check failed stays locked by the search, and
+    // undoing the savepoint releases it before herald_quota_gather waits for the others.
+    let mut search = sqlx::Connection::begin(&mut *c).await?;
     let free: Option<i16> = sqlx::query_scalar(
-        "SELECT stripe FROM quota_accounts
-         WHERE tenant_id = $1 AND quota_key = $2 AND available >= $3
-         ORDER BY (stripe + $4) % 64 LIMIT 1
-         FOR UPDATE SKIP LOCKED",
+        "SELECT coalesce(
+             (SELECT stripe FROM quota_accounts
+              WHERE tenant_id = $1 AND quota_key = $2 AND available >= $3 AND stripe >= $4
+              ORDER BY stripe LIMIT 1 FOR UPDATE SKIP LOCKED),
+             (SELECT stripe FROM quota_accounts
+              WHERE tenant_id = $1 AND quota_key = $2 AND available >= $3 AND stripe < $4
+              ORDER BY stripe LIMIT 1 FOR UPDATE SKIP LOCKED))",
     )
     .bind(tenant)
     .bind(quota_key)
     .bind(cost)
     .bind(super::claim::first_stripe(delivery))
-    .fetch_optional(&mut *c)
+    .fetch_one(&mut *search)
     .await?;
     let stripe = match free {
-        Some(stripe) => Some(stripe),
+        Some(stripe) => {
+            search.commit().await?;
+            Some(stripe)
+        }
         None => {
+            search.rollback().await?;
             sqlx::query_scalar("SELECT herald_quota_gather($1, $2, $3, herald_now($4))")
                 .bind(tenant)
                 .bind(quota_key)
