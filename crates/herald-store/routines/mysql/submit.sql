@@ -240,10 +240,15 @@ submit: BEGIN
         -- lock, which a claim holding one of the stripes this one is about to wait for
         -- would wait for in turn when it inserts (a deadlock).
         SET v_existing = NULL;
-        IF v_covered OR v_gather OR EXISTS (
-               SELECT 1 FROM deliveries d
-                WHERE d.tenant_id = v_tenant AND d.operation_key = p_operation_key
-                  AND d.channel = p_channel) THEN
+        IF NOT (v_covered OR v_gather) THEN
+            -- A SELECT ... INTO: MariaDB runs a subquery of an IF condition in a procedure as
+            -- a locking read, gap lock included.
+            SELECT d.id INTO v_existing FROM deliveries d
+             WHERE d.tenant_id = v_tenant AND d.operation_key = p_operation_key
+               AND d.channel = p_channel;
+        END IF;
+        IF v_covered OR v_gather OR v_existing IS NOT NULL THEN
+            SET v_existing = NULL;
             -- Every MariaDB row has fingerprint version 2 (the backend began with it).
             SELECT d.id, d.fingerprint INTO v_existing, v_existing_print
               FROM deliveries d
