@@ -119,8 +119,9 @@ pub struct Args {
     /// Only the one-statement submit floor and the HTTP submit phases (for profiling them).
     #[arg(long, hide = true, conflicts_with_all = ["drain_only", "e2e_only"])]
     http_only: bool,
-    /// Only the application-transaction phases (issue 33's measure, for profiling them).
-    #[arg(long, hide = true, conflicts_with_all = ["drain_only", "e2e_only", "http_only"])]
+    /// Only the application-transaction phases: an application's transaction with a
+    /// submit inside, against the same transaction without.
+    #[arg(long, conflicts_with_all = ["drain_only", "e2e_only", "http_only"])]
     app_only: bool,
 }
 
