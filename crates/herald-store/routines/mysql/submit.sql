@@ -189,7 +189,7 @@ submit: BEGIN
         -- latest version whatever the isolation) before the identity.
         SET v_now = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
         IF v_cost > 0 THEN
-            CALL herald_quota_take(v_tenant, v_quota_key, v_cost, FLOOR(RAND() * 64), v_now,
+            CALL herald_quota_take(v_tenant, v_quota_key, v_cost, 0, v_now,
                                    v_gather, v_stripe);
             SET v_covered = v_stripe IS NOT NULL;
         END IF;

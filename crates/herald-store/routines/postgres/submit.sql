@@ -37,7 +37,7 @@ DECLARE
     -- The stripe the claim reserves from when herald_quota_gather chose it (NULL: any free
     -- one), and where the search for a free one starts, so that concurrent claims spread.
     given smallint;
-    first_stripe integer := floor(random() * 64);
+    first_stripe integer := 0;
 BEGIN
     -- The request's fields, in herald's order.
     IF tenant IS NULL OR tenant = '' THEN

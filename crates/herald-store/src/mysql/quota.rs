@@ -147,7 +147,7 @@ pub(crate) async fn stripe_take(
         .bind(tenant)
         .bind(quota_key)
         .bind(cost)
-        .bind(i32::from(delivery.as_bytes()[15]) % crate::quota::QUOTA_STRIPES)
+        .bind(0) // the lowest free stripe: see postgres::claim::first_stripe
         .bind_now(now)
         .bind(gather)
         .execute(&mut *c)
