@@ -101,9 +101,10 @@ END;
 
 -- The stripe a reservation of `p_cost` takes, locked for the rest of the transaction: a
 -- stripe that covers it and that no other transaction holds — found by a plain read of
--- the next stripe with enough, in the key's order from `p_first` (drawn at random, so that
--- concurrent claims spread) and then from 0, and tried by its key with SKIP LOCKED (a
--- locking scan would lock every stripe it passed); usually one of each. With `p_gather`,
+-- the next stripe with enough, in the key's order from `p_first` (herald passes 0: the
+-- lowest free stripe, so a tenant's reservations sit on few stripes) and then from 0,
+-- and tried by its key with SKIP LOCKED (a locking scan would lock every stripe it
+-- passed); usually one of each. With `p_gather`,
 -- herald_quota_gather's instead, without searching first: a caller gathers after a search
 -- found none free, and a second search would lock again the stripes its snapshot still
 -- shows with enough — stripes drained since, whose locks InnoDB keeps, and which two

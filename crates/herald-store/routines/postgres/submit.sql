@@ -34,10 +34,9 @@ DECLARE
     claim record;
     existing record;
     same boolean;
-    -- The stripe the claim reserves from when herald_quota_gather chose it (NULL: any free
-    -- one), and where the search for a free one starts, so that concurrent claims spread.
+    -- The stripe the claim reserves from when herald_quota_gather chose it (NULL: the lowest
+    -- free one).
     given smallint;
-    first_stripe integer := 0;
 BEGIN
     -- The request's fields, in herald's order.
     IF tenant IS NULL OR tenant = '' THEN
@@ -115,21 +114,13 @@ BEGIN
                                       AND (g.tenant_id IS NULL OR g.tenant_id = tenant_uuid))
                                 AS granted,
                             EXISTS (SELECT 1 FROM tenants t WHERE t.id = tenant_uuid) AS known),
-                 -- From a stripe drawn at random, in the key's order, then from 0: one
-                 -- row read when that one is free, not the account's 64.
+                 -- The lowest free stripe that covers the cost: one row read when free.
                  q AS (
-                     SELECT coalesce(
-                         (SELECT a.stripe FROM quota_accounts a
-                          WHERE a.tenant_id = tenant_uuid AND a.quota_key = qkey
-                            AND a.available >= cost
-                            AND a.stripe >= coalesce(given, first_stripe)
-                            AND a.stripe <= coalesce(given, 63)
-                          ORDER BY a.stripe LIMIT 1 FOR UPDATE SKIP LOCKED),
-                         (SELECT a.stripe FROM quota_accounts a
-                          WHERE given IS NULL AND a.tenant_id = tenant_uuid
-                            AND a.quota_key = qkey AND a.available >= cost
-                            AND a.stripe < first_stripe
-                          ORDER BY a.stripe LIMIT 1 FOR UPDATE SKIP LOCKED)) AS stripe
+                     SELECT (SELECT a.stripe FROM quota_accounts a
+                             WHERE a.tenant_id = tenant_uuid AND a.quota_key = qkey
+                               AND a.available >= cost
+                               AND a.stripe BETWEEN coalesce(given, 0) AND coalesce(given, 63)
+                             ORDER BY a.stripe LIMIT 1 FOR UPDATE SKIP LOCKED) AS stripe
                      FROM s
                      WHERE cost > 0 AND s.granted AND s.known),
                  d AS (

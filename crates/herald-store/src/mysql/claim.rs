@@ -26,8 +26,8 @@ pub(crate) async fn delivery_claim(
 ) -> Result<Claim, StoreError> {
     let t = now.mysql_sql();
     let (stripe, now_ms) = if new.cost > 0 {
-        let (tenant, key, cost, id) = (new.tenant_id, new.quota_key, new.cost, new.id);
-        match super::quota::stripe_take(c, tenant, key, cost, id, false, now).await? {
+        let (tenant, key, cost) = (new.tenant_id, new.quota_key, new.cost);
+        match super::quota::stripe_take(c, tenant, key, cost, false, now).await? {
             (Some(stripe), now_ms) => (stripe, now_ms),
             (None, now_ms) => {
                 if !super::tenants::tenant_exists(c, new.tenant_id).await? {
@@ -36,7 +36,7 @@ pub(crate) async fn delivery_claim(
                 if identity_taken(c, new).await? {
                     return Ok(Claim::Exists);
                 }
-                match super::quota::stripe_take(c, tenant, key, cost, id, true, now).await? {
+                match super::quota::stripe_take(c, tenant, key, cost, true, now).await? {
                     (Some(stripe), _) => (stripe, now_ms),
                     (None, _) => return Ok(Claim::QuotaShort),
                 }

@@ -115,9 +115,9 @@ pub(crate) async fn quota_reserve(
     seq: i32,
     now: Now,
 ) -> Result<bool, StoreError> {
-    let stripe = match stripe_take(c, tenant, quota_key, cost, delivery, false, now).await? {
+    let stripe = match stripe_take(c, tenant, quota_key, cost, false, now).await? {
         (Some(stripe), _) => stripe,
-        (None, _) => match stripe_take(c, tenant, quota_key, cost, delivery, true, now).await? {
+        (None, _) => match stripe_take(c, tenant, quota_key, cost, true, now).await? {
             (Some(stripe), _) => stripe,
             (None, _) => return Ok(false),
         },
@@ -138,7 +138,6 @@ pub(crate) async fn stripe_take(
     tenant: Uuid,
     quota_key: &str,
     cost: i64,
-    delivery: Uuid,
     gather: bool,
     now: Now,
 ) -> Result<(Option<i16>, i64), StoreError> {
@@ -147,7 +146,7 @@ pub(crate) async fn stripe_take(
         .bind(tenant)
         .bind(quota_key)
         .bind(cost)
-        .bind(0) // the lowest free stripe: see postgres::claim::first_stripe
+        .bind(0) // from stripe 0: the lowest free stripe (ARCHITECTURE.md)
         .bind_now(now)
         .bind(gather)
         .execute(&mut *c)

@@ -7,9 +7,10 @@ use std::collections::HashMap;
 
 /// One statement, in a transaction or autocommitted, in the common case. A stripe of the
 /// account that covers the cost and that no other transaction holds is locked first (`q`,
-/// `FOR UPDATE SKIP LOCKED`, the search starting at a stripe drawn from the delivery's id
-/// so that concurrent claims spread, in the key's order from there and then from 0, so
-/// that it reads one row, not the account's 64, when that one is free) and the claim inserted (`d`) only if there is one —
+/// `FOR UPDATE SKIP LOCKED`: the lowest such stripe, in the key's order, which reads one
+/// row when it is free; SKIP LOCKED spreads concurrent claims over exactly as many stripes
+/// as are held at once, so a tenant's reservations sit on few stripes, which is what the
+/// recorder updates when it settles them) and the claim inserted (`d`) only if there is one —
 /// so every claim locks its stripe before the identity, whichever way it runs, and no
 /// claim inserted on short quota ever needs withdrawing. The reservation (`a`) then
 /// updates the locked stripe and carries no `available >= cost` guard of its own: if that
@@ -60,16 +61,6 @@ pub(crate) async fn delivery_claim(
     Ok(claim)
 }
 
-/// Where a claim's search for a free stripe starts: stripe 0, so that the search takes the
-/// lowest stripe that is free and covers the cost. Claims spread over exactly as many
-/// stripes as are held at once (SKIP LOCKED passes the held ones), and a tenant's
-/// reservations sit on few stripes — which the recorder locks and updates, one row each,
-/// when it settles them: drawn at random, a tenant's deliveries sat on all 64, and the
-/// drain updated 64 rows an account where one would do.
-pub(crate) fn first_stripe(_id: Uuid) -> i32 {
-    0
-}
-
 async fn claim_once(
     c: &mut PgConnection,
     new: &NewDelivery<'_>,
@@ -79,15 +70,10 @@ async fn claim_once(
 ) -> Result<Claim, StoreError> {
     let (created, due, tenant_known, covered, _notified): ClaimRow = sqlx::query_as(
         "WITH q AS (
-                 SELECT coalesce(
-                     (SELECT stripe FROM quota_accounts
-                      WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7 AND available >= $8
-                        AND stripe >= coalesce($16, $17) AND stripe <= coalesce($16, 63)
-                      ORDER BY stripe LIMIT 1 FOR UPDATE SKIP LOCKED),
-                     (SELECT stripe FROM quota_accounts
-                      WHERE $8 > 0 AND $16::int2 IS NULL AND tenant_id = $2 AND quota_key = $7
-                        AND available >= $8 AND stripe < $17
-                      ORDER BY stripe LIMIT 1 FOR UPDATE SKIP LOCKED)) AS stripe),
+                 SELECT (SELECT stripe FROM quota_accounts
+                         WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7 AND available >= $8
+                           AND stripe BETWEEN coalesce($16, 0) AND coalesce($16, 63)
+                         ORDER BY stripe LIMIT 1 FOR UPDATE SKIP LOCKED) AS stripe),
              t AS (SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $2) AS known),
              d AS (
                  INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
@@ -132,7 +118,6 @@ async fn claim_once(
     .bind(crate::notify::WAKE_CHANNEL)
     .bind(new.fingerprint_version)
     .bind(given)
-    .bind(first_stripe(new.id))
     .fetch_one(c)
     .await?;
     Ok(match (created, due) {

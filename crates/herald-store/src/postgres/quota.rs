@@ -105,18 +105,13 @@ pub(crate) async fn quota_reserve(
     // undoing the savepoint releases it before herald_quota_gather waits for the others.
     let mut search = sqlx::Connection::begin(&mut *c).await?;
     let free: Option<i16> = sqlx::query_scalar(
-        "SELECT coalesce(
-             (SELECT stripe FROM quota_accounts
-              WHERE tenant_id = $1 AND quota_key = $2 AND available >= $3 AND stripe >= $4
-              ORDER BY stripe LIMIT 1 FOR UPDATE SKIP LOCKED),
-             (SELECT stripe FROM quota_accounts
-              WHERE tenant_id = $1 AND quota_key = $2 AND available >= $3 AND stripe < $4
-              ORDER BY stripe LIMIT 1 FOR UPDATE SKIP LOCKED))",
+        "SELECT (SELECT stripe FROM quota_accounts
+                 WHERE tenant_id = $1 AND quota_key = $2 AND available >= $3
+                 ORDER BY stripe LIMIT 1 FOR UPDATE SKIP LOCKED)",
     )
     .bind(tenant)
     .bind(quota_key)
     .bind(cost)
-    .bind(super::claim::first_stripe(delivery))
     .fetch_one(&mut *search)
     .await?;
     let stripe = match free {
