@@ -71,7 +71,8 @@ final class HeraldInspector
     }
 
     /**
-     * The tenant's quota account, or null when it has none.
+     * The tenant's quota account, or null when it has none: the sum of its stripes (an
+     * account is up to 64 rows, so that a tenant's transactions do not wait for each other).
      *
      * @return array{granted: int, available: int, reserved: int, spent: int}|null
      */
@@ -80,7 +81,9 @@ final class HeraldInspector
         $calls = $this->herald->calls();
         $rows = $this->rows(
             sprintf(
-                'SELECT granted, available, reserved, spent FROM %s WHERE tenant_id = %s AND quota_key = ?',
+                'SELECT SUM(granted) AS granted, SUM(available) AS available, SUM(reserved) AS reserved,
+                        SUM(spent) AS spent
+                   FROM %s WHERE tenant_id = %s AND quota_key = ? GROUP BY tenant_id, quota_key',
                 $calls->table('quota_accounts'),
                 $calls->uuidParam(),
             ),
