@@ -30,10 +30,25 @@ async fn submit_in_own_tx(herald: &Herald, req: &SubmitRequest) -> Result<Submit
         return Ok(submitted);
     }
     if let Some(pool) = store.mysql_pool() {
-        let mut tx = pool.begin().await.map_err(|e| Error::Store(e.into()))?;
-        let submitted = herald.submit_in(&mut tx, req).await?;
-        tx.commit().await.map_err(|e| Error::Store(e.into()))?;
-        return Ok(submitted);
+        // The application's retry loop for MariaDB's 1020: with `innodb_snapshot_isolation`
+        // on, the claim's search for a free stripe (a plain read) takes the transaction's
+        // snapshot when the application made no read before it, and a claim that then
+        // meets the identity another committed since gets 1020, a concurrency error
+        // (README, "MariaDB"). With it off (10.11's default) this never loops.
+        for attempt in 1.. {
+            let mut tx = pool.begin().await.map_err(|e| Error::Store(e.into()))?;
+            match herald.submit_in(&mut tx, req).await {
+                Err(Error::Store(e)) if attempt < 5 && format!("{e:?}").contains("1020") => {
+                    let _ = tx.rollback().await;
+                    continue;
+                }
+                answer => {
+                    let submitted = answer?;
+                    tx.commit().await.map_err(|e| Error::Store(e.into()))?;
+                    return Ok(submitted);
+                }
+            }
+        }
     }
     let pool = store.sqlite_pool().expect("a SQLite, PostgreSQL or MariaDB store");
     // SQLite's own transactions take the write lock late (BEGIN DEFERRED); herald's runner

@@ -164,9 +164,13 @@ async fn the_last_units_go_to_exactly_as_many_sql_transactions() {
     }
 }
 
+/// A concurrency error an application's retry loop runs its transaction again for: a
+/// deadlock, a serialization failure, or MariaDB's 1020 under `innodb_snapshot_isolation`
+/// (a row changed since the transaction's snapshot).
 fn is_deadlock(e: &sqlx::Error) -> bool {
-    let code = e.as_database_error().and_then(|d| d.code()).map(|c| c.into_owned());
-    matches!(code.as_deref(), Some("40P01") | Some("40001"))
+    let Some(db) = e.as_database_error() else { return false };
+    let mariadb = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().map(|m| m.number());
+    matches!(db.code().as_deref(), Some("40P01") | Some("40001")) || mariadb == Some(1020)
 }
 
 /// One application transaction through the SQL API: BEGIN, the submit, `HOLD`, COMMIT.
