@@ -62,6 +62,7 @@
 //! No SQL here and no store types: every statement the bench runs, the floor's included,
 //! is in herald-store's `bench.rs`, reached through `herald::bench`.
 
+mod app;
 mod harness;
 mod http;
 mod http_submit;
@@ -191,7 +192,7 @@ pub async fn run(args: Args) -> Result<()> {
     }
     // ... and the application-transaction phases one connection per client, each held
     // for a whole transaction.
-    let app_clients = phases::APP_CLIENTS.iter().copied().max().unwrap_or(0);
+    let app_clients = app::APP_CLIENTS.iter().copied().max().unwrap_or(0);
     let connections = (2 * args.clients + 24).max(app_clients + 8).min(available);
     let schema = server.schema_create().await?;
     let version = format!("{server_name} {}", server.version().await?);
