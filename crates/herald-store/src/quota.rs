@@ -154,18 +154,29 @@ pub async fn quota_lock(conn: Conn<'_>, accounts: &[(Uuid, String)]) -> Result<(
 /// transactions holding those stripes and leaves the others' free. The reservation is read
 /// unlocked: a replay moving it meanwhile makes the later settle lock its new stripe out
 /// of order, which at worst is a deadlock the database breaks and the runner retries.
+///
+/// `known` are stripes the caller already read (a worker's lease reads the stripe of each
+/// reservation it leases: [`crate::deliveries::LeasedRow::stripe`]), as (tenant, key,
+/// stripe); they are locked with the others, in the one order, without being looked up.
 pub async fn quota_lock_reservations(
     conn: Conn<'_>,
     deliveries: &[Uuid],
+    known: &[Stripe],
 ) -> Result<(), StoreError> {
-    if deliveries.is_empty() {
+    if deliveries.is_empty() && known.is_empty() {
         return Ok(());
     }
     let mut sorted = deliveries.to_vec();
     sorted.sort();
     sorted.dedup();
-    crate::per_backend!(conn, quota::quota_lock_reservations(&sorted))
+    let mut known = known.to_vec();
+    known.sort();
+    known.dedup();
+    crate::per_backend!(conn, quota::quota_lock_reservations(&sorted, known))
 }
+
+/// One stripe of an account: (tenant, quota key, stripe).
+pub type Stripe = (Uuid, String, i16);
 
 /// One journal entry: a movement on one of a tenant's accounts.
 #[derive(Debug, Clone, PartialEq, Eq)]

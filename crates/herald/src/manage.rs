@@ -212,7 +212,7 @@ async fn locked(mut conn: Conn<'_>, tenant: Uuid, id: Uuid) -> Result<DeliveryRo
     let Some(row) = delivery_get(conn.reborrow(), Some(tenant), id, false).await? else {
         return Err(Error::NotFound);
     };
-    quota_lock_reservations(conn.reborrow(), &[row.id]).await?;
+    quota_lock_reservations(conn.reborrow(), &[row.id], &[]).await?;
     delivery_get(conn, Some(tenant), id, true).await?.ok_or(Error::NotFound)
 }
 

@@ -31,6 +31,9 @@ pub struct AttemptReport {
     /// The account the delivery reserves on (locked first, in the one lock order).
     pub tenant: TenantId,
     pub quota_key: String,
+    /// The stripe of that account its reservation sits on, when the reporter knows it (a
+    /// worker, from its lease); `None` (also: no reservation) has the recorder read it.
+    pub stripe: Option<i16>,
     pub report: Report,
     /// The provider's Retry-After, for a transient outcome.
     pub retry_after: Option<Duration>,
@@ -56,7 +59,7 @@ impl crate::Herald {
             .transaction(|tx| {
                 Box::pin(async move {
                     let delivery = [report.delivery.as_uuid()];
-                    herald_store::quota::quota_lock_reservations(tx.conn(), &delivery).await?;
+                    herald_store::quota::quota_lock_reservations(tx.conn(), &delivery, &[]).await?;
                     Ok(record(tx.conn(), report, retry, now).await?)
                 })
             })

@@ -73,6 +73,7 @@ impl Reconciler {
                 worker: lease.lease_owner,
                 tenant: lease.tenant_id.into(),
                 quota_key: lease.quota_key,
+                stripe: None,
                 report: Report::Lost,
                 retry_after: None,
                 jitter: fastrand::f64(),

@@ -121,7 +121,15 @@ impl Recorder {
     async fn record(&self, reports: &[AttemptReport]) -> Result<Vec<Option<Decision>>, Error> {
         let now = self.herald.clock().now();
         let (worker, retry) = (self.worker.as_str(), &self.retry);
-        let deliveries: Vec<uuid::Uuid> = reports.iter().map(|r| r.delivery.as_uuid()).collect();
+        // The stripes the worker's lease read are locked as they are; the others (none from
+        // a worker, but for cost-0 deliveries: no reservation) are read first.
+        let (mut deliveries, mut stripes) = (Vec::new(), Vec::new());
+        for r in reports {
+            match r.stripe {
+                Some(s) => stripes.push((r.tenant.as_uuid(), r.quota_key.clone(), s)),
+                None => deliveries.push(r.delivery.as_uuid()),
+            }
+        }
         let sent: Vec<(uuid::Uuid, i32)> = reports
             .iter()
             .filter(|r| r.report == Report::Sent)
@@ -130,9 +138,9 @@ impl Recorder {
         let committed = self
             .herald
             .transaction(|tx| {
-                let (deliveries, sent) = (&deliveries, &sent);
+                let (deliveries, stripes, sent) = (&deliveries, &stripes, &sent);
                 Box::pin(async move {
-                    quota_lock_reservations(tx.conn(), deliveries).await?;
+                    quota_lock_reservations(tx.conn(), deliveries, stripes).await?;
                     let marked: HashSet<(uuid::Uuid, i32)> =
                         deliveries_sent_fenced(tx.conn(), worker, sent, now)
                             .await?

@@ -484,6 +484,7 @@ impl Inner {
                         return self
                             .finish(
                                 row.delivery.clone(),
+                                row.stripe,
                                 Outcome::terminal(
                                     "payload_unreadable",
                                     format!("the stored payload is not readable JSON: {e}"),
@@ -508,13 +509,14 @@ impl Inner {
                 outcome
             }
         };
-        self.finish(row.delivery, outcome).await
+        self.finish(row.delivery, row.stripe, outcome).await
     }
 
     /// Records a send's outcome and counts it.
     async fn finish(
         &self,
         d: herald_store::deliveries::DeliveryRow,
+        stripe: Option<i16>,
         outcome: Outcome,
     ) -> Result<Option<Decision>, Error> {
         let (report, retry_after, code, message) = match outcome {
@@ -533,6 +535,7 @@ impl Inner {
             worker: self.options.id.clone(),
             tenant: d.tenant_id.into(),
             quota_key: d.quota_key,
+            stripe,
             report,
             retry_after,
             jitter: fastrand::f64(),

@@ -78,6 +78,10 @@ pub struct DeliveryRow {
 pub struct LeasedRow {
     pub delivery: DeliveryRow,
     pub payload: String,
+    /// The quota stripe its reservation sits on (`None`: no reservation, cost 0). Read by
+    /// the lease so that the recorder locks the stripes it settles without looking them up
+    /// again: a reservation's stripe never changes (a replay makes a new reservation).
+    pub stripe: Option<i16>,
 }
 
 impl std::fmt::Debug for LeasedRow {
@@ -86,6 +90,7 @@ impl std::fmt::Debug for LeasedRow {
         f.debug_struct("LeasedRow")
             .field("delivery", &self.delivery)
             .field("payload", &format_args!("<{} bytes>", self.payload.len()))
+            .field("stripe", &self.stripe)
             .finish()
     }
 }

@@ -48,8 +48,10 @@ pub(crate) async fn deliveries_lease(
     bind_in_list(mark, &ids).execute(&mut *c).await?;
     let cols = DELIVERY_COLS.split(", ").map(|c| format!("d.{c}")).collect::<Vec<_>>().join(", ");
     let q = format!(
-        "SELECT {cols}, p.payload FROM deliveries d
+        "SELECT {cols}, p.payload, v.stripe FROM deliveries d
          JOIN delivery_payloads p ON p.delivery_id = d.id
+         LEFT JOIN quota_journal v ON v.reserve_of = d.id
+              AND v.reservation_seq = d.reservation_seq
          WHERE d.id IN ({})
          ORDER BY d.next_attempt_at, d.id",
         placeholders(in_list_len(ids.len()))
@@ -58,7 +60,8 @@ pub(crate) async fn deliveries_lease(
     let mut leased = Vec::with_capacity(rows.len());
     for row in rows {
         let payload: String = row.try_get("payload")?;
-        leased.push(LeasedRow { delivery: delivery_row!(row), payload });
+        let stripe: Option<i16> = row.try_get("stripe")?;
+        leased.push(LeasedRow { delivery: delivery_row!(row), payload, stripe });
     }
     Ok(leased)
 }

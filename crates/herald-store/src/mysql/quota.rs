@@ -1,7 +1,9 @@
 use super::{Bind, end_savepoint, savepoint, sql};
 use crate::clock::Now;
 use crate::error::StoreError;
-use crate::quota::{GrantState, JournalRow, QuotaAccount, Settle, account_row, journal_row};
+use crate::quota::{
+    GrantState, JournalRow, QuotaAccount, Settle, Stripe, account_row, journal_row,
+};
 use sqlx::MySqlConnection;
 use sqlx::types::Uuid;
 
@@ -347,22 +349,26 @@ pub(crate) async fn quota_lock(
 }
 
 /// The stripes read unlocked (the reservations' `reserve` rows), then locked one by one in
-/// (tenant, key, stripe) order: one statement joining them would lock the journal and
-/// delivery rows it read too (MariaDB has no `FOR UPDATE OF`).
+/// (tenant, key, stripe) order with those the caller knew: one statement joining them would
+/// lock the journal and delivery rows it read too (MariaDB has no `FOR UPDATE OF`).
 pub(crate) async fn quota_lock_reservations(
     c: &mut MySqlConnection,
     deliveries: &[Uuid],
+    mut stripes: Vec<Stripe>,
 ) -> Result<(), StoreError> {
-    let q = format!(
-        "SELECT DISTINCT r.tenant_id, r.quota_key, r.stripe
-         FROM deliveries d JOIN quota_journal r ON r.reserve_of = d.id
-              AND r.reservation_seq = d.reservation_seq
-         WHERE d.id IN ({}) AND d.cost > 0",
-        super::placeholders(super::in_list_len(deliveries.len()))
-    );
-    let read = sqlx::query_as::<_, (Uuid, String, i16)>(sql(q));
-    let mut stripes = super::bind_in_list(read, deliveries).fetch_all(&mut *c).await?;
-    stripes.sort();
+    if !deliveries.is_empty() {
+        let q = format!(
+            "SELECT DISTINCT r.tenant_id, r.quota_key, r.stripe
+             FROM deliveries d JOIN quota_journal r ON r.reserve_of = d.id
+                  AND r.reservation_seq = d.reservation_seq
+             WHERE d.id IN ({}) AND d.cost > 0",
+            super::placeholders(super::in_list_len(deliveries.len()))
+        );
+        let read = sqlx::query_as::<_, Stripe>(sql(q));
+        stripes.extend(super::bind_in_list(read, deliveries).fetch_all(&mut *c).await?);
+        stripes.sort();
+        stripes.dedup();
+    }
     for (tenant, quota_key, stripe) in stripes {
         sqlx::query(
             "SELECT 1 FROM quota_accounts WHERE tenant_id = ? AND quota_key = ? AND stripe = ?

@@ -32,7 +32,9 @@ pub(crate) async fn deliveries_lease(
              RETURNING u.*)
          SELECT {DELIVERY_COLS},
              (SELECT p.payload::text FROM delivery_payloads p WHERE p.delivery_id = d.id)
-                 AS payload
+                 AS payload,
+             (SELECT v.stripe FROM quota_journal v WHERE v.delivery_id = d.id
+                AND v.reservation_seq = d.reservation_seq AND v.kind = 'reserve') AS stripe
          FROM leased d
          ORDER BY d.next_attempt_at, d.id"
     );
@@ -47,7 +49,8 @@ pub(crate) async fn deliveries_lease(
     let mut leased = Vec::with_capacity(rows.len());
     for row in rows {
         let payload: String = row.try_get("payload")?;
-        leased.push(LeasedRow { delivery: delivery_row!(row), payload });
+        let stripe: Option<i16> = row.try_get("stripe")?;
+        leased.push(LeasedRow { delivery: delivery_row!(row), payload, stripe });
     }
     Ok(leased)
 }

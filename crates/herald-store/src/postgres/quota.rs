@@ -1,6 +1,8 @@
 use crate::clock::Now;
 use crate::error::StoreError;
-use crate::quota::{GrantState, JournalRow, QuotaAccount, Settle, account_row, journal_row};
+use crate::quota::{
+    GrantState, JournalRow, QuotaAccount, Settle, Stripe, account_row, journal_row,
+};
 use sqlx::PgConnection;
 use sqlx::types::Uuid;
 
@@ -255,21 +257,59 @@ pub(crate) async fn quota_lock(
 pub(crate) async fn quota_lock_reservations(
     c: &mut PgConnection,
     deliveries: &[Uuid],
+    mut known: Vec<Stripe>,
 ) -> Result<(), StoreError> {
+    if known.is_empty() {
+        // One statement: the stripes looked up and locked together.
+        sqlx::query(
+            "SELECT 1 FROM quota_accounts q
+             WHERE (q.tenant_id, q.quota_key, q.stripe) IN (
+                 SELECT r.tenant_id, r.quota_key, r.stripe
+                 FROM deliveries d JOIN quota_journal r ON r.delivery_id = d.id
+                      AND r.reservation_seq = d.reservation_seq AND r.kind = 'reserve'
+                 WHERE d.id = ANY($1) AND d.cost > 0)
+             ORDER BY q.tenant_id, q.quota_key, q.stripe
+             FOR UPDATE OF q",
+        )
+        .bind(deliveries)
+        .fetch_all(c)
+        .await?;
+        return Ok(());
+    }
+    if !deliveries.is_empty() {
+        known.extend(reservation_stripes(&mut *c, deliveries).await?);
+    }
+    let (tenants, (keys, stripes)): (Vec<Uuid>, (Vec<String>, Vec<i16>)) =
+        known.into_iter().map(|(t, k, s)| (t, (k, s))).unzip();
     sqlx::query(
         "SELECT 1 FROM quota_accounts q
-         WHERE (q.tenant_id, q.quota_key, q.stripe) IN (
-             SELECT r.tenant_id, r.quota_key, r.stripe
-             FROM deliveries d JOIN quota_journal r ON r.delivery_id = d.id
-                  AND r.reservation_seq = d.reservation_seq AND r.kind = 'reserve'
-             WHERE d.id = ANY($1) AND d.cost > 0)
+         JOIN unnest($1::uuid[], $2::text[], $3::int2[]) AS k (tenant_id, quota_key, stripe)
+           ON q.tenant_id = k.tenant_id AND q.quota_key = k.quota_key AND q.stripe = k.stripe
          ORDER BY q.tenant_id, q.quota_key, q.stripe
          FOR UPDATE OF q",
     )
-    .bind(deliveries)
+    .bind(tenants)
+    .bind(keys)
+    .bind(stripes)
     .fetch_all(c)
     .await?;
     Ok(())
+}
+
+/// The stripes the current reservations of `deliveries` sit on, read unlocked.
+async fn reservation_stripes(
+    c: &mut PgConnection,
+    deliveries: &[Uuid],
+) -> Result<Vec<Stripe>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT DISTINCT r.tenant_id, r.quota_key, r.stripe
+         FROM deliveries d JOIN quota_journal r ON r.delivery_id = d.id
+              AND r.reservation_seq = d.reservation_seq AND r.kind = 'reserve'
+         WHERE d.id = ANY($1) AND d.cost > 0",
+    )
+    .bind(deliveries)
+    .fetch_all(c)
+    .await?)
 }
 
 pub(crate) async fn quota_journal_recent(

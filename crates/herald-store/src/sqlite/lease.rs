@@ -43,7 +43,9 @@ pub(crate) async fn deliveries_lease(
                 .bind(delivery.id)
                 .fetch_one(&mut *c)
                 .await?;
-        leased.push(LeasedRow { delivery, payload });
+        // SQLite's accounts have one stripe (the schema's CHECK: stripe = 0).
+        let stripe = (delivery.cost > 0).then_some(0);
+        leased.push(LeasedRow { delivery, payload, stripe });
     }
     Ok(leased)
 }

@@ -1,7 +1,7 @@
 use crate::clock::Now;
 use crate::error::StoreError;
 use crate::quota::{
-    ACCOUNT_COLS, GrantState, JournalRow, QuotaAccount, Settle, account_row, journal_row,
+    ACCOUNT_COLS, GrantState, JournalRow, QuotaAccount, Settle, Stripe, account_row, journal_row,
 };
 use sqlx::SqliteConnection;
 use sqlx::types::Uuid;
@@ -254,6 +254,7 @@ pub(crate) async fn quota_lock(
 pub(crate) async fn quota_lock_reservations(
     _c: &mut SqliteConnection,
     _deliveries: &[Uuid],
+    _known: Vec<Stripe>,
 ) -> Result<(), StoreError> {
     Ok(())
 }

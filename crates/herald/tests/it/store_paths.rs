@@ -224,6 +224,7 @@ async fn the_set_based_fenced_sent_writes_what_decide_and_a_transition_write() {
                 worker: "w1".into(),
                 tenant: env.tenant,
                 quota_key: "email".into(),
+                stripe: None,
                 report: Report::Sent,
                 retry_after: None,
                 jitter: 0.5,

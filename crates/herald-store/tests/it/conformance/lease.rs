@@ -15,6 +15,7 @@ use std::time::Duration;
 
 conformance!(
     a_lease_takes_due_rows_oldest_first,
+    a_lease_reads_the_stripe_each_reservation_sits_on,
     a_lease_takes_only_the_given_channels,
     a_lease_takes_at_most_limit_rows,
     a_leased_row_is_not_leased_again,
@@ -52,6 +53,39 @@ async fn a_lease_takes_due_rows_oldest_first(db: &Db) {
     }
     let row = db.row(later).await;
     assert_eq!((row.state, row.attempts, row.lease_owner), (DeliveryState::Pending, 0, None));
+}
+
+/// The recorder locks the stripes it settles as the lease read them, without looking them
+/// up again: the lease must name the stripe of the reservation's `reserve` row, and none
+/// for a delivery without a reservation.
+async fn a_lease_reads_the_stripe_each_reservation_sits_on(db: &Db) {
+    let t = tenant(db, "acme").await;
+    // One unit per stripe (SQLite: its one stripe holds them all), so the second
+    // reservation cannot sit where the first drained it.
+    grant(db, t, KEY, herald_store::quota::QUOTA_STRIPES as i64).await;
+    let (first, second) = (claimed(db, t, "a", at(0)).await, claimed(db, t, "b", at(1)).await);
+    let mut free = new_delivery(t, "free");
+    free.cost = 0;
+    claim(db, &free, at(2)).await;
+
+    let leased = lease(db, WORKER, 10, at(5_000)).await;
+    let stripes: Vec<(uuid::Uuid, Option<i16>)> =
+        leased.iter().map(|l| (l.delivery.id, l.stripe)).collect();
+    let mut reserved = Vec::new();
+    for id in [first, second] {
+        let (stripe,): (i16,) = raw_query_as!(
+            db.conn().await.as_conn(),
+            "SELECT stripe FROM quota_journal WHERE delivery_id = $1 AND kind = 'reserve'",
+            [id],
+            fetch_one
+        )
+        .unwrap();
+        reserved.push((id, Some(stripe)));
+    }
+    assert_eq!(stripes, vec![reserved[0], reserved[1], (free.id, None)]);
+    if db.store.backend() != Backend::Sqlite {
+        assert_ne!(reserved[0].1, reserved[1].1, "the second reservation took another stripe");
+    }
 }
 
 async fn a_lease_takes_only_the_given_channels(db: &Db) {

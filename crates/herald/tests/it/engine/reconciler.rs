@@ -114,6 +114,7 @@ async fn finish(
         worker: worker.to_string(),
         tenant: env.tenant,
         quota_key: "email".to_string(),
+        stripe: None,
         report,
         retry_after: None,
         jitter: 0.5,
