@@ -109,7 +109,7 @@ END;
 -- found none free, and a second search would lock again the stripes its snapshot still
 -- shows with enough — stripes drained since, whose locks InnoDB keeps, and which two
 -- gathering claims then wait for in opposite orders. NULL: none free (or, gathered, the
--- account as a whole cannot pay).
+-- account as a whole cannot pay). Under READ COMMITTED the search is one locking scan.
 DROP PROCEDURE IF EXISTS herald_quota_take;
 CREATE PROCEDURE herald_quota_take(IN p_tenant BINARY(16), IN p_key VARCHAR(100),
                                    IN p_cost BIGINT, IN p_first INT, IN p_at BIGINT,
@@ -125,6 +125,15 @@ BEGIN
     SET p_stripe = NULL;
     IF p_gather THEN
         CALL herald_quota_gather(p_tenant, p_key, p_cost, p_at, p_stripe);
+    ELSEIF @@tx_isolation = 'READ-COMMITTED' THEN
+        -- READ COMMITTED (herald's own transactions set it on the session): InnoDB lets go
+        -- of a row the scan locked but the WHERE refused, so one locking scan that skips
+        -- the held stripes and passes the drained ones leaves only the stripe it returns
+        -- locked — one statement where the search below takes two per stripe it passes.
+        SELECT a.stripe INTO p_stripe FROM quota_accounts a
+         WHERE a.tenant_id = p_tenant AND a.quota_key = p_key AND a.available >= p_cost
+         ORDER BY a.stripe LIMIT 1
+         FOR UPDATE SKIP LOCKED;
     ELSE
         candidates: LOOP
             SET v_candidate = NULL;

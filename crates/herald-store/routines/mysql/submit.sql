@@ -189,9 +189,18 @@ submit: BEGIN
         -- latest version whatever the isolation) before the identity.
         SET v_now = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
         IF v_cost > 0 THEN
-            CALL herald_quota_take(v_tenant, v_quota_key, v_cost, 0, v_now,
-                                   v_gather, v_stripe);
+            -- The search starts at the stripe this session took last (a session variable):
+            -- under REPEATABLE READ it goes stripe by stripe, and an application's
+            -- connections each come back to a stripe of their own instead of all passing
+            -- the same held ones from stripe 0.
+            CALL herald_quota_take(v_tenant, v_quota_key, v_cost,
+                                   IF(@herald_stripe_hint BETWEEN 0 AND 63,
+                                      @herald_stripe_hint, 0),
+                                   v_now, v_gather, v_stripe);
             SET v_covered = v_stripe IS NOT NULL;
+            IF v_covered THEN
+                SET @herald_stripe_hint = v_stripe;
+            END IF;
         END IF;
         IF v_covered THEN
             SET v_id = herald_uuid_v7(v_now);

@@ -67,10 +67,20 @@ impl Flavor {
             ),
             Flavor::MySql => format!("max_execution_time = {wait_ms}, wait_timeout = {idle_s}"),
         };
-        format!(
-            "SET SESSION innodb_lock_wait_timeout = {lock_s}, lock_wait_timeout = {lock_s}, \
-             {bounds}; SET TRANSACTION ISOLATION LEVEL {isolation}; BEGIN"
-        )
+        match self {
+            // The session's isolation, not the next transaction's: a procedure can read it
+            // (`@@tx_isolation`), and `herald_quota_take` finds a free stripe in one locking
+            // statement under READ COMMITTED. `session_defaults` puts the server's back.
+            Flavor::MariaDb => format!(
+                "SET SESSION innodb_lock_wait_timeout = {lock_s}, lock_wait_timeout = {lock_s}, \
+                 {bounds}, tx_isolation = '{}'; BEGIN",
+                isolation.replace(' ', "-")
+            ),
+            Flavor::MySql => format!(
+                "SET SESSION innodb_lock_wait_timeout = {lock_s}, lock_wait_timeout = {lock_s}, \
+                 {bounds}; SET TRANSACTION ISOLATION LEVEL {isolation}; BEGIN"
+            ),
+        }
     }
 
     /// What a connection's session gets back when it returns to the pool: the server's
@@ -79,7 +89,8 @@ impl Flavor {
         match self {
             Flavor::MariaDb => {
                 "SET SESSION innodb_lock_wait_timeout = DEFAULT, lock_wait_timeout = DEFAULT, \
-                 max_statement_time = DEFAULT, idle_transaction_timeout = DEFAULT"
+                 max_statement_time = DEFAULT, idle_transaction_timeout = DEFAULT, \
+                 tx_isolation = DEFAULT"
             }
             Flavor::MySql => {
                 "SET SESSION innodb_lock_wait_timeout = DEFAULT, lock_wait_timeout = DEFAULT, \
@@ -188,8 +199,8 @@ mod tests {
         assert_eq!(
             Flavor::MariaDb.begin_sql(2_500, "READ COMMITTED"),
             "SET SESSION innodb_lock_wait_timeout = 3, lock_wait_timeout = 3, \
-             max_statement_time = 2.500, idle_transaction_timeout = 6; \
-             SET TRANSACTION ISOLATION LEVEL READ COMMITTED; BEGIN"
+             max_statement_time = 2.500, idle_transaction_timeout = 6, \
+             tx_isolation = 'READ-COMMITTED'; BEGIN"
         );
         assert!(Flavor::MySql.begin_sql(1, "READ COMMITTED").contains("= 1, lock_wait"));
         let idle_s = crate::store::SESSION_IDLE_MAX.as_secs();
