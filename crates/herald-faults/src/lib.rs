@@ -45,7 +45,7 @@ struct Shared {
     /// The local port of every upstream connection the proxy opened, in order: how a test
     /// finds the server's side of herald's connections (`pg_stat_activity.client_port`,
     /// MariaDB's processlist `HOST`), whatever happened to the client's side.
-    upstream_ports: Mutex<Vec<u16>>,
+    upstream_ports: Mutex<Vec<(u16, i64)>>,
 }
 
 /// A TCP proxy from a loopback port to `upstream`. Dropping it stops accepting and
@@ -114,9 +114,11 @@ impl FaultProxy {
         self.shared.accepted.load(Ordering::Relaxed)
     }
 
-    /// The local ports of the upstream connections opened since the start: the server sees
-    /// each of herald's connections as coming from one of these.
-    pub fn upstream_ports(&self) -> Vec<u16> {
+    /// The local ports of the upstream connections opened since the start, each with when it
+    /// was opened (Unix milliseconds): the server sees each of herald's connections as coming
+    /// from one of these, and as starting then. (A port closed by a reset is free at once,
+    /// and another process's connection may take it: the opening time tells them apart.)
+    pub fn upstream_ports(&self) -> Vec<(u16, i64)> {
         self.shared.upstream_ports.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
@@ -214,7 +216,11 @@ async fn proxy(
 ) {
     let Ok(mut server) = TcpStream::connect(upstream).await else { return };
     if let Ok(local) = server.local_addr() {
-        shared.upstream_ports.lock().unwrap_or_else(PoisonError::into_inner).push(local.port());
+        let opened = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let mut ports = shared.upstream_ports.lock().unwrap_or_else(PoisonError::into_inner);
+        ports.push((local.port(), opened));
     }
     let _ = (client.set_nodelay(true), server.set_nodelay(true));
     let faulted = {
