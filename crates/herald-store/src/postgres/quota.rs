@@ -261,19 +261,13 @@ pub(crate) async fn quota_lock_reservations(
 ) -> Result<(), StoreError> {
     if known.is_empty() {
         // One statement: the stripes looked up and locked together.
-        sqlx::query(
+        let q = format!(
             "SELECT 1 FROM quota_accounts q
-             WHERE (q.tenant_id, q.quota_key, q.stripe) IN (
-                 SELECT r.tenant_id, r.quota_key, r.stripe
-                 FROM deliveries d JOIN quota_journal r ON r.delivery_id = d.id
-                      AND r.reservation_seq = d.reservation_seq AND r.kind = 'reserve'
-                 WHERE d.id = ANY($1) AND d.cost > 0)
+             WHERE (q.tenant_id, q.quota_key, q.stripe) IN ({RESERVATION_STRIPES})
              ORDER BY q.tenant_id, q.quota_key, q.stripe
-             FOR UPDATE OF q",
-        )
-        .bind(deliveries)
-        .fetch_all(c)
-        .await?;
+             FOR UPDATE OF q"
+        );
+        sqlx::query(super::sql(q)).bind(deliveries).fetch_all(c).await?;
         return Ok(());
     }
     if !deliveries.is_empty() {
@@ -296,20 +290,19 @@ pub(crate) async fn quota_lock_reservations(
     Ok(())
 }
 
+/// The stripe of each current reservation of the deliveries `$1`, from its `reserve` row.
+const RESERVATION_STRIPES: &str = "SELECT r.tenant_id, r.quota_key, r.stripe
+    FROM deliveries d JOIN quota_journal r ON r.delivery_id = d.id
+         AND r.reservation_seq = d.reservation_seq AND r.kind = 'reserve'
+    WHERE d.id = ANY($1) AND d.cost > 0";
+
 /// The stripes the current reservations of `deliveries` sit on, read unlocked.
 async fn reservation_stripes(
     c: &mut PgConnection,
     deliveries: &[Uuid],
 ) -> Result<Vec<Stripe>, StoreError> {
-    Ok(sqlx::query_as(
-        "SELECT DISTINCT r.tenant_id, r.quota_key, r.stripe
-         FROM deliveries d JOIN quota_journal r ON r.delivery_id = d.id
-              AND r.reservation_seq = d.reservation_seq AND r.kind = 'reserve'
-         WHERE d.id = ANY($1) AND d.cost > 0",
-    )
-    .bind(deliveries)
-    .fetch_all(c)
-    .await?)
+    let q = format!("SELECT DISTINCT * FROM ({RESERVATION_STRIPES}) AS s");
+    Ok(sqlx::query_as(super::sql(q)).bind(deliveries).fetch_all(c).await?)
 }
 
 pub(crate) async fn quota_journal_recent(
