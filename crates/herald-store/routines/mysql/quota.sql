@@ -57,21 +57,36 @@ END;
 -- in stripe order (waiting for the transactions that hold them, which is what makes the
 -- answer exact: a held stripe may be given back by a rollback), then the lowest stripe
 -- that covers the cost; or, when none does alone but the stripes together do, everything
--- available moved into the lowest stripe, which is returned. NULL when the account as a
--- whole cannot pay (or has no stripes). The account stays locked to the end of the
--- caller's transaction: the one path that holds a whole account.
+-- available moved into the lowest stripe, which is returned. The account stays locked to
+-- the end of the caller's transaction then: the one path that holds a whole account. NULL
+-- when the account as a whole cannot pay (or has no stripes). Under READ COMMITTED
+-- (herald's own transactions) an account whose committed balance cannot pay is answered
+-- by a plain read, holding nothing: a held stripe's committed balance already counts what
+-- its holder would give back by a rollback, and no lock is taken. Otherwise the answer
+-- comes from the locks, and then an exhausted answer holds the account to the end of the
+-- caller's transaction like a gathered one: InnoDB keeps a lock it waited for, even on a
+-- row the WHERE refused, and ROLLBACK TO SAVEPOINT keeps every lock.
 DROP PROCEDURE IF EXISTS herald_quota_gather;
 CREATE PROCEDURE herald_quota_gather(IN p_tenant BINARY(16), IN p_key VARCHAR(100),
                                      IN p_cost BIGINT, IN p_at BIGINT,
                                      OUT p_stripe SMALLINT)
 MODIFIES SQL DATA
-BEGIN
+gather: BEGIN
     DECLARE v_covering SMALLINT;
     DECLARE v_lowest SMALLINT;
     DECLARE v_total BIGINT;
     DECLARE v_stripe INT DEFAULT 0;
     DECLARE v_available BIGINT;
     DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
+    SET p_stripe = NULL;
+    IF @@tx_isolation = 'READ-COMMITTED' THEN
+        SELECT SUM(a.available) INTO v_total FROM quota_accounts a
+         WHERE a.tenant_id = p_tenant AND a.quota_key = p_key;
+        IF v_total IS NULL OR v_total < p_cost THEN
+            LEAVE gather;
+        END IF;
+        SET v_total = NULL;
+    END IF;
     -- Stripe by stripe, each by its key: a locking range read would also lock the gaps and
     -- the record after the account's last stripe (another account's), under REPEATABLE
     -- READ.
@@ -97,7 +112,7 @@ BEGIN
         CALL herald_quota_move(p_tenant, p_key, v_lowest, p_at);
         SET p_stripe = v_lowest;
     END IF;
-END;
+END gather;
 
 -- The stripe a reservation of `p_cost` takes, locked for the rest of the transaction: a
 -- stripe that covers it and that no other transaction holds — found by a plain read of

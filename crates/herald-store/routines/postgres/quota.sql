@@ -41,9 +41,13 @@ $$;
 -- in stripe order (waiting for the transactions that hold them, which is what makes the
 -- answer exact: a held stripe may be given back by a rollback), then the lowest stripe
 -- that covers the cost; or, when none does alone but the stripes together do, everything
--- available moved into the lowest stripe, which is returned. NULL when the account as a
--- whole cannot pay (or has no stripes). The account stays locked to the end of the
--- caller's transaction: the one path that holds a whole account.
+-- available moved into the lowest stripe, which is returned. The account stays locked to
+-- the end of the caller's transaction then: the one path that holds a whole account.
+-- NULL when the account as a whole cannot pay (or has no stripes), and then the stripes
+-- are let go at once: the locks are taken in a block of their own (a subtransaction),
+-- which the answer undoes, so an exhausted account's submits wait for the transactions
+-- holding its stripes but never for each other's (an application's transaction that got
+-- `quota_exhausted` goes on holding nothing of the account).
 CREATE OR REPLACE FUNCTION herald_quota_gather(p_tenant uuid, p_key text, p_cost bigint,
                                                p_at timestamptz)
 RETURNS smallint LANGUAGE plpgsql VOLATILE AS $$
@@ -52,16 +56,21 @@ DECLARE
     lowest smallint;
     total bigint;
 BEGIN
-    SELECT min(l.stripe) FILTER (WHERE l.available >= p_cost), min(l.stripe), sum(l.available)
-      INTO covering, lowest, total
-      FROM (SELECT a.stripe, a.available FROM quota_accounts a
-             WHERE a.tenant_id = p_tenant AND a.quota_key = p_key
-             ORDER BY a.stripe FOR UPDATE) l;
+    BEGIN
+        SELECT min(l.stripe) FILTER (WHERE l.available >= p_cost), min(l.stripe),
+               sum(l.available)
+          INTO covering, lowest, total
+          FROM (SELECT a.stripe, a.available FROM quota_accounts a
+                 WHERE a.tenant_id = p_tenant AND a.quota_key = p_key
+                 ORDER BY a.stripe FOR UPDATE) l;
+        IF total IS NULL OR total < p_cost THEN
+            RAISE SQLSTATE 'HQ001';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'HQ001' THEN
+        RETURN NULL;
+    END;
     IF covering IS NOT NULL THEN
         RETURN covering;
-    END IF;
-    IF total IS NULL OR total < p_cost THEN
-        RETURN NULL;
     END IF;
     PERFORM herald_quota_move(p_tenant, p_key, lowest, p_at);
     RETURN lowest;
