@@ -199,7 +199,10 @@ async fn an_exhausted_answer_holds_nothing_of_the_account() {
                         let (h, signals) = (&herald, &signals);
                         Box::pin(async move {
                             let answer = h.submit(tx, &request(tenant, "held")).await;
-                            assert!(matches!(answer, Err(Error::QuotaExhausted { .. })), "{answer:?}");
+                            assert!(
+                                matches!(answer, Err(Error::QuotaExhausted { .. })),
+                                "{answer:?}"
+                            );
                             let (answered, end) = signals.lock().unwrap().take().expect("one run");
                             answered.send(()).unwrap();
                             let _ = end.await;
