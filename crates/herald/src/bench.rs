@@ -14,7 +14,7 @@ use herald_store::bench::{
 };
 use uuid::Uuid;
 
-pub use herald_store::bench::Commit;
+pub use herald_store::bench::{Commit, Work};
 
 /// Empties the delivery tables (accounts are kept), so each compared phase starts from the
 /// same table sizes.
@@ -159,6 +159,13 @@ pub async fn pool_fill(herald: &Herald, connections: usize) -> Result<(), Error>
     Ok(herald_store::bench::pool_fill(herald.store(), connections).await?)
 }
 
+/// The database's cumulative work counters ([`Work`]: log bytes, rows, transactions,
+/// statements), read on one of the pool's connections; `None` on SQLite. PostgreSQL shows
+/// a transaction's statistics up to [`Work::SETTLE`] after it ends.
+pub async fn work(herald: &Herald) -> Result<Option<Work>, Error> {
+    Ok(herald_store::bench::work_read(herald.store()).await?)
+}
+
 /// A connection straight to a PostgreSQL or MariaDB server (no store, no migrations), to
 /// make the scratch schema (a database, on MariaDB) the bench measures in.
 #[derive(Debug)]
@@ -210,6 +217,11 @@ impl Server {
     /// Drops the schema and everything in it.
     pub async fn schema_drop(&mut self, schema: Schema) -> Result<(), Error> {
         Ok(self.inner.schema_drop(schema.inner).await?)
+    }
+
+    /// The server's cumulative work counters, as [`work`] reads them.
+    pub async fn work(&mut self) -> Result<Work, Error> {
+        Ok(self.inner.work().await?)
     }
 
     pub async fn close(self) {

@@ -4,7 +4,7 @@
 //! harness.
 
 use anyhow::{Context, Result, bail};
-use herald::bench::Commit;
+use herald::bench::{Commit, Work};
 use herald::{
     Channel, DeliveryState, Herald, Leased, Outcome, SubmitRequest, Worker, WorkerOptions,
 };
@@ -176,7 +176,8 @@ impl Bench {
     }
 
     /// Drains in batches of `batch` over C parts. With `until: None`, each part stops at
-    /// its first empty batch (everything was submitted before); with `Some(n)`, the parts
+    /// its first empty batch (everything was submitted before: the caller analyzes the
+    /// tables first, untimed, as for herald's drain); with `Some(n)`, the parts
     /// keep polling (1 ms apart when a batch comes back empty) until `n` rows were drained
     /// in all — submits are still arriving.
     pub(super) async fn drain_floor(
@@ -185,9 +186,6 @@ impl Bench {
         until: Option<usize>,
         bar: &ProgressBar,
     ) -> Result<(usize, Duration)> {
-        if until.is_none() {
-            self.analyze().await?;
-        }
         let done = Arc::new(AtomicUsize::new(0));
         let started = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
@@ -237,6 +235,39 @@ impl Bench {
     /// `herald::bench::analyze`): the floor and herald each get them, untimed.
     pub(super) async fn analyze(&self) -> Result<()> {
         Ok(herald::bench::analyze(&self.herald).await?)
+    }
+
+    /// The database's work counters (`herald::bench::Work`), read once PostgreSQL's
+    /// statistics of what ran before have settled; `None` on SQLite.
+    pub(super) async fn work(&self) -> Result<Option<Work>> {
+        if self.herald.backend() == herald::Backend::Postgres {
+            tokio::time::sleep(Work::SETTLE).await;
+        }
+        Ok(herald::bench::work(&self.herald).await?)
+    }
+
+    /// Runs `phase` between two reads of the work counters: its result, and the work the
+    /// database did meanwhile (everything on the server: nothing else may run).
+    pub(super) async fn counted<T>(
+        &self,
+        phase: impl Future<Output = Result<T>>,
+    ) -> Result<(T, Option<Work>)> {
+        self.counted_if(true, phase).await
+    }
+
+    /// [`Bench::counted`] when `count`, else `phase` alone (no work, no wait).
+    pub(super) async fn counted_if<T>(
+        &self,
+        count: bool,
+        phase: impl Future<Output = Result<T>>,
+    ) -> Result<(T, Option<Work>)> {
+        if !count {
+            return Ok((phase.await?, None));
+        }
+        let before = self.work().await?;
+        let value = phase.await?;
+        let after = self.work().await?;
+        Ok((value, before.zip(after).map(|(b, a)| a.since(&b))))
     }
 
     pub(super) async fn count(&self, state: DeliveryState) -> Result<i64> {

@@ -4,9 +4,9 @@
 
 use super::Args;
 use super::harness::{Bench, DRAIN_TIMEOUT, bar, rate, start, worker};
-use super::report::{Figure, PeerMetric, figure};
+use super::report::{Figure, PeerMetric, figure, per_delivery};
 use anyhow::{Context, Result, bail};
-use herald::bench::Commit;
+use herald::bench::{Commit, Work};
 use herald::channels::{WebhookChannel, WebhookOptions};
 use herald::{Channel, DeliveryState, Herald};
 use indicatif::ProgressBar;
@@ -30,12 +30,13 @@ pub(super) async fn end_to_end_figures(
     herald: &Herald,
     n: usize,
 ) -> Result<Vec<Figure>> {
-    let (herald_e2e, floor_e2e) =
+    let (herald_e2e, (floor_e2e, floor_work)) =
         end_to_end(args, bench, herald, webhook_channel(herald)?, n).await?;
-    let noop_e2e = end_to_end_noop(args, bench, herald, n).await?;
+    let (noop_e2e, noop_work) = end_to_end_noop(args, bench, herald, n).await?;
     Ok(vec![
         figure("end-to-end: submit + webhook drain", herald_e2e, "/s", Some(floor_e2e), n, None),
-        // The peers' own work (a no-op handler): the figure they are compared with.
+        // The peers' own work (a no-op handler): the figure they are compared with, and
+        // the one whose work per delivery (submit and drain) is counted.
         figure(
             "end-to-end: submit + no-op drain",
             noop_e2e,
@@ -43,17 +44,25 @@ pub(super) async fn end_to_end_figures(
             Some(floor_e2e),
             n,
             Some(PeerMetric::EndToEnd),
-        ),
+        )
+        .work(per_delivery(noop_work, n), per_delivery(floor_work, n)),
     ])
 }
 
 /// C clients `submit_alone` while a worker drains with a no-op channel: from the first
-/// submit to the N-th `sent` in the database, every delivery's send seen once.
-async fn end_to_end_noop(args: &Args, bench: &Bench, herald: &Herald, n: usize) -> Result<f64> {
+/// submit to the N-th `sent` in the database, every delivery's send seen once. The rate,
+/// and the database's work over the phase.
+async fn end_to_end_noop(
+    args: &Args,
+    bench: &Bench,
+    herald: &Herald,
+    n: usize,
+) -> Result<(f64, Option<Work>)> {
     bench.reset().await?;
     let b = bar(n, "end-to-end: submit + no-op drain");
     let channel = super::harness::noop(n, b.clone());
     let w = worker(herald, channel.clone(), args.workers, Duration::from_millis(50))?;
+    let before = bench.work().await?;
     let running = start(&w);
     let started = Instant::now();
     let outcome = async {
@@ -87,12 +96,13 @@ async fn end_to_end_noop(args: &Args, bench: &Bench, herald: &Herald, n: usize) 
     running.stop().await?;
     b.finish();
     let elapsed = outcome?;
+    let after = bench.work().await?;
     let seen = channel.sent.load(Ordering::SeqCst);
     let sent = bench.count(DeliveryState::Sent).await? as usize;
     if seen != n || sent != n {
         bail!("end-to-end, no-op: {seen} sends seen and {sent} sent in the database, expected {n}");
     }
-    Ok(rate(n, elapsed))
+    Ok((rate(n, elapsed), before.zip(after).map(|(b, a)| a.since(&b))))
 }
 
 /// Submit and drain at once. herald: C clients submit through the library while a worker
@@ -107,18 +117,21 @@ async fn end_to_end(
     herald: &Herald,
     webhook: Arc<dyn Channel>,
     n: usize,
-) -> Result<(f64, f64)> {
+) -> Result<(f64, (f64, Option<Work>))> {
     // The floor.
     bench.reset().await?;
     let b = bar(n, "floor: end-to-end (submit ∥ drain)");
-    let started = Instant::now();
     let hidden = ProgressBar::hidden();
-    let drain = bench.drain_floor(100, Some(n), &hidden);
-    let submit = bench.submit_floor(n, "e2e-floor", Commit::Alone, &b);
-    let (submitted, drained) = tokio::join!(submit, drain);
-    submitted?;
-    let (drained, _) = drained?;
-    let floor = rate(drained, started.elapsed());
+    let timed = async {
+        let started = Instant::now();
+        let drain = bench.drain_floor(100, Some(n), &hidden);
+        let submit = bench.submit_floor(n, "e2e-floor", Commit::Alone, &b);
+        let (submitted, drained) = tokio::join!(submit, drain);
+        submitted?;
+        let (drained, _) = drained?;
+        Ok((drained, rate(drained, started.elapsed())))
+    };
+    let ((drained, floor), floor_work) = bench.counted(timed).await?;
     b.finish();
     if drained != n {
         bail!("the end-to-end floor drained {drained} of {n}");
@@ -183,7 +196,7 @@ async fn end_to_end(
     .await;
     stop_local(stop, task).await;
     b.finish();
-    Ok((result?, floor))
+    Ok((result?, (floor, floor_work)))
 }
 
 /// The in-process HTTP receiver of the end-to-end phase: answers 200 and counts.

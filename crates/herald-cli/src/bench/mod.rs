@@ -39,6 +39,20 @@
 //! job than herald (no quota ledger, no journal, no fenced completion; see
 //! bench/peers/README.md), so a ratio is "herald against a queue that does less".
 //!
+//! Beside the rates, the work the database did per delivery (issue 34: counts that do not
+//! move with the machine's noise), read from its own counters before and after a phase
+//! (`herald::bench::Work`): on PostgreSQL WAL bytes, WAL records and full-page images,
+//! rows inserted, updated (HOT among them) and deleted, transactions, and top-level
+//! statements when the server preloads `pg_stat_statements`; on MariaDB redo log bytes,
+//! rows written through the engines (`Handler_*`), statements sent (`Questions`) and
+//! explicit commits. Counted for herald's
+//! and the first floor pass's submits (alone and in a transaction) and drain, for the
+//! no-op end-to-end phase (submit and drain together) of herald and the floor, and for
+//! each peer's insert and e2e phases (its drain phase's count would include its untimed
+//! bulk insert). The counters are server-wide, and PostgreSQL shows a transaction's
+//! statistics up to a second after it ends, so each read waits that long first: about
+//! 2 s per counted phase.
+//!
 //! Sizes: herald's phases use N deliveries (2,000 with `--quick`, 20,000 otherwise). The
 //! peers use N too in a full run, except procrastinate (insert 2,000, drain and e2e 1,000,
 //! latency 600 at 50/s) and the latency phase (3,000 at 200/s); `--quick` keeps the whole

@@ -7,6 +7,7 @@
 use super::Args;
 use super::harness::spinner;
 use anyhow::{Context, Result, bail};
+use herald::bench::Work;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -109,10 +110,28 @@ pub(super) struct PeerRun {
     pub(super) drain: Result<PeerLine, String>,
     pub(super) e2e: Result<PeerLine, String>,
     pub(super) latency: Result<PeerLine, String>,
+    /// The database's work over the insert and e2e phases (`None` if it could not be
+    /// read).
+    pub(super) insert_work: Option<Work>,
+    pub(super) e2e_work: Option<Work>,
+}
+
+/// The server's work counters once PostgreSQL's statistics have settled; `None` (and a
+/// note on stderr) when they cannot be read.
+async fn work(server: &mut herald::bench::Server) -> Option<Work> {
+    tokio::time::sleep(Work::SETTLE).await;
+    match server.work().await {
+        Ok(work) => Some(work),
+        Err(e) => {
+            eprintln!("note: the database's work counters could not be read: {e}");
+            None
+        }
+    }
 }
 
 pub(super) async fn run_peers(args: &Args, n: usize, dir: &Path) -> Result<Vec<PeerRun>> {
     let mut runs = Vec::new();
+    let mut server = herald::bench::Server::connect(&args.db).await?;
     for (name, path) in peer_wrappers(dir)? {
         let sizes = peer_sizes(&name, args.quick, n);
         let phase = async |phase: &'static str, count: usize, rate: Option<u32>| {
@@ -127,13 +146,22 @@ pub(super) async fn run_peers(args: &Args, n: usize, dir: &Path) -> Result<Vec<P
             }
             result
         };
+        let before = work(&mut server).await;
         let insert = phase("insert", sizes.insert, None).await;
+        let insert_work = since(before, work(&mut server).await);
         let drain = phase("drain", sizes.drain, None).await;
+        let before = work(&mut server).await;
         let e2e = phase("e2e", sizes.e2e, None).await;
+        let e2e_work = since(before, work(&mut server).await);
         let latency = phase("latency", sizes.latency, Some(sizes.rate)).await;
-        runs.push(PeerRun { name, sizes, insert, drain, e2e, latency });
+        runs.push(PeerRun { name, sizes, insert, drain, e2e, latency, insert_work, e2e_work });
     }
+    server.close().await;
     Ok(runs)
+}
+
+fn since(before: Option<Work>, after: Option<Work>) -> Option<Work> {
+    Some(after?.since(&before?))
 }
 
 /// Runs one peer phase; an error is one line, for stderr and the table.

@@ -10,7 +10,7 @@ use super::harness::{
 };
 use super::http::{end_to_end_figures, webhook_channel};
 use super::http_submit::http_submit_figures;
-use super::report::{Figure, PeerMetric, figure};
+use super::report::{Figure, PeerMetric, PerDelivery, figure, per_delivery};
 use anyhow::{Context, Result, anyhow, bail};
 use herald::bench::Commit;
 use herald::{DeliveryState, Herald};
@@ -21,33 +21,56 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
-/// The floor's rates of one pass.
+/// The floor's rates of one pass, and the work per delivery of a counted pass.
 #[derive(Debug, Clone, Copy)]
 struct FloorPass {
     submit_in_tx: f64,
     submit_alone: f64,
     drain: f64,
+    work_in_tx: Option<PerDelivery>,
+    work_alone: Option<PerDelivery>,
+    work_drain: Option<PerDelivery>,
 }
 
 /// One pass of the floor on emptied tables: N submits from C clients inside transactions
 /// (skipped with `--drain-only`), N more as single statements, then a drain of those in
-/// batches of 100.
-async fn floor_pass(bench: &Bench, n: usize, pass: &str, in_tx: bool) -> Result<FloorPass> {
-    let mut submit_in_tx = 0.0;
+/// batches of 100. With `count`, the database's work in each is counted too (the first
+/// pass: the counts do not drift, and each read waits for PostgreSQL's statistics).
+async fn floor_pass(
+    bench: &Bench,
+    n: usize,
+    pass: &str,
+    in_tx: bool,
+    count: bool,
+) -> Result<FloorPass> {
+    let (mut submit_in_tx, mut work_in_tx) = (0.0, None);
     if in_tx {
         bench.reset().await?;
         let b = bar(n, &format!("floor ({pass}): submit in a transaction"));
-        submit_in_tx = rate(n, bench.submit_floor(n, "floor", Commit::InTransaction, &b).await?);
+        let submit = bench.submit_floor(n, "floor", Commit::InTransaction, &b);
+        let (elapsed, work) = bench.counted_if(count, submit).await?;
+        (submit_in_tx, work_in_tx) = (rate(n, elapsed), per_delivery(work, n));
         b.finish();
     }
     bench.reset().await?;
     let b = bar(n, &format!("floor ({pass}): submit, one statement"));
-    let submit_alone = rate(n, bench.submit_floor(n, "floor", Commit::Alone, &b).await?);
+    let submit = bench.submit_floor(n, "floor", Commit::Alone, &b);
+    let (elapsed, work_alone) = bench.counted_if(count, submit).await?;
+    let submit_alone = rate(n, elapsed);
     b.finish();
+    bench.analyze().await?;
     let b = bar(n, &format!("floor ({pass}): drain (batches of 100)"));
-    let (drained, elapsed) = bench.drain_floor(100, None, &b).await?;
+    let ((drained, elapsed), work_drain) =
+        bench.counted_if(count, bench.drain_floor(100, None, &b)).await?;
     b.finish();
-    Ok(FloorPass { submit_in_tx, submit_alone, drain: rate(drained, elapsed) })
+    Ok(FloorPass {
+        submit_in_tx,
+        submit_alone,
+        drain: rate(drained, elapsed),
+        work_in_tx,
+        work_alone: per_delivery(work_alone, n),
+        work_drain: per_delivery(work_drain, drained),
+    })
 }
 
 /// What a drain of pre-submitted deliveries measured.
@@ -56,6 +79,8 @@ struct Drained {
     rate: f64,
     /// Deliveries per transaction of the worker (its leases and records).
     per_transaction: f64,
+    /// The database's work per delivery over the timed drain.
+    work: Option<PerDelivery>,
 }
 
 impl Drained {
@@ -75,22 +100,27 @@ async fn drain_herald(bench: &Bench, slots: usize, label: &str) -> Result<Draine
     let b = bar(pending, label);
     let channel = noop(pending, b.clone());
     let w = worker(&bench.herald, channel.clone(), slots, Duration::from_millis(50))?;
-    let started = Instant::now();
-    let running = start(&w);
-    tokio::time::timeout(DRAIN_TIMEOUT, channel.done.notified())
+    let timed = async {
+        let started = Instant::now();
+        let running = start(&w);
+        tokio::time::timeout(DRAIN_TIMEOUT, channel.done.notified())
+            .await
+            .context("drain did not finish")?;
+        // The channel has seen every send; the phase ends when the last outcome is
+        // committed.
+        tokio::time::timeout(DRAIN_TIMEOUT, async {
+            while (bench.count(DeliveryState::Sent).await? as usize) < pending {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            Ok::<_, anyhow::Error>(())
+        })
         .await
-        .context("drain did not finish")?;
-    // The channel has seen every send; the phase ends when the last outcome is committed.
-    tokio::time::timeout(DRAIN_TIMEOUT, async {
-        while (bench.count(DeliveryState::Sent).await? as usize) < pending {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        Ok::<_, anyhow::Error>(())
-    })
-    .await
-    .context("drain: outcomes were not all recorded")??;
-    let per_s = rate(pending, started.elapsed());
-    running.stop().await?;
+        .context("drain: outcomes were not all recorded")??;
+        let per_s = rate(pending, started.elapsed());
+        running.stop().await?;
+        Ok(per_s)
+    };
+    let (per_s, work) = bench.counted(timed).await?;
     b.finish();
     let committed = reserved - bench.reserved_checked(label).await?;
     if committed != pending as i64 {
@@ -102,6 +132,7 @@ async fn drain_herald(bench: &Bench, slots: usize, label: &str) -> Result<Draine
         n: pending,
         rate: per_s,
         per_transaction: stats.leased as f64 / transactions as f64,
+        work: per_delivery(work, pending),
     })
 }
 
@@ -230,23 +261,24 @@ pub(super) async fn phases(
     // ratio uses the mean of the two passes, so drift on a shared machine (a checkpoint,
     // autovacuum) does not land on one side of the comparison only.
     let in_tx = !args.drain_only;
-    let before = floor_pass(&bench, n, "before", in_tx).await?;
+    let before = floor_pass(&bench, n, "before", in_tx, true).await?;
 
     // herald's submits through the library, then a drain of what they made: the same N,
     // on the same table size, as the floor's.
-    let mut herald_in_tx = 0.0;
+    let (mut herald_in_tx, mut work_in_tx) = (0.0, None);
     if in_tx {
         bench.reset().await?;
         let b = bar(n, "submit, library, in a transaction");
-        let elapsed =
-            bench.submit_herald(n, "lib-tx", &tenants, false, Commit::InTransaction, &b).await?;
-        herald_in_tx = rate(n, elapsed);
+        let submit = bench.submit_herald(n, "lib-tx", &tenants, false, Commit::InTransaction, &b);
+        let (elapsed, work) = bench.counted(submit).await?;
+        (herald_in_tx, work_in_tx) = (rate(n, elapsed), per_delivery(work, n));
         b.finish();
     }
     bench.reset().await?;
     let b = bar(n, "submit, library, submit_alone");
-    let herald_alone =
-        rate(n, bench.submit_herald(n, "lib", &tenants, false, Commit::Alone, &b).await?);
+    let submit = bench.submit_herald(n, "lib", &tenants, false, Commit::Alone, &b);
+    let (elapsed, work_alone) = bench.counted(submit).await?;
+    let herald_alone = rate(n, elapsed);
     b.finish();
     let drain_label = format!("drain, no-op channel, {} slots", args.workers);
     let drained = drain_herald(&bench, args.workers, &drain_label).await?;
@@ -280,7 +312,7 @@ pub(super) async fn phases(
         Some((hot, dup))
     };
 
-    let after = floor_pass(&bench, n, "after", in_tx).await?;
+    let after = floor_pass(&bench, n, "after", in_tx, false).await?;
     let mean = |pick: fn(&FloorPass) -> f64| (pick(&before) + pick(&after)) / 2.0;
     let (floor_in_tx, floor_alone, floor_drain) =
         (mean(|p| p.submit_in_tx), mean(|p| p.submit_alone), mean(|p| p.drain));
@@ -295,7 +327,8 @@ pub(super) async fn phases(
         drained.n,
         Some(PeerMetric::Drain),
     )
-    .floor_passes(&[before.drain, after.drain]);
+    .floor_passes(&[before.drain, after.drain])
+    .work(drained.work, before.work_drain);
     let vs_alone = |name: &str, value: f64, n: usize, compare: Option<PeerMetric>| {
         figure(name, value, "/s", Some(floor_alone), n, compare).floor_passes(&alone_passes)
     };
@@ -304,7 +337,8 @@ pub(super) async fn phases(
         herald_alone,
         n,
         Some(PeerMetric::Insert),
-    );
+    )
+    .work(per_delivery(work_alone, n), before.work_alone);
     let Some((hot, dup)) = hot_and_dup else {
         return Ok(vec![submit_figure, drain_figure, drain_transactions]);
     };
@@ -318,7 +352,8 @@ pub(super) async fn phases(
             n,
             None,
         )
-        .floor_passes(&in_tx_passes),
+        .floor_passes(&in_tx_passes)
+        .work(work_in_tx, before.work_in_tx),
     );
     figures.push(drain_figure);
     figures.push(drain_transactions);

@@ -3,6 +3,7 @@
 //! JSON by the caller).
 
 use super::peers::PeerRun;
+use herald::bench::Work;
 use std::collections::BTreeMap;
 /// How a figure compares to a peer's: which peer phase, and which of its numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,6 +13,46 @@ pub(super) enum PeerMetric {
     EndToEnd,
     LatencyP50,
     LatencyP99,
+}
+
+/// What the database did per delivery (or per job) in a phase: `herald::bench::Work`
+/// divided by the phase's count. `None` where the backend has no such counter.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(super) struct PerDelivery {
+    /// WAL bytes on PostgreSQL, redo log bytes on MariaDB.
+    log_bytes: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wal_records: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wal_full_pages: Option<f64>,
+    rows_inserted: f64,
+    rows_updated: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rows_hot_updated: Option<f64>,
+    rows_deleted: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transactions: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    statements: Option<f64>,
+    /// The deliveries the counts were divided by.
+    n: usize,
+}
+
+pub(super) fn per_delivery(work: Option<Work>, n: usize) -> Option<PerDelivery> {
+    let w = work?;
+    let each = |v: i64| v as f64 / n.max(1) as f64;
+    Some(PerDelivery {
+        log_bytes: each(w.log_bytes),
+        wal_records: w.wal_records.map(each),
+        wal_full_pages: w.wal_full_pages.map(each),
+        rows_inserted: each(w.rows_inserted),
+        rows_updated: each(w.rows_updated),
+        rows_hot_updated: w.rows_hot_updated.map(each),
+        rows_deleted: each(w.rows_deleted),
+        transactions: w.transactions.map(each),
+        statements: w.statements.map(each),
+        n,
+    })
 }
 
 /// A peer's value for one figure.
@@ -38,6 +79,9 @@ pub(super) struct PeerCell {
     per_sec: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     failed: Option<String>,
+    /// The database's work per job in the peer's phase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    work: Option<PerDelivery>,
 }
 
 /// One measured figure.
@@ -56,11 +100,23 @@ pub(super) struct Figure {
     floor_passes: Vec<f64>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     peers: BTreeMap<String, PeerCell>,
+    /// The database's work per delivery in herald's phase, and in the floor's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    work: Option<PerDelivery>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    floor_work: Option<PerDelivery>,
     #[serde(skip)]
     compare: Option<PeerMetric>,
 }
 
 impl Figure {
+    /// The work counted in herald's phase and in the floor's, each over its own count.
+    pub(super) fn work(mut self, herald: Option<PerDelivery>, floor: Option<PerDelivery>) -> Self {
+        self.work = herald;
+        self.floor_work = floor;
+        self
+    }
+
     pub(super) fn floor_passes(mut self, passes: &[f64]) -> Self {
         self.floor_passes = passes.to_vec();
         self
@@ -84,6 +140,8 @@ pub(super) fn figure(
         n,
         floor_passes: Vec::new(),
         peers: BTreeMap::new(),
+        work: None,
+        floor_work: None,
         compare,
     }
 }
@@ -92,12 +150,14 @@ pub(super) fn attach_peers(figures: &mut [Figure], peers: &[PeerRun]) {
     for f in figures.iter_mut() {
         let Some(metric) = f.compare else { continue };
         for p in peers {
-            let (phase, result, n, rate) = match metric {
-                PeerMetric::Insert => ("insert", &p.insert, p.sizes.insert, None),
-                PeerMetric::Drain => ("drain", &p.drain, p.sizes.drain, None),
-                PeerMetric::EndToEnd => ("e2e", &p.e2e, p.sizes.e2e, None),
+            // Work is counted for the insert and e2e phases only: the drain phase's count
+            // would include its untimed bulk insert.
+            let (phase, result, n, rate, work) = match metric {
+                PeerMetric::Insert => ("insert", &p.insert, p.sizes.insert, None, p.insert_work),
+                PeerMetric::Drain => ("drain", &p.drain, p.sizes.drain, None, None),
+                PeerMetric::EndToEnd => ("e2e", &p.e2e, p.sizes.e2e, None, p.e2e_work),
                 PeerMetric::LatencyP50 | PeerMetric::LatencyP99 => {
-                    ("latency", &p.latency, p.sizes.latency, Some(p.sizes.rate))
+                    ("latency", &p.latency, p.sizes.latency, Some(p.sizes.rate), None)
                 }
             };
             let mut cell =
@@ -118,6 +178,7 @@ pub(super) fn attach_peers(figures: &mut [Figure], peers: &[PeerRun]) {
                     cell.seconds = Some(line.seconds);
                     cell.per_sec = Some(line.per_sec);
                     cell.n = line.count as usize;
+                    cell.work = per_delivery(work, cell.n);
                 }
                 Err(e) => cell.failed = Some(e.clone()),
             }
@@ -201,6 +262,7 @@ pub(super) fn print_table(figures: &[Figure], peers: &[PeerRun]) {
          a pass before herald's submit and drain phases and one after; end-to-end = both at \
          once, no HTTP call."
     );
+    print_work(figures, peers);
     if !peers.is_empty() {
         println!(
             "peers: [herald ÷ peer] — above 1 herald is faster (rates), below 1 herald is \
@@ -216,4 +278,79 @@ pub(super) fn print_table(figures: &[Figure], peers: &[PeerRun]) {
             );
         }
     }
+}
+
+/// The work per delivery of every figure that counted it — herald's, the floor's, each
+/// peer's — one row each.
+fn print_work(figures: &[Figure], peers: &[PeerRun]) {
+    let mut rows: Vec<(String, PerDelivery)> = Vec::new();
+    for f in figures {
+        rows.extend(f.work.map(|w| (format!("{}: herald", f.name), w)));
+        rows.extend(f.floor_work.map(|w| (format!("{}: floor", f.name), w)));
+        for p in peers {
+            let work = f.peers.get(&p.name).and_then(|c| c.work.map(|w| (c.phase, w)));
+            rows.extend(work.map(|(phase, w)| (format!("{}: {} ({phase})", f.name, p.name), w)));
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let header = [
+        "work per delivery",
+        "log bytes",
+        "WAL records",
+        "full pages",
+        "rows inserted",
+        "updated (HOT)",
+        "deleted",
+        "transactions",
+        "statements",
+    ];
+    let maybe =
+        |v: Option<f64>, digits: usize| v.map_or("–".to_string(), |v| format!("{v:.digits$}"));
+    let mut table: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
+    for (name, w) in &rows {
+        table.push(vec![
+            name.clone(),
+            format!("{:.0}", w.log_bytes),
+            maybe(w.wal_records, 1),
+            maybe(w.wal_full_pages, 2),
+            format!("{:.2}", w.rows_inserted),
+            match w.rows_hot_updated {
+                Some(hot) => format!("{:.2} ({hot:.2})", w.rows_updated),
+                None => format!("{:.2}", w.rows_updated),
+            },
+            format!("{:.2}", w.rows_deleted),
+            maybe(w.transactions, 3),
+            maybe(w.statements, 2),
+        ]);
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| table.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    println!();
+    for (i, row) in table.iter().enumerate() {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(c, cell)| {
+                let w = widths[c];
+                if c == 0 { format!("{cell:<w$}") } else { format!("{cell:>w$}") }
+            })
+            .collect();
+        println!("{}", cells.join(" | "));
+        if i == 0 {
+            println!("{}", widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("-|-"));
+        }
+    }
+    println!(
+        "\nwork: the database's own counters over the phase, divided by its deliveries (jobs, \
+         for a peer) — server-wide, so they hold only with nothing else running. PostgreSQL: \
+         WAL bytes and records (pg_current_wal_lsn, pg_stat_wal), rows and transactions \
+         (pg_stat_database), HOT updates (pg_stat_user_tables), top-level statements \
+         (pg_stat_statements, – when the server does not preload it). MariaDB: redo log bytes \
+         (Innodb_os_log_written), rows through the storage engines (Handler_write, _update, \
+         _delete), statements sent (Questions: the round trips) and explicit COMMITs and \
+         ROLLBACKs. The harness's own reads (a few per phase) are included."
+    );
 }

@@ -92,8 +92,41 @@ fn short_run(db: &str, expected: &[&str]) -> Vec<String> {
     for name in &names {
         assert!(stdout.contains(name.as_str()), "{name:?} is not in the table:\n{stdout}");
     }
+    // The database's work per delivery, herald's and the floor's, beside these rates
+    // (issue 34): every submit writes its delivery, payload and journal rows, and every
+    // phase writes to the log.
+    for name in COUNTED {
+        let f = figures.iter().find(|f| f["name"] == *name).expect("a counted figure");
+        for who in ["work", "floor_work"] {
+            let work = &f[who];
+            let log = work["log_bytes"].as_f64().unwrap_or(0.0);
+            assert!(log > 0.0, "{name}: no log bytes in {who}: {f}");
+            let inserted = work["rows_inserted"].as_f64().unwrap_or(0.0);
+            let least = if name.starts_with("drain") { 1.0 } else { 3.0 };
+            assert!(inserted >= least - 0.05, "{name}: {who} inserts {inserted} rows: {f}");
+            assert!(work["n"].as_u64().is_some_and(|n| n > 0), "{name}: {who}: {f}");
+            // Statements sent: always counted on MariaDB (`Questions`), on PostgreSQL when
+            // the server preloads pg_stat_statements (.ci/run has it do so).
+            let statements = work["statements"].as_f64();
+            if db.starts_with("mysql") || db.starts_with("mariadb") {
+                assert!(statements.is_some(), "{name}: {who}: no statements: {f}");
+            }
+            if !name.starts_with("drain") {
+                assert!(statements.is_none_or(|s| s >= 0.95), "{name}: {who}: {f}");
+            }
+        }
+    }
+    assert!(stdout.contains("work per delivery"), "no work table:\n{stdout}");
     names
 }
+
+/// The figures whose phases count the database's work, herald's and the floor's.
+const COUNTED: &[&str] = &[
+    "submit, library, submit_alone (one statement)",
+    "submit, library, in a transaction (BEGIN, submit, COMMIT)",
+    "drain, no-op channel, 2048 slots",
+    "end-to-end: submit + no-op drain",
+];
 
 #[test]
 fn a_short_run_reports_every_figure_as_json() {

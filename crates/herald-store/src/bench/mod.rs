@@ -8,9 +8,11 @@
 //! through `herald::bench`.
 
 mod sql_api;
+mod work;
 pub use sql_api::{
     app_commit_pooled, app_order_insert, app_table_create, session_role, sql_submit_pooled,
 };
+pub use work::Work;
 
 use crate::clock::sqlite_now;
 use crate::conn::{AsConn, Conn};
@@ -480,6 +482,20 @@ pub async fn pool_fill(store: &Store, connections: usize) -> Result<(), StoreErr
     Ok(())
 }
 
+/// The server's cumulative work counters ([`Work`]), on a connection of `store`'s pool;
+/// `None` on SQLite, which keeps none.
+pub async fn work_read(store: &Store) -> Result<Option<Work>, StoreError> {
+    if let Some(pool) = store.postgres_pool() {
+        work::postgres_flush(pool).await?;
+    }
+    let mut conn = store.acquire().await?;
+    match conn.as_conn() {
+        Conn::Postgres(c) => Ok(Some(work::postgres(c).await?)),
+        Conn::MySql(c) => Ok(Some(work::mysql(c).await?)),
+        Conn::Sqlite(_) => Ok(None),
+    }
+}
+
 async fn execute(conn: Conn<'_>, sql: &'static str) -> Result<(), StoreError> {
     match conn {
         Conn::MySql(c) => sqlx::raw_sql(sql).execute(c).await?.rows_affected(),
@@ -578,6 +594,14 @@ impl BenchServer {
             BenchServer::MySql(c) => {
                 execute_owned(c, format!("DROP DATABASE {}", schema.name)).await
             }
+        }
+    }
+
+    /// The server's cumulative work counters ([`Work`]).
+    pub async fn work(&mut self) -> Result<Work, StoreError> {
+        match self {
+            BenchServer::Postgres(c) => work::postgres(c).await,
+            BenchServer::MySql(c) => work::mysql(c).await,
         }
     }
 
