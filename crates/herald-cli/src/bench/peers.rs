@@ -110,10 +110,10 @@ pub(super) struct PeerRun {
     pub(super) drain: Result<PeerLine, String>,
     pub(super) e2e: Result<PeerLine, String>,
     pub(super) latency: Result<PeerLine, String>,
-    /// The database's work over the insert and e2e phases (`None` if it could not be
-    /// read).
-    pub(super) insert_work: Option<Work>,
-    pub(super) e2e_work: Option<Work>,
+    /// The database's work in the insert and e2e phases and the jobs it was done for
+    /// (`None` if it could not be read): see [`counted_phase`].
+    pub(super) insert_work: Option<(Work, usize)>,
+    pub(super) e2e_work: Option<(Work, usize)>,
 }
 
 /// The server's work counters once PostgreSQL's statistics have settled; `None` (and a
@@ -146,13 +146,12 @@ pub(super) async fn run_peers(args: &Args, n: usize, dir: &Path) -> Result<Vec<P
             }
             result
         };
-        let before = work(&mut server).await;
-        let insert = phase("insert", sizes.insert, None).await;
-        let insert_work = since(before, work(&mut server).await);
+        let (insert, insert_work) =
+            counted_phase(&mut server, sizes.insert, async |n| phase("insert", n, None).await)
+                .await;
         let drain = phase("drain", sizes.drain, None).await;
-        let before = work(&mut server).await;
-        let e2e = phase("e2e", sizes.e2e, None).await;
-        let e2e_work = since(before, work(&mut server).await);
+        let (e2e, e2e_work) =
+            counted_phase(&mut server, sizes.e2e, async |n| phase("e2e", n, None).await).await;
         let latency = phase("latency", sizes.latency, Some(sizes.rate)).await;
         runs.push(PeerRun { name, sizes, insert, drain, e2e, latency, insert_work, e2e_work });
     }
@@ -162,6 +161,30 @@ pub(super) async fn run_peers(args: &Args, n: usize, dir: &Path) -> Result<Vec<P
 
 fn since(before: Option<Work>, after: Option<Work>) -> Option<Work> {
     Some(after?.since(&before?))
+}
+
+/// Runs a peer phase of `n` jobs (its result is the figure), then once more with half as
+/// many, for the counts only: a peer's phase also drops its schema, runs its migrations
+/// and drops the schema again (bench/peers/README.md), which the server's counters cannot
+/// tell from its jobs' work, so the work per job is the difference of the two runs over
+/// the difference of their jobs — the same setup in both cancels out.
+async fn counted_phase(
+    server: &mut herald::bench::Server,
+    n: usize,
+    phase: impl AsyncFn(usize) -> Result<PeerLine, String>,
+) -> (Result<PeerLine, String>, Option<(Work, usize)>) {
+    let before = work(server).await;
+    let full = phase(n).await;
+    let full_work = since(before, work(server).await);
+    let half = n / 2;
+    let before = work(server).await;
+    let counted = phase(half).await.is_ok() && full.is_ok();
+    let half_work = since(before, work(server).await);
+    let per_jobs = match (full_work, half_work) {
+        (Some(full), Some(half_work)) if counted => Some((full.since(&half_work), n - half)),
+        _ => None,
+    };
+    (full, per_jobs)
 }
 
 /// Runs one peer phase; an error is one line, for stderr and the table.

@@ -150,7 +150,8 @@ pub(super) fn attach_peers(figures: &mut [Figure], peers: &[PeerRun]) {
     for f in figures.iter_mut() {
         let Some(metric) = f.compare else { continue };
         for p in peers {
-            // Work is counted for the insert and e2e phases only: the drain phase's count
+            // Work is counted for the insert and e2e phases only (as the difference of a
+            // run of N jobs and one of N/2: peers::counted_phase); the drain phase's count
             // would include its untimed bulk insert.
             let (phase, result, n, rate, work) = match metric {
                 PeerMetric::Insert => ("insert", &p.insert, p.sizes.insert, None, p.insert_work),
@@ -178,7 +179,7 @@ pub(super) fn attach_peers(figures: &mut [Figure], peers: &[PeerRun]) {
                     cell.seconds = Some(line.seconds);
                     cell.per_sec = Some(line.per_sec);
                     cell.n = line.count as usize;
-                    cell.work = per_delivery(work, cell.n);
+                    cell.work = work.and_then(|(w, jobs)| per_delivery(Some(w), jobs));
                 }
                 Err(e) => cell.failed = Some(e.clone()),
             }
@@ -284,7 +285,9 @@ pub(super) fn print_table(figures: &[Figure], peers: &[PeerRun]) {
 /// peer's — one row each.
 fn print_work(figures: &[Figure], peers: &[PeerRun]) {
     let mut rows: Vec<(String, PerDelivery)> = Vec::new();
-    for f in figures {
+    // Only figures whose own phase was counted: a peer's cell shows under each figure
+    // compared with it (its insert under both submit_alone figures).
+    for f in figures.iter().filter(|f| f.work.is_some()) {
         rows.extend(f.work.map(|w| (format!("{}: herald", f.name), w)));
         rows.extend(f.floor_work.map(|w| (format!("{}: floor", f.name), w)));
         for p in peers {

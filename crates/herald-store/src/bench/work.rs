@@ -108,8 +108,10 @@ pub(super) async fn postgres(c: &mut PgConnection) -> Result<Work, StoreError> {
     })
 }
 
-/// Top-level statements run on this database so far, if `pg_stat_statements` is preloaded
-/// (the view is created here when it is missing and the role may create it).
+/// Top-level statements run on this database so far, if `pg_stat_statements` is preloaded.
+/// Its view is read in whichever schema the extension was created in; where it was not,
+/// it is created (in the first schema of the search path: the bench's scratch schema, so
+/// it goes with it) if the role may.
 async fn postgres_statements(c: &mut PgConnection) -> Result<Option<i64>, StoreError> {
     let preloaded: bool = sqlx::query_scalar(
         "SELECT current_setting('shared_preload_libraries') ~ '(^|[ ,])pg_stat_statements($|[ ,])'",
@@ -119,24 +121,26 @@ async fn postgres_statements(c: &mut PgConnection) -> Result<Option<i64>, StoreE
     if !preloaded {
         return Ok(None);
     }
-    let view: Option<String> =
-        sqlx::query_scalar("SELECT CAST(to_regclass('pg_stat_statements') AS text)")
-            .fetch_one(&mut *c)
-            .await?;
-    if view.is_none()
-        && sqlx::raw_sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    let schema = "SELECT quote_ident(n.nspname) FROM pg_extension e
+                    JOIN pg_namespace n ON n.oid = e.extnamespace
+                   WHERE e.extname = 'pg_stat_statements'";
+    let mut found: Option<String> = sqlx::query_scalar(schema).fetch_optional(&mut *c).await?;
+    if found.is_none() {
+        let created = sqlx::raw_sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             .execute(&mut *c)
-            .await
-            .is_err()
-    {
-        return Ok(None);
+            .await;
+        if created.is_err() {
+            return Ok(None);
+        }
+        found = sqlx::query_scalar(schema).fetch_optional(&mut *c).await?;
     }
-    Ok(sqlx::query_scalar(
-        "SELECT CAST(coalesce(sum(s.calls), 0) AS bigint) FROM pg_stat_statements s
-          WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
-    )
-    .fetch_one(&mut *c)
-    .await?)
+    let Some(schema) = found else { return Ok(None) };
+    // The schema's name comes quoted by the server (quote_ident).
+    let q = format!(
+        "SELECT CAST(coalesce(sum(s.calls), 0) AS bigint) FROM {schema}.pg_stat_statements s
+          WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    );
+    Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(q)).fetch_one(&mut *c).await?)
 }
 
 pub(super) async fn mysql(c: &mut MySqlConnection) -> Result<Work, StoreError> {
