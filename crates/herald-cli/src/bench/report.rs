@@ -353,7 +353,8 @@ fn print_work(figures: &[Figure], peers: &[PeerRun]) {
          (pg_stat_database), HOT updates (pg_stat_user_tables), top-level statements \
          (pg_stat_statements, – when the server does not preload it). MariaDB: redo log bytes \
          (Innodb_os_log_written), rows through the storage engines (Handler_write, _update, \
-         _delete), statements sent (Questions: the round trips) and explicit COMMITs and \
-         ROLLBACKs. The harness's own reads (a few per phase) are included."
+         _delete), statements sent (Questions, not a procedure's own) and explicit COMMITs \
+         and ROLLBACKs. A statement is not a round trip: herald's BEGIN carries its session \
+         settings in the same query. The harness's own reads (a few per phase) are included."
     );
 }

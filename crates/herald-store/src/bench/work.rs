@@ -16,9 +16,10 @@
 //! MariaDB: the redo log's bytes (`Innodb_os_log_written`), rows written, updated and
 //! deleted through the storage engines (`Handler_write`, `_update`, `_delete`: MariaDB
 //! 10.11 has no `Innodb_rows_*`; an internal temporary table's rows count too),
-//! statements sent by clients (`Questions`: a procedure's own statements are not counted,
-//! so it is the round trips), and explicit COMMITs and ROLLBACKs (an autocommitted
-//! statement is not counted).
+//! statements sent by clients (`Questions`: each statement of a multi-statement query,
+//! not those a procedure runs), and explicit COMMITs and ROLLBACKs (an autocommitted
+//! statement is not counted). On both servers a statement is not a round trip: herald's
+//! BEGIN sends its session settings with it in one query.
 
 use crate::error::StoreError;
 use sqlx::mysql::MySqlConnection;
