@@ -521,6 +521,9 @@ enum Via {
 /// Commit-to-start latency at a moderate fixed rate, the worker (on `worker_on`: the
 /// bench's own Herald, or a second one standing for another process) idle between
 /// submits. Returns (p50 ms, p99 ms, deliveries).
+/// How long the latency phase's worker runs before the first submit (the peers' 1 s).
+const LATENCY_SETTLE: Duration = Duration::from_secs(1);
+
 async fn latency(
     args: &Args,
     bench: &Bench,
@@ -547,6 +550,10 @@ async fn latency_on(
     let channel = noop(count, ProgressBar::hidden());
     let w = worker(worker_on, channel.clone(), args.workers, Duration::from_secs(1))?;
     let running = start(&w);
+    // The worker settles first, as every peer's does (bench/peers/README.md, "latency"):
+    // a steady-state figure, not the first second of a worker whose LISTEN connection is
+    // still being set up.
+    tokio::time::sleep(LATENCY_SETTLE).await;
     let committed: Arc<Mutex<HashMap<herald::DeliveryId, Instant>>> = Arc::default();
     let mut ticker = tokio::time::interval(Duration::from_secs(1) / per_second as u32);
     let mut submits = tokio::task::JoinSet::new();
