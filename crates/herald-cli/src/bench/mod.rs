@@ -12,7 +12,7 @@
 //! | submit, library, in a transaction | C clients, one delivery per `Herald::transaction` (`BEGIN`, `submit`, `COMMIT`: a submit inside the caller's transaction) | C clients, the same CTE between `BEGIN` and `COMMIT` | — |
 //! | submit, one tenant | `submit_alone`, every delivery on one quota row | the one-statement submit floor | — |
 //! | submit, half the keys repeat | `submit_alone`, every key submitted twice | the one-statement submit floor | — |
-//! | submit, library, 64 tasks | `submit_alone` from 64 tasks: the group commit's case (the submits per commit are reported) | the one-statement submit floor (C clients) | `insert` |
+//! | submit, library, 64 tasks | `submit_alone` from 64 tasks: the group commit's case (the submits per commit are reported) | the one-statement submit floor (C clients) | `insert` from 64 callers (a run of its own) |
 //! | submit, HTTP API, 1 / 8 / 64 connections | keep-alive `POST /v1/deliveries` to the real router (API-key auth, validation, `submit_alone`, group-committed), closed loop; p50, p99 and the submits per commit of each | the one-statement submit floor (no HTTP) | — |
 //! | submit, HTTP API, 64 connections, batched | the 64-connection figure | the batched floor: *k* submits per transaction, one COMMIT each (PostgreSQL: one statement for the *k* rows, payloads, account updates and journal rows; MariaDB and SQLite: the floor's statements once per submit), from as many clients as herald has batches in flight (*k*: the submits per commit herald reached) | — |
 //! | submit, HTTP API, open loop | requests sent when due at half the 64-connection rate, p50 / p99 from when each was due | — | — |

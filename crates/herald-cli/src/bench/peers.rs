@@ -6,6 +6,7 @@
 
 use super::Args;
 use super::harness::spinner;
+use super::phases::WIDE;
 use anyhow::{Context, Result, bail};
 use herald::bench::Work;
 use std::path::{Path, PathBuf};
@@ -107,6 +108,8 @@ pub(super) struct PeerRun {
     pub(super) name: String,
     pub(super) sizes: PeerSizes,
     pub(super) insert: Result<PeerLine, String>,
+    /// The insert phase again from [`WIDE`] callers.
+    pub(super) insert_wide: Result<PeerLine, String>,
     pub(super) drain: Result<PeerLine, String>,
     pub(super) e2e: Result<PeerLine, String>,
     pub(super) latency: Result<PeerLine, String>,
@@ -134,9 +137,9 @@ pub(super) async fn run_peers(args: &Args, n: usize, dir: &Path) -> Result<Vec<P
     let mut server = herald::bench::Server::connect(&args.db).await?;
     for (name, path) in peer_wrappers(dir)? {
         let sizes = peer_sizes(&name, args.quick, n);
-        let phase = async |phase: &'static str, count: usize, rate: Option<u32>| {
-            let s = spinner(&format!("peer {name}: {phase} {count}"));
-            let result = run_peer(&path, &args.db, phase, count, args.clients, rate).await;
+        let phase_with = async |phase: &'static str, count: usize, clients: usize, rate| {
+            let s = spinner(&format!("peer {name}: {phase} {count}, {clients} clients"));
+            let result = run_peer(&path, &args.db, phase, count, clients, rate).await;
             match &result {
                 Ok(_) => s.finish(),
                 Err(e) => {
@@ -146,14 +149,30 @@ pub(super) async fn run_peers(args: &Args, n: usize, dir: &Path) -> Result<Vec<P
             }
             result
         };
+        let phase = async |phase: &'static str, count: usize, rate: Option<u32>| {
+            phase_with(phase, count, args.clients, rate).await
+        };
         let (insert, insert_work) =
             counted_phase(&mut server, sizes.insert, async |n| phase("insert", n, None).await)
                 .await;
+        // Inserts from as many callers as herald's 64-task submit (issue 34, point 5): the
+        // comparison of the group commit's own case is then like for like.
+        let insert_wide = phase_with("insert", sizes.insert, WIDE, None).await;
         let drain = phase("drain", sizes.drain, None).await;
         let (e2e, e2e_work) =
             counted_phase(&mut server, sizes.e2e, async |n| phase("e2e", n, None).await).await;
         let latency = phase("latency", sizes.latency, Some(sizes.rate)).await;
-        runs.push(PeerRun { name, sizes, insert, drain, e2e, latency, insert_work, e2e_work });
+        runs.push(PeerRun {
+            name,
+            sizes,
+            insert,
+            insert_wide,
+            drain,
+            e2e,
+            latency,
+            insert_work,
+            e2e_work,
+        });
     }
     server.close().await;
     Ok(runs)

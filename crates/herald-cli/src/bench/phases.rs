@@ -359,7 +359,7 @@ pub(super) async fn phases(
     figures.push(drain_transactions);
     if let Some((value, per_commit)) = wide {
         let name = format!("submit, library, submit_alone, {WIDE} tasks");
-        figures.push(vs_alone(&name, value, n, Some(PeerMetric::Insert)));
+        figures.push(vs_alone(&name, value, n, Some(PeerMetric::InsertWide)));
         figures.push(figure(format!("{name}: submits per commit"), per_commit, "", None, n, None));
     }
     figures.push(vs_alone("submit, one tenant (hot quota row)", hot, n / 2, None));
@@ -482,7 +482,7 @@ pub(super) async fn phases(
 }
 
 /// Tasks of the wide library submit phase (and of the HTTP phase's widest).
-const WIDE: usize = 64;
+pub(super) const WIDE: usize = 64;
 
 /// The SQL API's small payload, the size of the library's `{"event": "bench"}`.
 const SQL_PAYLOAD_SMALL: &str = r#"{"event": "bench"}"#;

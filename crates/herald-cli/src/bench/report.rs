@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum PeerMetric {
     Insert,
+    /// The insert phase from as many callers as herald's 64-task submit.
+    InsertWide,
     Drain,
     EndToEnd,
     LatencyP50,
@@ -155,6 +157,7 @@ pub(super) fn attach_peers(figures: &mut [Figure], peers: &[PeerRun]) {
             // would include its untimed bulk insert.
             let (phase, result, n, rate, work) = match metric {
                 PeerMetric::Insert => ("insert", &p.insert, p.sizes.insert, None, p.insert_work),
+                PeerMetric::InsertWide => ("insert", &p.insert_wide, p.sizes.insert, None, None),
                 PeerMetric::Drain => ("drain", &p.drain, p.sizes.drain, None, None),
                 PeerMetric::EndToEnd => ("e2e", &p.e2e, p.sizes.e2e, None, p.e2e_work),
                 PeerMetric::LatencyP50 | PeerMetric::LatencyP99 => {
@@ -166,9 +169,10 @@ pub(super) fn attach_peers(figures: &mut [Figure], peers: &[PeerRun]) {
             match result {
                 Ok(line) => {
                     let value = match metric {
-                        PeerMetric::Insert | PeerMetric::Drain | PeerMetric::EndToEnd => {
-                            Some(line.per_sec)
-                        }
+                        PeerMetric::Insert
+                        | PeerMetric::InsertWide
+                        | PeerMetric::Drain
+                        | PeerMetric::EndToEnd => Some(line.per_sec),
                         PeerMetric::LatencyP50 => line.p50_ms,
                         PeerMetric::LatencyP99 => line.p99_ms,
                     };
@@ -274,8 +278,16 @@ pub(super) fn print_table(figures: &[Figure], peers: &[PeerRun]) {
         );
         for p in peers {
             println!(
-                "  {}: insert {}, drain {}, e2e {}, latency {} at {}/s",
-                p.name, p.sizes.insert, p.sizes.drain, p.sizes.e2e, p.sizes.latency, p.sizes.rate
+                "  {}: insert {} (from the run's clients, and from {} against the {}-task \
+                 figure), drain {}, e2e {}, latency {} at {}/s",
+                p.name,
+                p.sizes.insert,
+                super::phases::WIDE,
+                super::phases::WIDE,
+                p.sizes.drain,
+                p.sizes.e2e,
+                p.sizes.latency,
+                p.sizes.rate
             );
         }
     }
