@@ -123,13 +123,7 @@ async fn the_last_units_go_to_exactly_as_many_sql_transactions() {
         if store.sqlite_pool().is_some() {
             continue;
         }
-        let role: String = if let Some(pool) = store.postgres_pool() {
-            sqlx::query_scalar("SELECT session_user").fetch_one(pool).await.unwrap()
-        } else {
-            "root".to_string()
-        };
-        herald.sql_grant(&role, None).await.unwrap();
-        herald.settings().await.unwrap();
+        sql_api_open(&herald).await;
         let tenant = herald.tenant_create("acme").await.unwrap().id;
         herald.quota_grant(tenant, "webhook", UNITS, None).await.unwrap();
         let mut tasks = tokio::task::JoinSet::new();
@@ -220,12 +214,7 @@ async fn an_exhausted_answer_holds_nothing_of_the_account() {
 
         // Through the SQL API, on a connection of the application's own.
         herald.submit_alone(&request(tenant, "last")).await.unwrap();
-        let role: String = match store.postgres_pool() {
-            Some(pool) => sqlx::query_scalar("SELECT session_user").fetch_one(pool).await.unwrap(),
-            None => "root".to_string(),
-        };
-        herald.sql_grant(&role, None).await.unwrap();
-        herald.settings().await.unwrap();
+        sql_api_open(&herald).await;
         let name = format!("{name}, SQL API");
         if let Some(pool) = store.postgres_pool() {
             let mut app = pool.begin().await.unwrap();
@@ -275,6 +264,17 @@ async fn goes_through(herald: &Herald, tenant: TenantId, units: i64, key: &str, 
         .await
         .unwrap_or_else(|_| panic!("{name}: a submit waits for the exhausted transaction"));
     assert!(matches!(&next, Ok(s) if !s.duplicate), "{name}: {next:?}");
+}
+
+/// The SQL API made callable on the test's own connections: their role granted every
+/// tenant, the shared settings written.
+async fn sql_api_open(herald: &Herald) {
+    let role: String = match herald.store().postgres_pool() {
+        Some(pool) => sqlx::query_scalar("SELECT session_user").fetch_one(pool).await.unwrap(),
+        None => "root".to_string(),
+    };
+    herald.sql_grant(&role, None).await.unwrap();
+    herald.settings().await.unwrap();
 }
 
 /// A concurrency error an application's retry loop runs its transaction again for: a
