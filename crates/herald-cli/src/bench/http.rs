@@ -62,47 +62,49 @@ async fn end_to_end_noop(
     let b = bar(n, "end-to-end: submit + no-op drain");
     let channel = super::harness::noop(n, b.clone());
     let w = worker(herald, channel.clone(), args.workers, Duration::from_millis(50))?;
-    let before = bench.work().await?;
-    let running = start(&w);
-    let started = Instant::now();
-    let outcome = async {
-        bench
-            .submit_herald_to(
-                n,
-                "e2e-noop",
-                &bench.tenants,
-                false,
-                "https://example.com/h",
-                Commit::Alone,
-                &ProgressBar::hidden(),
-            )
-            .await?;
-        tokio::time::timeout(DRAIN_TIMEOUT, channel.done.notified())
-            .await
-            .context("the no-op channel did not see every delivery")?;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let sent = bench.count(DeliveryState::Sent).await? as usize;
-            if sent >= n {
-                return Ok::<_, anyhow::Error>(started.elapsed());
+    let timed = async {
+        let running = start(&w);
+        let started = Instant::now();
+        let outcome = async {
+            bench
+                .submit_herald_to(
+                    n,
+                    "e2e-noop",
+                    &bench.tenants,
+                    false,
+                    "https://example.com/h",
+                    Commit::Alone,
+                    &ProgressBar::hidden(),
+                )
+                .await?;
+            tokio::time::timeout(DRAIN_TIMEOUT, channel.done.notified())
+                .await
+                .context("the no-op channel did not see every delivery")?;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let sent = bench.count(DeliveryState::Sent).await? as usize;
+                if sent >= n {
+                    return Ok::<_, anyhow::Error>(started.elapsed());
+                }
+                if Instant::now() > deadline {
+                    bail!("only {sent} of {n} deliveries are sent after the channel saw them all");
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
             }
-            if Instant::now() > deadline {
-                bail!("only {sent} of {n} deliveries are sent after the channel saw them all");
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
         }
-    }
-    .await;
-    running.stop().await?;
+        .await;
+        running.stop().await?;
+        outcome
+    };
+    let counted = bench.counted(timed).await;
     b.finish();
-    let elapsed = outcome?;
-    let after = bench.work().await?;
+    let (elapsed, work) = counted?;
     let seen = channel.sent.load(Ordering::SeqCst);
     let sent = bench.count(DeliveryState::Sent).await? as usize;
     if seen != n || sent != n {
         bail!("end-to-end, no-op: {seen} sends seen and {sent} sent in the database, expected {n}");
     }
-    Ok((rate(n, elapsed), before.zip(after).map(|(b, a)| a.since(&b))))
+    Ok((rate(n, elapsed), work))
 }
 
 /// Submit and drain at once. herald: C clients submit through the library while a worker
