@@ -39,9 +39,10 @@ async fn open(settings: &Resolved) -> Result<Herald> {
         connections_max: (settings.worker.slots as u32).saturating_add(10),
         ..herald::StoreOptions::default()
     };
-    let herald = Herald::open_with(&settings.db, &options)
-        .await?
-        .with_options(EngineOptions { max_attempts: settings.max_attempts })?;
+    let herald = Herald::open_with(&settings.db, &options).await?.with_options(EngineOptions {
+        max_attempts: settings.max_attempts,
+        queue_wait: settings.queue_wait,
+    })?;
     // The shared settings, written from this process's if the database has none yet.
     let shared = herald.settings().await?;
     if settings.max_attempts_given && shared.max_attempts != settings.max_attempts {

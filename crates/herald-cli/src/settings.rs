@@ -91,6 +91,9 @@ pub struct Settings {
     /// Open HTTP connections; further ones wait to be accepted [default: 512]
     #[arg(long, env = "HERALD_HTTP_CONNECTIONS_MAX")]
     pub http_connections_max: Option<String>,
+    /// Admission control: a submit waits at most this long for the database before it is answered 503 `busy` (nothing written), and while the oldest waiting submit has waited half of it new submits are refused at once; 10ms to 60s [default: 500ms]
+    #[arg(long, env = "HERALD_QUEUE_WAIT")]
+    pub queue_wait: Option<String>,
 }
 
 /// Typed, validated settings.
@@ -111,6 +114,7 @@ pub struct Resolved {
     pub smtp_from: Option<String>,
     pub metrics_per_tenant: bool,
     pub http: HttpOptions,
+    pub queue_wait: Duration,
 }
 
 impl Settings {
@@ -161,6 +165,15 @@ impl Settings {
             }
             Ok(d)
         };
+        let queue_wait =
+            duration(&self.queue_wait, "queue_wait", limits::SERVE_QUEUE_WAIT_DEFAULT)?;
+        if !(limits::QUEUE_WAIT_MIN..=limits::QUEUE_WAIT_MAX).contains(&queue_wait) {
+            bail!(
+                "HERALD_QUEUE_WAIT: {queue_wait:?} is not from {:?} to {:?}",
+                limits::QUEUE_WAIT_MIN,
+                limits::QUEUE_WAIT_MAX
+            );
+        }
         let listen_raw = get(&self.listen, "listen").unwrap_or_else(|| "127.0.0.1:8080".into());
         let listen = listen_raw.parse::<SocketAddr>().map_err(|_| {
             anyhow!("HERALD_LISTEN: {listen_raw:?} is not an address like 127.0.0.1:8080")
@@ -269,6 +282,7 @@ impl Settings {
             smtp_from: get(&self.smtp_from, "smtp_from"),
             metrics_per_tenant: boolean(&self.metrics_per_tenant, "metrics_per_tenant")?,
             http,
+            queue_wait,
         })
     }
 
@@ -314,6 +328,7 @@ impl Settings {
             "http_header_timeout",
             "http_body_timeout",
             "http_connections_max",
+            "queue_wait",
         ];
         let mut out = BTreeMap::new();
         for (key, value) in table {
@@ -362,6 +377,7 @@ impl std::fmt::Debug for Settings {
             .field("smtp_url", &self.smtp_url.as_deref().map(redact_url))
             .field("smtp_from", &self.smtp_from)
             .field("metrics_token", &Redacted::of(&self.metrics_token))
+            .field("queue_wait", &self.queue_wait)
             .finish()
     }
 }
@@ -380,6 +396,7 @@ impl std::fmt::Debug for Resolved {
             .field("allow_private_targets", &self.allow_private_targets)
             .field("smtp_url", &self.smtp_url.as_deref().map(redact_url))
             .field("smtp_from", &self.smtp_from)
+            .field("queue_wait", &self.queue_wait)
             .finish()
     }
 }

@@ -120,6 +120,18 @@ pub const GROUP_COMMIT_MAX: usize = 256;
 /// Group-committed transactions in flight at once per process: while one commits, the
 /// next gathers and runs its claims.
 pub const GROUP_COMMIT_LANES: usize = 2;
+/// Longest a group-committed submit of the library waits for a lane before it is answered
+/// `Busy` with nothing written; new submits are refused at once while the oldest waiting
+/// one has waited half of it (`EngineOptions::queue_wait`). As long as a transaction's
+/// deadline: the library waits rather than sheds.
+pub const QUEUE_WAIT_DEFAULT: Duration = TX_DEADLINE_DEFAULT;
+/// `HERALD_QUEUE_WAIT` of `herald serve`: an HTTP caller is answered within about this
+/// plus one batch's transaction, created or 503 `busy`, however far the offered rate
+/// exceeds what the database can take.
+pub const SERVE_QUEUE_WAIT_DEFAULT: Duration = Duration::from_millis(500);
+/// The bounds of `HERALD_QUEUE_WAIT`.
+pub const QUEUE_WAIT_MIN: Duration = Duration::from_millis(10);
+pub const QUEUE_WAIT_MAX: Duration = Duration::from_secs(60);
 
 /// Longest error message kept on an attempt row.
 pub const ERROR_MESSAGE_LEN_MAX: usize = 1000;

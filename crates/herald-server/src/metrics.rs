@@ -38,7 +38,8 @@ pub fn handle() -> Option<PrometheusHandle> {
         .clone()
 }
 
-/// Counts a submit by result: created, duplicate, reused, quota_exhausted, invalid, error.
+/// Counts a submit by result: created, duplicate, reused, quota_exhausted, invalid, busy
+/// (refused by admission control or an empty pool, nothing written), error.
 pub fn submit(result: &'static str) {
     metrics::counter!("herald_submits_total", "result" => result).increment(1);
 }
@@ -46,6 +47,10 @@ pub fn submit(result: &'static str) {
 /// Recomputes the database gauges if they are older than `GAUGE_REFRESH_EVERY`
 /// (`force` for tests).
 pub async fn refresh_gauges(herald: &Herald, force: bool) {
+    // This process's group commit, fresh on every scrape (no database needed).
+    let group = herald.group_commit_stats();
+    metrics::gauge!("herald_submits_waiting").set(group.waiting as f64);
+    metrics::gauge!("herald_submits_running").set(group.running as f64);
     {
         let mut last = LAST_REFRESH.lock().unwrap_or_else(|e| e.into_inner());
         if !force && last.is_some_and(|at| at.elapsed() < GAUGE_REFRESH_EVERY) {

@@ -34,9 +34,11 @@ pub enum Error {
         last: Option<StoreError>,
     },
 
-    /// No database connection was free within the pool's acquire timeout (or none could
-    /// be opened): nothing was done. Retry later; an HTTP caller gets 503 `busy`.
-    #[error("no database connection was available in time")]
+    /// The database could not take the work in time, and nothing was done: no connection
+    /// was free within the pool's acquire timeout (or none could be opened), or the group
+    /// commit's admission control refused a submit (`EngineOptions::queue_wait`); the
+    /// source says which. Retry later; an HTTP caller gets 503 `busy` with Retry-After.
+    #[error("the database was too busy to take this in time; nothing was done")]
     Busy {
         #[source]
         source: StoreError,

@@ -27,7 +27,14 @@
 //!   raised it, the batch runs again claim by claim, which names the member.
 //! - A COMMIT whose outcome is unknown is every member's: each gets
 //!   [`Error::CommitOutcomeUnknown`], and submitting the same request again settles it.
-//! - A member still queued at its deadline is [`Error::Busy`], with nothing written.
+//! - Admission control ([`EngineOptions::queue_wait`]): a member still queued when its
+//!   wait runs out is taken off the queue and answered [`Error::Busy`], with nothing
+//!   written; while the oldest queued member has waited half of it, new submits are
+//!   refused at once. The queue is first in, first out, so the head's age is what a new
+//!   arrival can expect to wait: when the offered rate exceeds what the database takes,
+//!   the excess is answered early instead of every caller waiting longer and longer.
+//!
+//! [`EngineOptions::queue_wait`]: crate::EngineOptions::queue_wait
 
 use crate::error::Error;
 use crate::handle::Herald;
@@ -38,7 +45,7 @@ use herald_store::quota::quota_lock;
 use herald_store::{Backend, ErrorClass, StoreError};
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -51,6 +58,12 @@ pub(crate) struct Group {
     /// Transactions committed for group-committed submits, and the submits they held.
     committed: AtomicU64,
     members: AtomicU64,
+    /// The next member's id.
+    ids: AtomicU64,
+    /// Submits refused by admission control, at once or after their wait.
+    refused: AtomicU64,
+    /// Submits taken by lanes and not yet answered.
+    running: AtomicUsize,
 }
 
 /// How much sharing the group commit achieved since the handle was opened:
@@ -61,6 +74,13 @@ pub struct GroupCommitStats {
     pub transactions: u64,
     /// Submits answered by those commits.
     pub submits: u64,
+    /// Submits answered [`Error::Busy`] by admission control, nothing written: refused on
+    /// arrival, or still queued when their wait ran out.
+    pub refused: u64,
+    /// Submits waiting for a lane now.
+    pub waiting: usize,
+    /// Submits in the lanes' transactions now.
+    pub running: usize,
 }
 
 impl fmt::Debug for Group {
@@ -81,9 +101,15 @@ struct Queue {
 
 /// One checked submit and where its answer goes.
 struct Member {
+    /// Names it in the queue, for a waiter whose wait ran out to take it off.
+    id: u64,
     req: SubmitRequest,
     checked: Checked,
+    /// When it was queued: the queue's head tells a new arrival how long it would wait.
+    queued: Instant,
     /// Still queued at this instant, it is answered `Busy`.
+    queued_until: Instant,
+    /// Of its transaction, once a lane runs it.
     deadline: Instant,
     reply: oneshot::Sender<Result<Submitted, Error>>,
 }
@@ -115,6 +141,9 @@ impl Herald {
         GroupCommitStats {
             transactions: self.group.committed.load(Ordering::Relaxed),
             submits: self.group.members.load(Ordering::Relaxed),
+            refused: self.group.refused.load(Ordering::Relaxed),
+            waiting: self.group.queue.lock().unwrap_or_else(PoisonError::into_inner).waiting.len(),
+            running: self.group.running.load(Ordering::Relaxed),
         }
     }
 
@@ -133,7 +162,8 @@ impl Herald {
     }
 
     /// Queues the checked submits and waits for their answers, in the order given; items
-    /// that failed their checks are answered at once.
+    /// that failed their checks are answered at once, and so is every item when admission
+    /// control refuses the call.
     pub(crate) async fn group_commit(
         &self,
         reqs: &[SubmitRequest],
@@ -141,9 +171,11 @@ impl Herald {
     ) -> Vec<Result<Submitted, Error>> {
         enum Pending {
             Now(Box<Result<Submitted, Error>>),
-            Later(oneshot::Receiver<Result<Submitted, Error>>),
+            Later(u64, oneshot::Receiver<Result<Submitted, Error>>),
         }
-        let deadline = Instant::now() + TX_DEADLINE_DEFAULT;
+        let queued = Instant::now();
+        let queued_until = queued + self.options.queue_wait;
+        let deadline = queued + TX_DEADLINE_DEFAULT;
         let mut members = Vec::new();
         let pending: Vec<Pending> = reqs
             .iter()
@@ -152,30 +184,79 @@ impl Herald {
                 Err(e) => Pending::Now(Box::new(Err(e))),
                 Ok(checked) => {
                     let (reply, answer) = oneshot::channel();
-                    members.push(Member { req: req.clone(), checked, deadline, reply });
-                    Pending::Later(answer)
+                    let id = self.group.ids.fetch_add(1, Ordering::Relaxed);
+                    let (req, at) = (req.clone(), queued);
+                    members.push(Member {
+                        id,
+                        req,
+                        checked,
+                        queued: at,
+                        queued_until,
+                        deadline,
+                        reply,
+                    });
+                    Pending::Later(id, answer)
                 }
             })
             .collect();
-        if !members.is_empty() {
-            self.enqueue(members);
+        if !members.is_empty()
+            && let Err(refused) = self.enqueue(members)
+        {
+            // Refused whole: every queued item's answer is the refusal.
+            self.group.refused.fetch_add(refused.len() as u64, Ordering::Relaxed);
+            for member in refused {
+                member.answer(Err(queue_full(self.options.queue_wait)));
+            }
         }
         let mut answers = Vec::with_capacity(pending.len());
         for p in pending {
             answers.push(match p {
                 Pending::Now(answer) => *answer,
-                Pending::Later(answer) => answer.await.unwrap_or_else(|_| {
-                    Err(Error::app("the group commit stopped before answering this submit"))
-                }),
+                Pending::Later(id, answer) => self.answer_of(id, queued_until, answer).await,
             });
         }
         answers
     }
 
-    fn enqueue(&self, members: Vec<Member>) {
+    /// A queued member's answer: its lane's, or [`Error::Busy`] if it is still queued when
+    /// its wait runs out (then it is taken off the queue, so nothing of it is ever written).
+    async fn answer_of(
+        &self,
+        id: u64,
+        queued_until: Instant,
+        mut answer: oneshot::Receiver<Result<Submitted, Error>>,
+    ) -> Result<Submitted, Error> {
+        let stopped = || Err(Error::app("the group commit stopped before answering this submit"));
+        match tokio::time::timeout_at(queued_until, &mut answer).await {
+            Ok(answered) => return answered.unwrap_or_else(|_| stopped()),
+            Err(_elapsed) => {
+                let mut queue = self.group.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some(at) = queue.waiting.iter().position(|m| m.id == id) {
+                    queue.waiting.remove(at);
+                    drop(queue);
+                    self.group.refused.fetch_add(1, Ordering::Relaxed);
+                    return Err(queued_too_long());
+                }
+            }
+        }
+        // A lane holds it: its transaction's deadline bounds the wait.
+        answer.await.unwrap_or_else(|_| stopped())
+    }
+
+    /// Queues `members`, or hands them back when admission control refuses them: the
+    /// oldest queued member has waited half of [`EngineOptions::queue_wait`] or more.
+    ///
+    /// [`EngineOptions::queue_wait`]: crate::EngineOptions::queue_wait
+    fn enqueue(&self, members: Vec<Member>) -> Result<(), Vec<Member>> {
         let mut queue = self.group.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(head) = queue.waiting.front()
+            && head.queued.elapsed() >= self.options.queue_wait / 2
+        {
+            return Err(members);
+        }
         queue.waiting.extend(members);
         self.start_lane_if_wanted(&mut queue);
+        Ok(())
     }
 
     /// Starts a lane when submits wait and fewer than [`Herald::group_commit_lanes`] run
@@ -183,7 +264,7 @@ impl Herald {
     fn start_lane_if_wanted(&self, queue: &mut Queue) {
         if !queue.waiting.is_empty() && queue.lanes < self.group_commit_lanes() {
             queue.lanes += 1;
-            let lane = Lane { herald: self.clone(), ended: false };
+            let lane = Lane { herald: self.clone(), ended: false, taken: 0 };
             tokio::spawn(lane.run());
         }
     }
@@ -307,6 +388,8 @@ fn owned_by_member(e: &StoreError) -> bool {
 struct Lane {
     herald: Herald,
     ended: bool,
+    /// Members of the batch it runs now, counted in [`GroupCommitStats::running`].
+    taken: usize,
 }
 
 impl Lane {
@@ -320,21 +403,30 @@ impl Lane {
                 while batch.len() < GROUP_COMMIT_MAX
                     && let Some(member) = queue.waiting.pop_front()
                 {
-                    if member.deadline <= now { expired.push(member) } else { batch.push(member) }
+                    if member.queued_until <= now {
+                        expired.push(member)
+                    } else {
+                        batch.push(member)
+                    }
                 }
                 if batch.is_empty() && expired.is_empty() {
                     queue.lanes -= 1;
                     self.ended = true;
                     return;
                 }
+                self.herald.group.running.fetch_add(batch.len(), Ordering::Relaxed);
                 self.herald.start_lane_if_wanted(&mut queue);
                 (batch, expired)
             };
+            self.herald.group.refused.fetch_add(expired.len() as u64, Ordering::Relaxed);
             for member in expired {
                 member.answer(Err(queued_too_long()));
             }
             if !batch.is_empty() {
+                self.taken = batch.len();
                 self.herald.run_batch(batch).await;
+                self.herald.group.running.fetch_sub(self.taken, Ordering::Relaxed);
+                self.taken = 0;
             }
         }
     }
@@ -342,6 +434,7 @@ impl Lane {
 
 impl Drop for Lane {
     fn drop(&mut self) {
+        self.herald.group.running.fetch_sub(self.taken, Ordering::Relaxed);
         if !self.ended {
             let mut queue = self.herald.group.queue.lock().unwrap_or_else(PoisonError::into_inner);
             queue.lanes -= 1;
@@ -353,8 +446,17 @@ impl Drop for Lane {
 fn queued_too_long() -> Error {
     Error::Busy {
         source: StoreError::Database(herald_store::tx::timed_out(
-            "the group commit (the submit waited for its turn until its deadline)",
+            "the group commit (the submit waited for its turn until its queue wait ran out)",
         )),
+    }
+}
+
+/// Admission control's refusal on arrival: the queue's head has waited half of `wait`.
+fn queue_full(wait: std::time::Duration) -> Error {
+    Error::Busy {
+        source: StoreError::Database(herald_store::tx::timed_out(&format!(
+            "the group commit's queue (full: its oldest submit has waited half of {wait:?})"
+        ))),
     }
 }
 

@@ -17,11 +17,20 @@ pub struct EngineOptions {
     /// a database that has no shared settings yet: the first process to need them writes
     /// this, and from then on every process uses the database's (`settings.rs`).
     pub max_attempts: u32,
+    /// Admission control of the group commit (`group.rs`): a submit still waiting for a
+    /// lane after this long is answered [`Error::Busy`] with nothing written, and while the
+    /// oldest waiting submit has waited half of it, new submits are refused at once. The
+    /// library's default waits as long as a transaction's deadline; `herald serve` sheds
+    /// sooner (`HERALD_QUEUE_WAIT`).
+    pub queue_wait: std::time::Duration,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { max_attempts: herald_core::limits::DELIVERY_ATTEMPTS_DEFAULT }
+        EngineOptions {
+            max_attempts: herald_core::limits::DELIVERY_ATTEMPTS_DEFAULT,
+            queue_wait: herald_core::limits::QUEUE_WAIT_DEFAULT,
+        }
     }
 }
 
@@ -78,6 +87,14 @@ impl Herald {
             return Err(Error::invalid(format!(
                 "max_attempts must be between 1 and {}",
                 herald_core::limits::DELIVERY_ATTEMPTS_MAX
+            )));
+        }
+        let waits = herald_core::limits::QUEUE_WAIT_MIN..=herald_core::limits::QUEUE_WAIT_MAX;
+        if !waits.contains(&options.queue_wait) {
+            return Err(Error::invalid(format!(
+                "queue_wait must be between {:?} and {:?}",
+                waits.start(),
+                waits.end()
             )));
         }
         self.options = options;

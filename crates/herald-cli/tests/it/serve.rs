@@ -1,6 +1,7 @@
 //! End-to-end tests of `herald serve` as real processes: the newcomer's HTTP path on the
 //! default SQLite file, two servers on one PostgreSQL with one of them SIGKILLed mid-run,
-//! a graceful SIGTERM with a send in flight, and the operator CLI.
+//! a graceful SIGTERM with a send in flight, admission control answering 503 `busy` early,
+//! and the operator CLI.
 //!
 //! Nothing here sleeps to wait for work: the tests wait on signals (a child's stderr line,
 //! the webhook receiver's channel of `webhook-id`s), each under a `tokio::time::timeout`.
@@ -88,6 +89,85 @@ async fn newcomer_path_on_the_default_sqlite_file() {
         "newcomer path: sent after {gets} GET(s); SIGTERM to exit {stop:?}; total {:?}",
         started.elapsed()
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Admission control: with the database's writes held by another session, a submit
+// arriving while the oldest queued one has waited half of HERALD_QUEUE_WAIT is answered
+// 503 `busy` at once, a queued one when its wait runs out; nothing of either is written.
+
+/// `name value` of an unlabelled series in a `/metrics` answer.
+fn series(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Polls `/metrics` until the group commit holds `running` submits in a transaction and
+/// `waiting` in its queue.
+async fn until_group(server: &Proc, running: f64, waiting: f64) {
+    const POLLS_MAX: usize = 2000;
+    for _ in 0..POLLS_MAX {
+        let metrics = call(server, "GET", "/metrics", None, None).await.body;
+        let now = (
+            series(&metrics, "herald_submits_running"),
+            series(&metrics, "herald_submits_waiting"),
+        );
+        if now == (Some(running), Some(waiting)) {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("never {running} running and {waiting} waiting; stderr:\n{}", server.stderr());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overloaded_server_answers_busy_early_and_writes_nothing() {
+    const WAIT: Duration = Duration::from_millis(400);
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let env: Vec<_> = FAST.iter().copied().chain([("HERALD_QUEUE_WAIT", "400ms")]).collect();
+    let server = Proc::serve("serve", cwd.path(), &[], &env).await;
+    let (_tenant, key, _secret) = tenant_with_quota(&server, "acme", 10).await;
+    let submit = |n: &str| json!({"operation_key": n, "channel": "webhook", "to": "https://example.com/h", "payload": {}});
+    let post = |n: &str| {
+        let (addr, key, body) = (server.addr, key.clone(), submit(n));
+        tokio::spawn(async move {
+            try_request(addr, "POST", "/v1/deliveries", Some(&key), Some(&body)).await
+        })
+    };
+    // The shared settings and the key cache are written and warmed by a first submit.
+    expect_status(&post("first").await.unwrap().unwrap(), 201, "the first submit");
+
+    let db = format!("sqlite://{}", cwd.path().join("herald.db").display());
+    let mut holder = sqlx::SqliteConnection::connect(&db).await.expect("connect");
+    sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut holder).await.expect("hold the writes");
+    let running = post("running");
+    until_group(&server, 1.0, 0.0).await;
+    let (queued_at, queued) = (Instant::now(), post("queued"));
+    until_group(&server, 1.0, 1.0).await;
+
+    tokio::time::sleep(WAIT / 2).await;
+    let arrived = Instant::now();
+    let refused = post("refused").await.unwrap().unwrap();
+    let answered = arrived.elapsed();
+    let body = expect_status(&refused, 503, "a submit while the queue is full");
+    assert_eq!(body["error"]["code"], "busy", "{body}");
+    assert_eq!(refused.retry_after.as_deref(), Some("1"), "{refused:?}");
+    assert!(answered < WAIT / 2, "refused after {answered:?}");
+    assert!(!queued.is_finished(), "the queued submit was answered first");
+
+    let timed_out = queued.await.unwrap().unwrap();
+    let body = expect_status(&timed_out, 503, "a submit queued past HERALD_QUEUE_WAIT");
+    assert_eq!(body["error"]["code"], "busy", "{body}");
+    assert!(queued_at.elapsed() >= WAIT, "answered after {:?}", queued_at.elapsed());
+    let metrics = call(&server, "GET", "/metrics", None, None).await.body;
+    assert!(metrics.contains(r#"herald_submits_total{result="busy"} 2"#), "{metrics}");
+
+    // Writes let go: the running one commits, the refused ones left nothing behind.
+    sqlx::raw_sql("ROLLBACK").execute(&mut holder).await.expect("let go");
+    expect_status(&running.await.unwrap().unwrap(), 201, "the running submit");
+    for n in ["queued", "refused"] {
+        let again = expect_status(&post(n).await.unwrap().unwrap(), 201, n);
+        assert_eq!(again["duplicate"], false, "{n}: {again}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -461,9 +541,11 @@ async fn operator_cli_path_on_sqlite() {
     let after = json_out(&herald(dir, &["quota", "show", &id, "--json"], &[]).await);
     assert_eq!(after, shown, "a refused grant changes nothing");
     // Settings are checked before the database is opened: nothing is created.
-    let cases: [(&[&str], (&str, &str), &str); 2] = [
+    let cases: [(&[&str], (&str, &str), &str); 4] = [
         (&["serve", "--lease", "10s", "--send-timeout", "30s"], ("HERALD_WORKERS", "8"), "lease"),
         (&["serve"], ("HERALD_LEASE", "abc"), "HERALD_LEASE"),
+        (&["serve"], ("HERALD_QUEUE_WAIT", "5ms"), "HERALD_QUEUE_WAIT"),
+        (&["serve"], ("HERALD_QUEUE_WAIT", "2m"), "HERALD_QUEUE_WAIT"),
     ];
     for (args, env, needle) in cases {
         let scratch = tempfile::tempdir().expect("tempdir");

@@ -194,6 +194,7 @@ fn submit_result(e: &herald::Error) -> &'static str {
         herald::Error::IdempotencyKeyReused => "reused",
         herald::Error::QuotaExhausted { .. } => "quota_exhausted",
         herald::Error::Invalid(_) => "invalid",
+        herald::Error::Busy { .. } => "busy",
         _ => "error",
     }
 }

@@ -398,3 +398,126 @@ async fn an_identity_committed_while_the_batch_plans_never_costs_a_later_submit_
         [account(tenant, "email", [1, 0, 1, 0]), account(tenant, "other", [1, 0, 1, 0])]
     );
 }
+
+/// Another session that keeps every write to `deliveries` waiting until released: SQLite's
+/// write lock, a PostgreSQL table lock, a MariaDB `LOCK TABLES`.
+enum WritesHeld {
+    Sqlite(sqlx::SqliteConnection),
+    Postgres(sqlx::PgConnection),
+    MySql(sqlx::MySqlConnection),
+}
+
+impl WritesHeld {
+    async fn take(db: &crate::common::TestDb) -> WritesHeld {
+        use sqlx::Connection;
+        match db.backend {
+            Backend::Sqlite => {
+                let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+                sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut c).await.unwrap();
+                WritesHeld::Sqlite(c)
+            }
+            Backend::Postgres => {
+                let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
+                sqlx::raw_sql("BEGIN; LOCK TABLE deliveries IN SHARE MODE")
+                    .execute(&mut c)
+                    .await
+                    .unwrap();
+                WritesHeld::Postgres(c)
+            }
+            Backend::MySql => {
+                let mut c = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+                sqlx::raw_sql("LOCK TABLES deliveries WRITE").execute(&mut c).await.unwrap();
+                WritesHeld::MySql(c)
+            }
+        }
+    }
+
+    async fn release(self) {
+        match self {
+            WritesHeld::Sqlite(mut c) => sqlx::raw_sql("ROLLBACK").execute(&mut c).await.map(drop),
+            WritesHeld::Postgres(mut c) => {
+                sqlx::raw_sql("ROLLBACK").execute(&mut c).await.map(drop)
+            }
+            WritesHeld::MySql(mut c) => {
+                sqlx::raw_sql("UNLOCK TABLES").execute(&mut c).await.map(drop)
+            }
+        }
+        .unwrap();
+    }
+}
+
+/// Polls the group commit until `running` submits are in its lanes' transactions and
+/// `waiting` wait for a lane.
+async fn until_group(herald: &Herald, running: usize, waiting: usize) {
+    let started = std::time::Instant::now();
+    loop {
+        let stats = herald.group_commit_stats();
+        if (stats.running, stats.waiting) == (running, waiting) {
+            return;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "never so: {stats:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
+/// Admission control (issue 34, point 4): when the database takes submits slower than they
+/// come, the excess is answered `Busy` early with nothing written — a submit arriving while
+/// the oldest queued one has waited half the queue wait at once, a queued one when its own
+/// wait runs out — instead of every caller waiting longer and longer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submits_past_the_queue_wait_are_answered_busy_with_nothing_written() {
+    const WAIT: std::time::Duration = std::time::Duration::from_millis(400);
+    for db in backends().await {
+        let name = db.name();
+        let options = EngineOptions { queue_wait: WAIT, ..EngineOptions::default() };
+        let herald = db.herald().await.with_options(options).unwrap();
+        let tenant = herald.tenant_create("admission").await.unwrap().id;
+        herald.quota_grant(tenant, "email", 10, None).await.unwrap();
+        // The shared settings are written by the first submit: not under the held writes.
+        herald.submit_alone(&request(tenant, "first")).await.unwrap();
+        let before = herald.group_commit_stats();
+
+        // Every lane busy with a submit whose write waits on another session.
+        let held = WritesHeld::take(&db).await;
+        let mut running = Vec::new();
+        for i in 0..herald.group_commit_lanes() {
+            let (h, req) = (herald.clone(), request(tenant, &format!("running-{i}")));
+            running.push(tokio::spawn(async move { h.submit_alone(&req).await }));
+            until_group(&herald, i + 1, 0).await;
+        }
+        // One more queues behind them.
+        let queued_at = std::time::Instant::now();
+        let (h, req) = (herald.clone(), request(tenant, "queued"));
+        let queued = tokio::spawn(async move { h.submit_alone(&req).await });
+        until_group(&herald, running.len(), 1).await;
+
+        // Half the wait later, a new submit is refused on arrival.
+        tokio::time::sleep(WAIT / 2).await;
+        let arrived = std::time::Instant::now();
+        let refused = herald.submit_alone(&request(tenant, "refused")).await;
+        assert!(matches!(refused, Err(Error::Busy { .. })), "{name}: {refused:?}");
+        assert!(arrived.elapsed() < WAIT / 2, "{name}: refused after {:?}", arrived.elapsed());
+        assert!(!queued.is_finished(), "{name}: the queued submit was answered first");
+
+        // The queued one is answered Busy when its wait runs out, writes still held.
+        let answer = queued.await.unwrap();
+        assert!(matches!(answer, Err(Error::Busy { .. })), "{name}: {answer:?}");
+        assert!(queued_at.elapsed() >= WAIT, "{name}: answered after {:?}", queued_at.elapsed());
+        assert_eq!(herald.group_commit_stats().waiting, 0, "{name}: taken off the queue");
+
+        // The running ones commit once the writes are let go; the refused left nothing.
+        held.release().await;
+        for r in running {
+            assert_eq!(kind(&r.await.unwrap()), "created", "{name}");
+        }
+        for key in ["queued", "refused"] {
+            let again = herald.submit_alone(&request(tenant, key)).await;
+            assert_eq!(kind(&again), "created", "{name}: {key} again");
+        }
+        let after = herald.group_commit_stats();
+        assert_eq!(after.refused - before.refused, 2, "{name}");
+        let quota = herald.quotas(tenant).await.unwrap();
+        let reserved: i64 = quota.iter().map(|q| q.reserved).sum();
+        assert_eq!(reserved, herald.group_commit_lanes() as i64 + 3, "{name}: {quota:?}");
+    }
+}

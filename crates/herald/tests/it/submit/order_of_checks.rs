@@ -65,7 +65,11 @@ async fn defaults_are_applied_before_the_fingerprint() {
 
         // The default is the database's shared setting, whatever a handle's own options
         // say: the first handle wrote it, and a second one configured otherwise uses it.
-        let three = db.herald().await.with_options(EngineOptions { max_attempts: 3 }).unwrap();
+        let three = db
+            .herald()
+            .await
+            .with_options(EngineOptions { max_attempts: 3, ..EngineOptions::default() })
+            .unwrap();
         let implicit = request(tenant, "welcome-3");
         let created = submit(&three, &implicit).await.unwrap();
         assert_eq!(created.delivery.max_attempts, engine_default, "{name}");
