@@ -97,9 +97,8 @@ pub async fn run(
     };
     let mut tasks = tokio::task::JoinSet::new();
     if let Some(addr) = config.listen {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServeError::Bind { addr, source })?;
+        let listener =
+            crate::listen::bind(addr).map_err(|source| ServeError::Bind { addr, source })?;
         let bound = listener.local_addr().map_err(ServeError::Http)?;
         tracing::info!(%bound, "listening");
         if let Some(ready) = ready {

@@ -221,8 +221,8 @@ async fn receive(axum::extract::State(r): axum::extract::State<Arc<Receiver>>) -
 async fn serve_local(
     router: axum::Router,
 ) -> Result<(std::net::SocketAddr, herald::CancellationToken, tokio::task::JoinHandle<()>)> {
-    let listener =
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.context("binding 127.0.0.1")?;
+    let listener = herald_server::listen::bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .context("binding 127.0.0.1")?;
     let addr = listener.local_addr()?;
     let stop = herald::CancellationToken::new();
     let task = tokio::spawn({
@@ -246,8 +246,8 @@ pub(super) async fn serve_api_local(
     router: axum::Router,
     clients: usize,
 ) -> Result<(std::net::SocketAddr, herald::CancellationToken, tokio::task::JoinHandle<()>)> {
-    let listener =
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.context("binding 127.0.0.1")?;
+    let listener = herald_server::listen::bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .context("binding 127.0.0.1")?;
     let addr = listener.local_addr()?;
     let stop = herald::CancellationToken::new();
     let options = herald_server::listen::HttpOptions {

@@ -3,13 +3,16 @@
 //! loop: each connection sends its next request when the last is answered), then at a
 //! fixed offered rate of half the 64-connection capacity (open loop: each request's
 //! latency counts from when it was due, so a stall is not hidden by the requests it held
-//! back), then `POST /v1/deliveries/batch`; 64 connections on one tenant (one account row
+//! back) and of twice it (admission control at `herald serve`'s `HERALD_QUEUE_WAIT`:
+//! every request answered, 201 or 503 `busy`, and how soon), then
+//! `POST /v1/deliveries/batch`; 64 connections on one tenant (one account row
 //! for every batch to lock), against the many-tenant figure; and the batched floor at the batch size the
 //! group commit reached at 64 connections.
 //!
 //! Every phase checks its end state before its figure counts: every request answered 201
-//! (or 201 per item), exactly that many pending deliveries in the database, every account
-//! balanced (granted = available + reserved + spent) and one unit reserved for each.
+//! (or 201 per item; in the open loops 503 `busy` too), exactly as many pending deliveries
+//! in the database as 201s, every account balanced (granted = available + reserved +
+//! spent) and one unit reserved for each.
 
 use super::harness::{Bench, bar, percentile, rate, spawn_clients};
 use super::http::{serve_api_local, stop_local};
@@ -25,6 +28,9 @@ use uuid::Uuid;
 const BATCH_ITEMS: usize = 100;
 /// Concurrent requests of the batch phase.
 const BATCH_CONNECTIONS: usize = 8;
+/// Open connections the server accepts: the open loop past capacity keeps about a queue
+/// wait's worth of requests in flight, each on a connection of its own.
+const OPEN_CONNECTIONS_MAX: usize = 4096;
 /// The closed-loop connection counts.
 const CONNECTIONS: [usize; 3] = [1, 8, 64];
 /// The hot-tenant phase, whose "floor" is the 64-connection figure over many tenants.
@@ -39,6 +45,10 @@ struct Run {
     /// Submits per commit the group commit reached.
     per_commit: f64,
     n: usize,
+    /// Of the `n`, answered 503 `busy` by admission control (open loops only).
+    refused: usize,
+    /// The slowest answer, in ms (open loops only).
+    max_ms: f64,
 }
 
 impl Run {
@@ -48,6 +58,13 @@ impl Run {
             figure(format!("{label}: p50"), self.p50_ms, "ms", None, self.n, None),
             figure(format!("{label}: p99"), self.p99_ms, "ms", None, self.n, None),
         ]
+    }
+
+    /// The share of requests answered 201; admission control answered the rest 503 `busy`.
+    fn created_figure(&self, label: &str) -> Figure {
+        let share = (self.n - self.refused) as f64 / self.n.max(1) as f64;
+        let name = format!("{label}: answered 201 (the rest 503 busy)");
+        figure(name, share * 100.0, "%", None, self.n, None)
     }
 
     fn per_commit_figure(&self, label: &str) -> Figure {
@@ -71,6 +88,8 @@ impl Run {
             p99_ms: percentile(&ms, 0.99),
             per_commit: after.submits.saturating_sub(before.submits) as f64 / transactions as f64,
             n,
+            refused: 0,
+            max_ms: ms.last().copied().unwrap_or(f64::NAN),
         }
     }
 }
@@ -105,8 +124,13 @@ pub(super) async fn http_submit_figures(
         retention: None,
         channels: vec![("webhook".to_string(), webhook)],
     };
+    // As `herald serve` runs it: admission control at its default queue wait.
+    let herald = &herald.clone().with_options(herald::EngineOptions {
+        queue_wait: herald_core::limits::SERVE_QUEUE_WAIT_DEFAULT,
+        ..*herald.options()
+    })?;
     let router = herald_server::app(herald_server::serve::state(herald, &config));
-    let (addr, stop, task) = serve_api_local(router, 512).await?;
+    let (addr, stop, task) = serve_api_local(router, OPEN_CONNECTIONS_MAX).await?;
     let result = async {
         let base = format!("http://{addr}");
         let api = Api { keys: Arc::new(api_keys(&base, &admin_key, bench).await?), base };
@@ -156,6 +180,26 @@ pub(super) async fn http_submit_figures(
         let label = format!("{prefix}submit, HTTP API, open loop at {offered:.0}/s (half capacity)");
         let run = open_loop(bench, herald, &api, offered, open_n, &label).await?;
         figures.extend(run.latency_figures(&label));
+        figures.push(run.created_figure(&label));
+
+        // Open loop at twice the capacity, for about three seconds: admission control
+        // answers the excess 503 `busy`; every answer, either way, should come within 1 s.
+        let offered = at_64.rate * 2.0;
+        let over_n = ((offered * 3.0) as usize).clamp(200, 4 * n);
+        let label = format!("{prefix}submit, HTTP API, open loop at {offered:.0}/s (twice capacity)");
+        let run = open_loop(bench, herald, &api, offered, over_n, &label).await?;
+        figures.extend(run.latency_figures(&label));
+        figures.push(figure(format!("{label}: slowest answer"), run.max_ms, "ms", None, run.n, None));
+        figures.push(run.created_figure(&label));
+        let accepted = (run.n - run.refused) as f64 / run.n as f64 * offered;
+        figures.push(figure(
+            format!("{label}: accepted (against the 64-connection capacity)"),
+            accepted,
+            "/s",
+            Some(at_64.rate),
+            run.n - run.refused,
+            None,
+        ));
 
         let label = format!(
             "{prefix}submit, HTTP batch ({BATCH_ITEMS} per request, {BATCH_CONNECTIONS} connections)"
@@ -214,6 +258,15 @@ fn body(phase: &str, i: usize) -> serde_json::Value {
 
 /// `POST /v1/deliveries` of item `i`, which must answer 201.
 async fn post_one(client: &reqwest::Client, api: &Api, phase: &str, i: usize) -> Result<()> {
+    if !post_open(client, api, phase, i).await? {
+        bail!("POST /v1/deliveries: 503 busy");
+    }
+    Ok(())
+}
+
+/// `POST /v1/deliveries` of item `i`: created (201), or refused by admission control (503
+/// `busy`, with Retry-After); anything else is an error.
+async fn post_open(client: &reqwest::Client, api: &Api, phase: &str, i: usize) -> Result<bool> {
     let response = client
         .post(format!("{}/v1/deliveries", api.base))
         .header("authorization", &api.keys[i % api.keys.len()])
@@ -223,11 +276,17 @@ async fn post_one(client: &reqwest::Client, api: &Api, phase: &str, i: usize) ->
         .await
         .context("POST /v1/deliveries")?;
     let status = response.status();
+    let retry_after = response.headers().contains_key(reqwest::header::RETRY_AFTER);
     let answer = response.bytes().await?;
-    if status != reqwest::StatusCode::CREATED {
-        bail!("POST /v1/deliveries: {status}: {}", String::from_utf8_lossy(&answer));
+    match status {
+        reqwest::StatusCode::CREATED => Ok(true),
+        reqwest::StatusCode::SERVICE_UNAVAILABLE
+            if retry_after && answer.windows(6).any(|w| w == b"\"busy\"") =>
+        {
+            Ok(false)
+        }
+        _ => bail!("POST /v1/deliveries: {status}: {}", String::from_utf8_lossy(&answer)),
     }
-    Ok(())
 }
 
 /// The phase's figure stands only if the database holds exactly `n` pending deliveries,
@@ -283,7 +342,8 @@ async fn closed_loop(
 }
 
 /// `n` requests offered at `per_second`, each sent when due (on a connection of its own
-/// when every open one is busy); latency from when it was due to its answer.
+/// when every open one is busy); latency from when it was due to its answer, 201 or 503
+/// `busy` (admission control), counted apart.
 async fn open_loop(
     bench: &Bench,
     herald: &Herald,
@@ -294,7 +354,7 @@ async fn open_loop(
 ) -> Result<Run> {
     bench.reset().await?;
     let reserved = bench.reserved_checked(label).await?;
-    let client = client(512)?;
+    let client = client(OPEN_CONNECTIONS_MAX)?;
     let b = bar(n, label);
     let before = herald.group_commit_stats();
     let start = tokio::time::Instant::now();
@@ -305,19 +365,22 @@ async fn open_loop(
         let (client, b) = (client.clone(), b.clone());
         let api = api.clone();
         tasks.spawn(async move {
-            post_one(&client, &api, "http-open", i).await?;
+            let created = post_open(&client, &api, "http-open", i).await?;
             b.inc(1);
-            Ok::<_, anyhow::Error>((tokio::time::Instant::now() - due).as_secs_f64() * 1000.0)
+            let ms = (tokio::time::Instant::now() - due).as_secs_f64() * 1000.0;
+            Ok::<_, anyhow::Error>((created, ms))
         });
     }
-    let mut ms = Vec::with_capacity(n);
+    let (mut ms, mut refused) = (Vec::with_capacity(n), 0);
     while let Some(joined) = tasks.join_next().await {
-        ms.push(joined??);
+        let (created, answered) = joined??;
+        refused += usize::from(!created);
+        ms.push(answered);
     }
     let (elapsed, after) = (start.elapsed(), herald.group_commit_stats());
     b.finish();
-    verify(bench, n, label, reserved).await?;
-    Ok(Run::new(n, elapsed, ms, before, after))
+    verify(bench, n - refused, label, reserved).await?;
+    Ok(Run { refused, ..Run::new(n, elapsed, ms, before, after) })
 }
 
 /// `n` submits as `POST /v1/deliveries/batch` of [`BATCH_ITEMS`] each, from
