@@ -502,7 +502,8 @@ async fn submits_past_the_queue_wait_are_answered_busy_with_nothing_written() {
         // The queued one is answered Busy when its wait runs out, writes still held.
         let answer = queued.await.unwrap();
         assert!(matches!(answer, Err(Error::Busy { .. })), "{name}: {answer:?}");
-        assert!(queued_at.elapsed() >= WAIT, "{name}: answered after {:?}", queued_at.elapsed());
+        let waited = queued_at.elapsed();
+        assert!(waited >= WAIT, "{name}: answered after {waited:?}");
         assert_eq!(herald.group_commit_stats().waiting, 0, "{name}: taken off the queue");
 
         // The running ones commit once the writes are let go; the refused left nothing.
