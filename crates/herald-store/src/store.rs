@@ -7,7 +7,7 @@ use crate::url::DbUrl;
 use herald_core::limits::{CONNECT_TIMEOUT, SQLITE_BUSY_TIMEOUT_DEFAULT};
 use sqlx::mysql::{MySqlConnection, MySqlPool, MySqlPoolOptions};
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgSslMode};
 use sqlx::sqlite::{SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Connection};
 use sqlx::{MySql, Postgres, Sqlite};
@@ -297,15 +297,37 @@ impl Store {
                 ]);
                 // The pool retries refused connections until its timeout and then reports
                 // only "timed out"; one direct attempt first surfaces the real reason.
-                match tokio::time::timeout(options.connect_timeout, PgConnection::connect_with(&o))
+                let probe = |o: PgConnectOptions| async move {
+                    match tokio::time::timeout(
+                        options.connect_timeout,
+                        PgConnection::connect_with(&o),
+                    )
                     .await
-                {
-                    Ok(Ok(probe)) => {
-                        let _ = probe.close().await;
+                    {
+                        Ok(Ok(probe)) => {
+                            let _ = probe.close().await;
+                            Ok(o)
+                        }
+                        Ok(Err(source)) => Err(source),
+                        Err(_elapsed) => Err(sqlx::Error::PoolTimedOut),
                     }
-                    Ok(Err(source)) => return Err(connect_error(source)),
-                    Err(_elapsed) => return Err(connect_error(sqlx::Error::PoolTimedOut)),
-                }
+                };
+                // On a loopback host under prefer (the default), TLS would encrypt traffic
+                // that never leaves the machine, unverified, and cost the drain two fifths
+                // of its rate (docs/perf.md, issue 34 point 1): plain first, as libpq's
+                // `allow`, and prefer's TLS only if the server refuses a plain session (a
+                // `hostssl`-only server, or an SSH tunnel to one). require and verify-* stay.
+                let plain_first = matches!(o.get_ssl_mode(), PgSslMode::Prefer)
+                    && crate::url::is_loopback(o.get_host());
+                let o = match plain_first {
+                    true => match probe(o.clone().ssl_mode(PgSslMode::Disable)).await {
+                        Ok(plain) => plain,
+                        // The server answered and refused: perhaps only to a plain session.
+                        Err(sqlx::Error::Database(_)) => probe(o).await.map_err(connect_error)?,
+                        Err(other) => return Err(connect_error(other)),
+                    },
+                    false => probe(o).await.map_err(connect_error)?,
+                };
                 // sqlx pings every connection it hands out, a round trip before each
                 // transaction (and before each autocommitted claim, which is one round
                 // trip otherwise). Only a connection idle long enough to have been cut

@@ -53,6 +53,15 @@ impl DbUrl {
     }
 }
 
+/// A host whose traffic never leaves the machine: `localhost`, a loopback address, a
+/// Unix socket directory.
+pub(crate) fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.starts_with('/')
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// A scheme is letters, digits, `+`, `-`, `.`, starting with a letter, and longer than one
 /// character (so `C:\data\herald.db` stays a path).
 fn is_scheme(candidate: &str) -> bool {
@@ -143,6 +152,16 @@ mod tests {
         ];
         for (input, expect) in cases {
             assert_eq!(kind(input), expect, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        for host in ["localhost", "127.0.0.1", "127.1.2.3", "::1", "[::1]", "/var/run/postgresql"] {
+            assert!(is_loopback(host), "{host}");
+        }
+        for host in ["db.example.com", "10.0.0.5", "::2", "localhost.example.com"] {
+            assert!(!is_loopback(host), "{host}");
         }
     }
 

@@ -90,6 +90,30 @@ async fn postgres_over_tls() {
     // 28000 invalid_authorization_specification: "no pg_hba.conf entry … no encryption".
     assert_eq!(code.as_deref(), Some("28000"), "{what}: {}", err.rendered);
     err.assert_names("localhost", server.port, what);
+
+    // Where the server also takes plain sessions, a loopback host under prefer (no
+    // sslmode) is plain — TLS there protects nothing and cost the drain two fifths of its
+    // rate — while require still encrypts. (Above, the hostssl-only server got prefer's
+    // TLS after refusing the plain attempt.)
+    append(&server.data.join("pg_hba.conf"), "host all all 127.0.0.1/32 trust\n");
+    let reloaded =
+        server.command("pg_ctl").arg("reload").arg("-s").arg("-D").arg(&server.data).output();
+    assert!(reloaded.is_ok_and(|o| o.status.success()), "pg_ctl reload");
+    // The postmaster rereads pg_hba.conf on the signal, shortly after: wait for a plain
+    // session to be accepted.
+    let plain = server.url("127.0.0.1", "sslmode=disable");
+    let started = std::time::Instant::now();
+    while <sqlx::PgConnection as sqlx::Connection>::connect(&plain).await.is_err() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "plain never allowed");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    for (params, tls) in [("", false), ("sslmode=prefer", false), ("sslmode=require", true)] {
+        let store = Store::open(&server.url("127.0.0.1", params), &options)
+            .await
+            .unwrap_or_else(|e| panic!("{params:?} with plain allowed: {}", chain(&e)));
+        assert_eq!(session_is_tls(&store).await, tls, "{params:?} with plain allowed");
+        store.close().await;
+    }
 }
 
 /// A server that answers "no" to the TLS request, as PostgreSQL with `ssl = off` does.
