@@ -408,6 +408,21 @@ impl Running {
     }
 }
 
+/// The peak resident size [`before_overload`] saw, in KiB (0 until it ran).
+pub(super) static PEAK_BEFORE_OVERLOAD: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+
+/// Runs `phase` after noting the process's peak resident size so far: the open loop past
+/// capacity keeps thousands of connections of its own client in this process, which then
+/// hold most of its memory (and glibc keeps it after), so the figure that measures herald
+/// is the one from before.
+pub(super) async fn before_overload<T>(phase: impl std::future::Future<Output = T>) -> T {
+    if let Some(kib) = peak_rss_kib() {
+        PEAK_BEFORE_OVERLOAD.fetch_max(kib, std::sync::atomic::Ordering::Relaxed);
+    }
+    phase.await
+}
+
 pub(super) fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status

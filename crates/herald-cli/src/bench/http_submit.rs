@@ -187,7 +187,10 @@ pub(super) async fn http_submit_figures(
         let offered = at_64.rate * 2.0;
         let over_n = ((offered * 3.0) as usize).clamp(200, 4 * n);
         let label = format!("{prefix}submit, HTTP API, open loop at {offered:.0}/s (twice capacity)");
-        let run = open_loop(bench, herald, &api, offered, over_n, &label).await?;
+        let run = super::harness::before_overload(open_loop(
+            bench, herald, &api, offered, over_n, &label,
+        ))
+        .await?;
         figures.extend(run.latency_figures(&label));
         figures.push(figure(format!("{label}: slowest answer"), run.max_ms, "ms", None, run.n, None));
         figures.push(run.created_figure(&label));

@@ -478,6 +478,11 @@ pub(super) async fn phases(
     if let Some(kib) = peak_rss_kib() {
         figures.push(figure("peak RSS of this process", kib as f64 / 1024.0, "MiB", None, 0, None));
     }
+    let before = super::harness::PEAK_BEFORE_OVERLOAD.load(std::sync::atomic::Ordering::Relaxed);
+    if before > 0 {
+        let name = "peak RSS of this process before the twice-capacity open loop";
+        figures.push(figure(name, before as f64 / 1024.0, "MiB", None, 0, None));
+    }
     Ok(figures)
 }
 
