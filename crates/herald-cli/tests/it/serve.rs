@@ -144,6 +144,7 @@ async fn an_overloaded_server_answers_busy_early_and_writes_nothing() {
     let (queued_at, queued) = (Instant::now(), post("queued"));
     until_group(&server, 1.0, 1.0).await;
 
+    // The time passing is what is under test: no signal stands for it.
     tokio::time::sleep(WAIT / 2).await;
     let arrived = Instant::now();
     let refused = post("refused").await.unwrap().unwrap();
