@@ -37,13 +37,6 @@ pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// costs one reconnect, never a wait. Whole seconds (MariaDB's unit).
 pub const SESSION_IDLE_MAX: Duration = Duration::from_secs(5);
 
-/// A session's own bound on a transaction left idle, for the moment no transaction of
-/// herald's has set a tighter one: a transaction whose statement failed reverts its `SET
-/// LOCAL`s when it aborts, and one whose client then went silent stayed "idle in
-/// transaction (aborted)" for good. The runner's default deadline plus the grace every
-/// transaction gets (`tx::IDLE_IN_TRANSACTION_GRACE`).
-const SESSION_IDLE_IN_TRANSACTION_MAX: Duration = Duration::from_secs(13);
-
 /// TCP keepalive on the server's side of each session (PostgreSQL), so a client whose host
 /// or network vanished is noticed within about 11 s, not the kernel's two hours:
 /// idle seconds, then probes this many seconds apart, this many times.
@@ -289,7 +282,10 @@ impl Store {
                     ("idle_session_timeout", format!("{}ms", SESSION_IDLE_MAX.as_millis())),
                     (
                         "idle_in_transaction_session_timeout",
-                        format!("{}ms", SESSION_IDLE_IN_TRANSACTION_MAX.as_millis()),
+                        // The session's, not each transaction's `SET LOCAL`: a transaction
+                        // that aborts reverts those, and stayed "idle in transaction
+                        // (aborted)" for good when its client then went silent.
+                        format!("{}ms", crate::tx::IDLE_IN_TRANSACTION_MAX.as_millis()),
                     ),
                     ("tcp_keepalives_idle", SERVER_KEEPALIVE.0.to_string()),
                     ("tcp_keepalives_interval", SERVER_KEEPALIVE.1.to_string()),

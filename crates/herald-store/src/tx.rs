@@ -3,9 +3,9 @@
 //!
 //! - PostgreSQL: `BEGIN ISOLATION LEVEL …; SET LOCAL statement_timeout …` in one round
 //!   trip, so no statement inside the transaction — lock waits included, which
-//!   `statement_timeout` counts too — outlives the caller's deadline; and
-//!   `idle_in_transaction_session_timeout` a little longer, so a transaction whose client
-//!   went silent does not hold its locks until TCP gives up. (A separate
+//!   `statement_timeout` counts too — outlives the caller's deadline; the session's own
+//!   `idle_in_transaction_session_timeout` ([`IDLE_IN_TRANSACTION_MAX`]) ends a
+//!   transaction whose client went silent before TCP would give up. (A separate
 //!   `lock_timeout` would be one more statement per transaction for nothing: it could only
 //!   fire at the same moment.)
 //! - MariaDB/MySQL: `SET SESSION innodb_lock_wait_timeout = …, max_statement_time = …;
@@ -43,10 +43,18 @@ use sqlx_core::transaction::TransactionManager;
 
 use std::time::Duration;
 
-/// How much longer than its wait bound a PostgreSQL transaction may sit idle before the
-/// server ends it (and its session): the runner gives COMMIT at least a second past the
-/// deadline, and a rollback another.
-pub const IDLE_IN_TRANSACTION_GRACE: Duration = Duration::from_secs(3);
+/// The longest a transaction of herald's may sit idle between two of its statements before
+/// the server ends it, and its session (PostgreSQL `idle_in_transaction_session_timeout`,
+/// MariaDB `idle_transaction_timeout`, MySQL `wait_timeout`; whole seconds, MariaDB's unit).
+/// herald's own transactions send each statement as soon as the last one answered, and a
+/// runner closure holds database work only, so a transaction idle this long has a client
+/// that went silent (a flow a firewall dropped, a process stopped): until the server ends
+/// it, its row locks — an account stripe, a lease — make every other transaction that
+/// needs them wait, and its session outlives herald's pool bound (issue 32: with this
+/// bound at the wait bound plus 3 s, 13 s, MariaDB held 21–42 sessions for a pool of 18
+/// under the fault proxy). When herald gives a transaction up at its deadline, the server
+/// has already ended a silent one.
+pub const IDLE_IN_TRANSACTION_MAX: Duration = Duration::from_secs(2);
 
 /// The longest a ROLLBACK may take before its connection is given up (closed).
 pub const ROLLBACK_TIMEOUT: Duration = Duration::from_secs(1);
@@ -201,10 +209,10 @@ impl Store {
             // flow sends no FIN, and TCP keepalive takes hours): otherwise its row locks —
             // a lease whose COMMIT never arrived, say — would hide those rows from every
             // `SKIP LOCKED` lease until the connection is finally torn down.
-            let idle_ms = wait_ms.saturating_add(IDLE_IN_TRANSACTION_GRACE.as_millis());
+            // (`idle_in_transaction_session_timeout` is the session's own, set when it
+            // opened: `IDLE_IN_TRANSACTION_MAX`, which an aborted transaction cannot revert.)
             let sql = format!(
-                "BEGIN ISOLATION LEVEL {}; SET LOCAL statement_timeout = '{wait_ms}ms'; \
-                 SET LOCAL idle_in_transaction_session_timeout = '{idle_ms}ms'",
+                "BEGIN ISOLATION LEVEL {}; SET LOCAL statement_timeout = '{wait_ms}ms'",
                 options.isolation.sql()
             );
             let conn = pool.acquire().await?;

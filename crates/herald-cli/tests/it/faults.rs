@@ -44,6 +44,17 @@ const STATE_READS_MAX: usize = 20_000;
 /// One submit is retried (same operation key) at most this often.
 const SUBMIT_TRIES_MAX: usize = 200;
 
+/// Fault number `n` of a run: mostly a reset; every [`BLACKHOLE_EVERY`]th a connection
+/// that goes silent instead, as behind a firewall that dropped the flow (only a timeout
+/// ends it).
+fn fault(proxy: &FaultProxy, n: u64) {
+    if n.is_multiple_of(BLACKHOLE_EVERY) {
+        proxy.blackhole_random();
+    } else {
+        proxy.reset_random();
+    }
+}
+
 /// `url` with its `host:port` replaced by `addr`.
 fn through(url: &str, addr: SocketAddr) -> String {
     let start = url.find('@').map(|at| at + 1).or_else(|| url.find("://").map(|s| s + 3));
@@ -179,13 +190,7 @@ async fn resets_lose_nothing(base: &str, shared: SharedDb) {
             {
                 tick.tick().await;
                 n += 1;
-                // Mostly resets; every tenth fault a connection that goes silent instead,
-                // as behind a firewall that dropped the flow (only a timeout ends it).
-                if n.is_multiple_of(BLACKHOLE_EVERY) {
-                    proxy_resets.blackhole_random();
-                } else {
-                    proxy_resets.reset_random();
-                }
+                fault(&proxy_resets, n);
             }
             Instant::now()
         });
@@ -288,13 +293,8 @@ async fn resets_lose_nothing(base: &str, shared: SharedDb) {
 
     let _ = stop_counting.send(true);
     let held = counter.await.expect("counter task");
-    // On MariaDB the bound does not hold yet: a transaction whose connection went silent
-    // keeps its row locks until its idle bound (the lock wait plus 3 s), the submits
-    // behind it wait on the server for their whole statement bound, and herald, having
-    // given those up at its deadline, opens others meanwhile (36–42 sessions for 18, see
-    // docs/reliability.md). Printed there, asserted on PostgreSQL.
     assert!(
-        held.max <= CONNECTIONS_BOUND || matches!(shared, SharedDb::MySql(_)),
+        held.max <= CONNECTIONS_BOUND,
         "{}: the server held {} connections of herald's at once ({:?} in), more than its pool's \
          {CONNECTIONS_BOUND} (each second: {:?}); stderr:\n{}",
         shared.name(),

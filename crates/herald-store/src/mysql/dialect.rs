@@ -50,7 +50,7 @@ impl Flavor {
     /// wait bounds, the isolation, BEGIN — one round trip.
     ///
     /// The server also ends the transaction (and the session) if its client goes silent
-    /// for `idle_s`, a little longer than the wait bound: a connection whose flow was
+    /// between statements for [`crate::tx::IDLE_IN_TRANSACTION_MAX`]: a connection whose flow was
     /// dropped sends no FIN, TCP keepalive takes hours and `wait_timeout` is 8 hours by
     /// default, and until then its row locks — an account's, say — would make every
     /// other claim on that account wait out its deadline (found by the fault test, whose
@@ -59,7 +59,7 @@ impl Flavor {
     pub fn begin_sql(self, wait_ms: u128, isolation: &str) -> String {
         // InnoDB's lock wait, and the metadata-lock wait, take whole seconds (at least 1).
         let lock_s = wait_ms.div_ceil(1000).max(1);
-        let idle_s = lock_s + crate::tx::IDLE_IN_TRANSACTION_GRACE.as_secs() as u128;
+        let idle_s = crate::tx::IDLE_IN_TRANSACTION_MAX.as_secs();
         let bounds = match self {
             Flavor::MariaDb => format!(
                 "max_statement_time = {:.3}, idle_transaction_timeout = {idle_s}",
@@ -199,7 +199,7 @@ mod tests {
         assert_eq!(
             Flavor::MariaDb.begin_sql(2_500, "READ COMMITTED"),
             "SET SESSION innodb_lock_wait_timeout = 3, lock_wait_timeout = 3, \
-             max_statement_time = 2.500, idle_transaction_timeout = 6, \
+             max_statement_time = 2.500, idle_transaction_timeout = 2, \
              tx_isolation = 'READ-COMMITTED'; BEGIN"
         );
         assert!(Flavor::MySql.begin_sql(1, "READ COMMITTED").contains("= 1, lock_wait"));

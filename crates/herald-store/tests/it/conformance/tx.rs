@@ -7,14 +7,17 @@ use super::*;
 use herald_store::conn::{savepoint_begin, savepoint_release, savepoint_rollback};
 use herald_store::deliveries::{Claim, NewDelivery, delivery_claim};
 use herald_store::keys::{api_key_insert, api_key_lookup};
-use herald_store::tx::IDLE_IN_TRANSACTION_GRACE;
-use herald_store::{AsConn, Backend, BeginOptions, Isolation, Now, StoreTx};
+use herald_store::tx::IDLE_IN_TRANSACTION_MAX;
+use herald_store::{
+    AsConn, Backend, BeginOptions, ErrorClass, Isolation, Now, StoreError, StoreTx,
+};
 use std::time::Duration;
 
 conformance!(
     a_transaction_carries_its_wait_bound_and_isolation,
     a_savepoint_rolled_back_undoes_only_its_work_and_the_transaction_goes_on,
     an_abandoned_transaction_keeps_nothing,
+    a_transaction_left_idle_past_its_bound_is_ended_by_the_server,
 );
 
 async fn a_transaction_carries_its_wait_bound_and_isolation(db: &Db) {
@@ -42,7 +45,7 @@ async fn a_transaction_carries_its_wait_bound_and_isolation(db: &Db) {
             .unwrap();
             assert_eq!((lock_wait, statement), (2, 1.234), "whole seconds up, and to the ms");
             // A transaction whose client goes silent is ended by the server soon after.
-            assert_eq!(idle, 2 + IDLE_IN_TRANSACTION_GRACE.as_secs() as i64);
+            assert_eq!(idle, IDLE_IN_TRANSACTION_MAX.as_secs() as i64);
             tx.commit().await.unwrap();
             // READ COMMITTED by default, not MariaDB's REPEATABLE READ: a second read sees
             // what another transaction committed after the first.
@@ -73,7 +76,7 @@ async fn a_transaction_carries_its_wait_bound_and_isolation(db: &Db) {
             let settings = [
                 ("transaction_isolation", "serializable"),
                 ("statement_timeout", "1234ms"),
-                ("idle_in_transaction_session_timeout", "4234ms"),
+                ("idle_in_transaction_session_timeout", "2s"),
             ];
             for (setting, expected) in settings {
                 let sql = format!("SELECT current_setting('{setting}')");
@@ -132,6 +135,28 @@ async fn an_abandoned_transaction_keeps_nothing(db: &Db) {
     assert_eq!(db.balance(t).await, (GRANTED, 0, 0));
     // The pool goes on: the same claim again, committed.
     claimed(db, t, "order-1", at(0)).await;
+}
+
+/// The server ends a transaction of herald's idle between statements for longer than
+/// `IDLE_IN_TRANSACTION_MAX`, and with it its locks: what frees an account stripe or a lease
+/// whose client went silent. Its next statement finds the connection gone (a lost
+/// connection, which the runner retries), and nothing of it was kept.
+async fn a_transaction_left_idle_past_its_bound_is_ended_by_the_server(db: &Db) {
+    if db.backend() == Backend::Sqlite {
+        return; // one process's file: no server to end anything, no client to go silent
+    }
+    let t = funded(db).await;
+    let new = new_delivery(t, "order-1");
+    let mut tx = db.tx().await;
+    delivery_claim_on(&mut tx, &new).await;
+    // The server's own timer is under test: nothing to poll for.
+    tokio::time::sleep(IDLE_IN_TRANSACTION_MAX + Duration::from_millis(700)).await;
+    let after = raw_query_as!(tx.as_conn(), "SELECT count(*) FROM tenants", [], fetch_one);
+    let error: StoreError = after.map(|(_,): (i64,)| ()).expect_err("ended by the server").into();
+    assert_eq!(error.class(), ErrorClass::ConnectionLost, "{error}");
+    tx.abandon();
+    assert!(db.find(new.id).await.is_none());
+    assert_eq!(db.balance(t).await, (GRANTED, 0, 0));
 }
 
 async fn delivery_claim_on(tx: &mut StoreTx, new: &NewDelivery<'_>) {
