@@ -99,6 +99,10 @@ pub struct BeginOptions {
     pub sqlite_lock: SqliteLock,
     /// The longest any single lock or statement wait in this transaction may take.
     pub wait_max: Duration,
+    /// The longest the transaction may sit idle between statements before the server ends
+    /// it: [`IDLE_IN_TRANSACTION_MAX`] unless it holds a lock on purpose while something
+    /// else happens (the demo's other application). Whole seconds on MariaDB.
+    pub idle_max: Duration,
 }
 
 impl Default for BeginOptions {
@@ -107,6 +111,7 @@ impl Default for BeginOptions {
             isolation: Isolation::default(),
             sqlite_lock: SqliteLock::default(),
             wait_max: herald_core::limits::TX_DEADLINE_DEFAULT,
+            idle_max: IDLE_IN_TRANSACTION_MAX,
         }
     }
 }
@@ -210,11 +215,18 @@ impl Store {
             // a lease whose COMMIT never arrived, say — would hide those rows from every
             // `SKIP LOCKED` lease until the connection is finally torn down.
             // (`idle_in_transaction_session_timeout` is the session's own, set when it
-            // opened: `IDLE_IN_TRANSACTION_MAX`, which an aborted transaction cannot revert.)
-            let sql = format!(
+            // opened: `IDLE_IN_TRANSACTION_MAX`, which an aborted transaction cannot revert;
+            // only a transaction that asks for another bound sets its own.)
+            let mut sql = format!(
                 "BEGIN ISOLATION LEVEL {}; SET LOCAL statement_timeout = '{wait_ms}ms'",
                 options.isolation.sql()
             );
+            if options.idle_max != IDLE_IN_TRANSACTION_MAX {
+                let idle_ms = options.idle_max.as_millis().clamp(1, i32::MAX as u128);
+                sql.push_str(&format!(
+                    "; SET LOCAL idle_in_transaction_session_timeout = '{idle_ms}ms'"
+                ));
+            }
             let conn = pool.acquire().await?;
             return Ok(StoreTx::Postgres(PooledTx::begin(conn, sql).await?));
         }
@@ -224,7 +236,7 @@ impl Store {
             // by default), so no wait outlives the caller's deadline by more than its
             // rounding (MySQL's bounds: `mysql::dialect`). The session values go back to
             // the server's when the connection returns to the pool.
-            let sql = flavor.begin_sql(wait_ms, options.isolation.sql());
+            let sql = flavor.begin_sql(wait_ms, options.idle_max, options.isolation.sql());
             let conn = pool.acquire().await?;
             return Ok(StoreTx::MySql(PooledTx::begin(conn, sql).await?));
         }

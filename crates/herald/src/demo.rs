@@ -139,7 +139,12 @@ async fn lock_wait_part(herald: &Herald) -> Result<LockWait, Error> {
     let (locked, held) = tokio::sync::oneshot::channel();
     let (release, released) = tokio::sync::oneshot::channel::<()>();
     let holder = tokio::spawn(async move {
-        let begin = BeginOptions { wait_max: LOCK_HELD_AT_MOST, ..BeginOptions::default() };
+        // The other application's transaction holds the lock idle, on purpose.
+        let begin = BeginOptions {
+            wait_max: LOCK_HELD_AT_MOST,
+            idle_max: LOCK_HELD_AT_MOST,
+            ..BeginOptions::default()
+        };
         let mut tx = store.begin(&begin).await?;
         demo_account_touch(conn(&mut tx), 1).await?;
         let _ = locked.send(());

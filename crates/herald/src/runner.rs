@@ -122,6 +122,7 @@ impl Herald {
                 isolation: options.isolation,
                 sqlite_lock: SqliteLock::Immediate,
                 wait_max: remaining,
+                ..BeginOptions::default()
             };
             let conflict = match tokio::time::timeout(remaining, self.store.begin(&begin)).await {
                 Err(_elapsed) => return Err(expired(attempt, None)),

@@ -17,6 +17,7 @@
 //! within that second).
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 /// Which server a MariaDB-protocol connection reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,16 +51,17 @@ impl Flavor {
     /// wait bounds, the isolation, BEGIN — one round trip.
     ///
     /// The server also ends the transaction (and the session) if its client goes silent
-    /// between statements for [`crate::tx::IDLE_IN_TRANSACTION_MAX`]: a connection whose flow was
+    /// between statements for `idle_max` (whole seconds; [`crate::tx::IDLE_IN_TRANSACTION_MAX`]
+    /// unless the caller holds a lock on purpose): a connection whose flow was
     /// dropped sends no FIN, TCP keepalive takes hours and `wait_timeout` is 8 hours by
     /// default, and until then its row locks — an account's, say — would make every
     /// other claim on that account wait out its deadline (found by the fault test, whose
     /// proxy silences connections mid-transaction). PostgreSQL's counterpart is
     /// `idle_in_transaction_session_timeout` (`Store::begin`).
-    pub fn begin_sql(self, wait_ms: u128, isolation: &str) -> String {
+    pub fn begin_sql(self, wait_ms: u128, idle_max: Duration, isolation: &str) -> String {
         // InnoDB's lock wait, and the metadata-lock wait, take whole seconds (at least 1).
         let lock_s = wait_ms.div_ceil(1000).max(1);
-        let idle_s = crate::tx::IDLE_IN_TRANSACTION_MAX.as_secs();
+        let idle_s = idle_max.as_secs().max(1);
         let bounds = match self {
             Flavor::MariaDb => format!(
                 "max_statement_time = {:.3}, idle_transaction_timeout = {idle_s}",
@@ -189,20 +191,21 @@ mod tests {
 
     #[test]
     fn mysql_gets_its_own_bounds_and_collation() {
+        const IDLE: std::time::Duration = crate::tx::IDLE_IN_TRANSACTION_MAX;
         for sql in [
-            Flavor::MySql.begin_sql(2_500, "READ COMMITTED"),
+            Flavor::MySql.begin_sql(2_500, IDLE, "READ COMMITTED"),
             Flavor::MySql.session_defaults().to_string(),
             Flavor::MySql.unbounded_statements().to_string(),
         ] {
             assert!(mariadb_only(&sql).is_empty(), "{sql}");
         }
         assert_eq!(
-            Flavor::MariaDb.begin_sql(2_500, "READ COMMITTED"),
+            Flavor::MariaDb.begin_sql(2_500, IDLE, "READ COMMITTED"),
             "SET SESSION innodb_lock_wait_timeout = 3, lock_wait_timeout = 3, \
              max_statement_time = 2.500, idle_transaction_timeout = 2, \
              tx_isolation = 'READ-COMMITTED'; BEGIN"
         );
-        assert!(Flavor::MySql.begin_sql(1, "READ COMMITTED").contains("= 1, lock_wait"));
+        assert!(Flavor::MySql.begin_sql(1, IDLE, "READ COMMITTED").contains("= 1, lock_wait"));
         let idle_s = crate::store::SESSION_IDLE_MAX.as_secs();
         assert!(Flavor::MySql.session_defaults().ends_with(&format!("wait_timeout = {idle_s}")));
         assert!(Flavor::MariaDb.session_idle_bound().ends_with(&format!("= {idle_s}")));

@@ -236,7 +236,12 @@ async fn a_submit_alone_past_its_deadline_is_unknown_and_resubmitting_settles_it
         let req = request(tenant, "evt-blocked");
 
         // Another transaction holds the tenant's account row past the submit's deadline.
+        // (Another application's: herald's own sessions end a transaction idle for 2 s.)
         let mut holder = pool.begin().await.unwrap();
+        sqlx::raw_sql("SET LOCAL idle_in_transaction_session_timeout = 0")
+            .execute(&mut *holder)
+            .await
+            .unwrap();
         sqlx::query("SELECT 1 FROM quota_accounts WHERE tenant_id = $1 FOR UPDATE")
             .bind(tenant.as_uuid())
             .execute(&mut *holder)
