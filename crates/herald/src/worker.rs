@@ -268,7 +268,7 @@ impl Worker {
             while let Some(joined) = inflight.try_join_next() {
                 settle(&mut known, joined);
             }
-            if known.suspect() {
+            if known.check_due(Instant::now()) {
                 self.hand_back_orphans(&mut known).await;
             }
             let free = options.slots.saturating_sub(inflight.len());
@@ -299,7 +299,10 @@ impl Worker {
                     }
                     Err(e) => {
                         if matches!(e, Error::CommitOutcomeUnknown { .. }) {
-                            known.outcome_unknown();
+                            // The lease ran under the runner's default options: its COMMIT
+                            // ends on the server within the statement bound, which the
+                            // deadline caps, counted from no earlier than now.
+                            known.outcome_unknown(Instant::now() + OUTCOME_SETTLES_WITHIN);
                         }
                         tracing::warn!(error = %e, "leasing failed; polling again");
                     }
@@ -346,6 +349,8 @@ impl Worker {
     /// `known_leases`): no send of theirs started, so no attempt is spent. Until that has
     /// worked once, it is tried again at the next turn of the loop.
     async fn hand_back_orphans(&self, known: &mut KnownLeases) {
+        let began = Instant::now();
+        known.checking(began);
         let herald = &self.inner.herald;
         let (worker, now) = (self.inner.options.id.as_str(), herald.clock().now());
         let live = herald
@@ -360,6 +365,12 @@ impl Worker {
             Err(e) => return tracing::debug!(error = %e, "looking for orphaned leases failed"),
         };
         let orphans = known.orphans(&live);
+        if orphans.is_empty() {
+            if live.len() < ORPHANS_BATCH_MAX {
+                known.cleared(began);
+            }
+            return;
+        }
         let handed = herald
             .transaction(|tx| {
                 let orphans = &orphans;
@@ -382,7 +393,7 @@ impl Worker {
                     herald.wake().soon();
                 }
                 if live.len() < ORPHANS_BATCH_MAX {
-                    known.cleared();
+                    known.cleared(began);
                 }
             }
             Err(e) => tracing::debug!(error = %e, "handing back orphaned leases failed"),
@@ -646,3 +657,8 @@ fn settle(known: &mut KnownLeases, joined: Result<(LeaseKey, bool), tokio::task:
 
 /// Longest a busy worker with few free slots waits for more before leasing anyway.
 const LEASE_COOLDOWN: Duration = Duration::from_millis(5);
+/// A lease statement whose COMMIT went unanswered has ended on the server by this long
+/// after the worker heard of it: the runner's default deadline caps its statement bound,
+/// plus a second for the servers' rounding (InnoDB's lock wait takes whole seconds).
+const OUTCOME_SETTLES_WITHIN: Duration =
+    Duration::from_secs(herald_core::limits::TX_DEADLINE_DEFAULT.as_secs() + 1);

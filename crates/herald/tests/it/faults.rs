@@ -107,6 +107,25 @@ async fn a_lease_whose_commit_went_unanswered_is_handed_back_and_sent() {
         tokio::task::yield_now().await;
     }
     proxy.reset_all();
+    // The COMMIT goes on for its two seconds on the server, and the worker, told its
+    // connection broke, checks its leases meanwhile and finds none yet (nothing here
+    // makes it wait: a DROP TRIGGER queued now would hold its read back until the COMMIT
+    // ended, which once hid this race). Only then is the trigger dropped.
+    let mut reads = 0;
+    loop {
+        let sleeping: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        if sleeping == 0 {
+            break;
+        }
+        reads += 1;
+        assert!(reads < READS_MAX, "the held COMMIT never ended");
+        tokio::task::yield_now().await;
+    }
     sqlx::raw_sql("DROP TRIGGER slow_lease ON deliveries").execute(&mut conn).await.unwrap();
 
     let started = Instant::now();
