@@ -16,6 +16,12 @@ use sha2::{Digest, Sha256};
 /// The version every new delivery's fingerprint is computed in.
 pub const FINGERPRINT_VERSION: i16 = 2;
 
+/// A row whose fingerprint the *client* computed (`submit_v2`): version 2's rules and
+/// bytes, compared as version 2 by a repeat, and checked by herald against the row before
+/// each send, since nothing but the client vouched for it (ARCHITECTURE.md, "The client's
+/// fingerprint").
+pub const FINGERPRINT_CLIENT: i16 = 3;
+
 /// The fields that make up a delivery's meaning, defaults resolved.
 #[derive(Debug, Clone, Copy)]
 pub struct Resolved<'a> {
@@ -80,7 +86,7 @@ pub fn fingerprint(r: &Resolved<'_>) -> [u8; 32] {
 pub fn fingerprint_in(version: i16, r: &Resolved<'_>) -> Option<[u8; 32]> {
     match version {
         1 => v1::fingerprint(r),
-        FINGERPRINT_VERSION => Some(fingerprint(r)),
+        FINGERPRINT_VERSION | FINGERPRINT_CLIENT => Some(fingerprint(r)),
         _ => None,
     }
 }
@@ -109,6 +115,8 @@ mod tests {
         assert_ne!(fingerprint(&base), fingerprint(&Resolved { max_attempts: 6, ..base }));
         assert_ne!(fingerprint(&base), fingerprint(&Resolved { send_at_ms: Some(1), ..base }));
         assert_eq!(fingerprint_in(FINGERPRINT_VERSION, &base), Some(fingerprint(&base)));
-        assert_eq!(fingerprint_in(3, &base), None);
+        // A client-computed row compares as version 2; an unknown version matches nothing.
+        assert_eq!(fingerprint_in(FINGERPRINT_CLIENT, &base), Some(fingerprint(&base)));
+        assert_eq!(fingerprint_in(4, &base), None);
     }
 }

@@ -47,6 +47,7 @@ const MYSQL: &[(i64, &str, &str)] = &[
     (3, "operators", include_str!("../migrations/mysql/0003_operators.sql")),
     (4, "routines", include_str!("../migrations/mysql/0004_routines.sql")),
     (5, "striped accounts", include_str!("../migrations/mysql/0005_striped_accounts.sql")),
+    (6, "client fingerprint", include_str!("../migrations/mysql/0006_client_fingerprint.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -1,5 +1,6 @@
 //! Operator alerts: conditions only an operator can fix (the SMTP relay refuses herald's
-//! credentials, or cannot be reached). Each is counted in `herald_operator_alerts_total`
+//! credentials, or cannot be reached; a client hands over fingerprints that are not its
+//! requests'). Each is counted in `herald_operator_alerts_total`
 //! (what the shipped alert rules watch) and kept here, per reason, with when it last
 //! happened, for the dashboard. Both are this process's own since it started.
 
@@ -16,6 +17,17 @@ pub struct AlertCount {
 }
 
 static RAISED: Mutex<BTreeMap<&'static str, (u64, i64)>> = Mutex::new(BTreeMap::new());
+
+/// A client's fingerprint (`submit_v2`) was not that of its request: the delivery failed
+/// unsent (`fingerprint_mismatch`).
+pub const FINGERPRINT_MISMATCH: &str = "fingerprint_mismatch";
+
+/// Makes `reason`'s series exist at 0 before it is first raised: the shipped rules watch
+/// `increase()`, which cannot see a series that appears at 1, so a reason raised once in a
+/// process's life would otherwise never alert.
+pub fn register(reason: &'static str) {
+    metrics::counter!("herald_operator_alerts_total", "reason" => reason).increment(0);
+}
 
 /// Raises an operator alert.
 pub fn raise(reason: &'static str) {

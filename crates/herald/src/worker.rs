@@ -196,6 +196,7 @@ impl Worker {
         channels: impl IntoIterator<Item = (String, Arc<dyn Channel>)>,
     ) -> Result<Worker, Error> {
         options.validate()?;
+        crate::alerts::register(crate::alerts::FINGERPRINT_MISMATCH);
         let channels: BTreeMap<_, _> = channels.into_iter().collect();
         let channel_names = channels.keys().cloned().collect();
         let (recorder, counts) = (OnceLock::new(), Arc::default());
@@ -486,6 +487,20 @@ impl Inner {
         let n = d.attempts;
         let outcome = match self.channels.get(&d.channel) {
             None => Outcome::transient("channel_unavailable", "no adapter for this channel here"),
+            Some(_) if !client_fingerprint_holds(&row) => {
+                crate::alerts::raise(crate::alerts::FINGERPRINT_MISMATCH);
+                tracing::error!(
+                    fingerprint_version = d.fingerprint_version,
+                    "the fingerprint the client submitted is not that of the stored request; \
+                     failing the delivery without sending it"
+                );
+                Outcome::terminal(
+                    "fingerprint_mismatch",
+                    "the fingerprint handed over with this delivery (submit_v2) is not the one \
+                     herald computes from its stored request: a client forged or miscomputed \
+                     it; nothing was sent",
+                )
+            }
             Some(channel) => {
                 let payload = match serde_json::from_str::<serde_json::Value>(&row.payload) {
                     Ok(_) => Payload::from_text(row.payload.clone()),
@@ -653,6 +668,32 @@ fn settle(known: &mut KnownLeases, joined: Result<(LeaseKey, bool), tokio::task:
     if let Ok((lease, recorded)) = joined {
         known.ended(lease, recorded);
     }
+}
+
+/// Whether the row's fingerprint is that of what would be sent. Only a row whose
+/// fingerprint the client handed over (`FINGERPRINT_CLIENT`) is in question; a payload
+/// herald's rules refuse has no fingerprint, so it does not hold either.
+fn client_fingerprint_holds(row: &LeasedRow) -> bool {
+    use herald_core::fingerprint::{FINGERPRINT_CLIENT, Resolved, fingerprint};
+    let d = &row.delivery;
+    if d.fingerprint_version != FINGERPRINT_CLIENT {
+        return true;
+    }
+    let (Ok(payload), Ok(max_attempts)) =
+        (herald_core::json::parse(&row.payload), u32::try_from(d.max_attempts))
+    else {
+        return false;
+    };
+    let resolved = Resolved {
+        channel: &d.channel,
+        to: &d.recipient,
+        payload: &payload,
+        quota_key: &d.quota_key,
+        cost: d.cost,
+        send_at_ms: row.fingerprint_send_at,
+        max_attempts,
+    };
+    fingerprint(&resolved).as_slice() == d.fingerprint.as_slice()
 }
 
 /// Longest a busy worker with few free slots waits for more before leasing anyway.

@@ -202,7 +202,8 @@ BEGIN
                         AND (existing.payload = payload
                              OR (herald_payload_canonical(existing.payload)).canonical
                                 = canonical);
-            ELSIF existing.fingerprint_version = 2 THEN
+            ELSIF existing.fingerprint_version IN (2, 3) THEN
+                -- (3: version 2's bytes, computed by the client: submit_v2.)
                 canonical := coalesce(canonical,
                                       (herald_payload_canonical(payload)).canonical);
                 same := existing.fingerprint

@@ -82,6 +82,11 @@ pub struct LeasedRow {
     /// the lease so that the recorder locks the stripes it settles without looking them up
     /// again: a reservation's stripe never changes (a replay makes a new reservation).
     pub stripe: Option<i16>,
+    /// The `send_at` (Unix ms) the request gave, kept for a row whose fingerprint herald
+    /// did not compute (`herald_core::fingerprint::FINGERPRINT_CLIENT`, or PostgreSQL's
+    /// [`FINGERPRINT_NOT_COMPUTED`]): the due time moves with retries, and the check
+    /// before a send needs what the request said.
+    pub fingerprint_send_at: Option<i64>,
 }
 
 impl std::fmt::Debug for LeasedRow {
@@ -91,6 +96,7 @@ impl std::fmt::Debug for LeasedRow {
             .field("delivery", &self.delivery)
             .field("payload", &format_args!("<{} bytes>", self.payload.len()))
             .field("stripe", &self.stripe)
+            .field("fingerprint_send_at", &self.fingerprint_send_at)
             .finish()
     }
 }

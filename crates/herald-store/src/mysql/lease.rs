@@ -48,7 +48,7 @@ pub(crate) async fn deliveries_lease(
     bind_in_list(mark, &ids).execute(&mut *c).await?;
     let cols = DELIVERY_COLS.split(", ").map(|c| format!("d.{c}")).collect::<Vec<_>>().join(", ");
     let q = format!(
-        "SELECT {cols}, p.payload, v.stripe FROM deliveries d
+        "SELECT {cols}, p.payload, v.stripe, d.fingerprint_send_at_ms FROM deliveries d
          JOIN delivery_payloads p ON p.delivery_id = d.id
          LEFT JOIN quota_journal v ON v.reserve_of = d.id
               AND v.reservation_seq = d.reservation_seq
@@ -61,7 +61,13 @@ pub(crate) async fn deliveries_lease(
     for row in rows {
         let payload: String = row.try_get("payload")?;
         let stripe: Option<i16> = row.try_get("stripe")?;
-        leased.push(LeasedRow { delivery: delivery_row!(row), payload, stripe });
+        let fingerprint_send_at = row.try_get("fingerprint_send_at_ms")?;
+        leased.push(LeasedRow {
+            delivery: delivery_row!(row),
+            payload,
+            stripe,
+            fingerprint_send_at,
+        });
     }
     Ok(leased)
 }

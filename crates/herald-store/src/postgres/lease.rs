@@ -34,7 +34,8 @@ pub(crate) async fn deliveries_lease(
              (SELECT p.payload::text FROM delivery_payloads p WHERE p.delivery_id = d.id)
                  AS payload,
              (SELECT v.stripe FROM quota_journal v WHERE v.delivery_id = d.id
-                AND v.reservation_seq = d.reservation_seq AND v.kind = 'reserve') AS stripe
+                AND v.reservation_seq = d.reservation_seq AND v.kind = 'reserve') AS stripe,
+             d.fingerprint_send_at_ms
          FROM leased d
          ORDER BY d.next_attempt_at, d.id"
     );
@@ -50,7 +51,13 @@ pub(crate) async fn deliveries_lease(
     for row in rows {
         let payload: String = row.try_get("payload")?;
         let stripe: Option<i16> = row.try_get("stripe")?;
-        leased.push(LeasedRow { delivery: delivery_row!(row), payload, stripe });
+        let fingerprint_send_at = row.try_get("fingerprint_send_at_ms")?;
+        leased.push(LeasedRow {
+            delivery: delivery_row!(row),
+            payload,
+            stripe,
+            fingerprint_send_at,
+        });
     }
     Ok(leased)
 }

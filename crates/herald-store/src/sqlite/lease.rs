@@ -45,7 +45,8 @@ pub(crate) async fn deliveries_lease(
                 .await?;
         // SQLite's accounts have one stripe (the schema's CHECK: stripe = 0).
         let stripe = (delivery.cost > 0).then_some(0);
-        leased.push(LeasedRow { delivery, payload, stripe });
+        // No SQL API on SQLite: every row's fingerprint was computed by herald.
+        leased.push(LeasedRow { delivery, payload, stripe, fingerprint_send_at: None });
     }
     Ok(leased)
 }

@@ -159,3 +159,58 @@ async fn workers_lease_only_the_channels_they_have() {
         assert_eq!(env.get(d.id).await.state, DeliveryState::Pending, "{}", env.name);
     }
 }
+
+/// A row whose fingerprint the client handed over (version 3, `submit_v2`) is checked
+/// against the stored request before each send: an honest one is sent; a forged one is
+/// never sent, fails at once with `fingerprint_mismatch`, and gives its reservation back.
+#[tokio::test]
+async fn a_client_fingerprint_is_checked_before_the_send_and_a_forged_one_never_sent() {
+    for env in envs().await {
+        let honest = env.submit(request(env.tenant, "op-honest")).await;
+        let forged = env.submit(request(env.tenant, "op-forged")).await;
+        let forge = match env.herald.store().backend() {
+            herald_store::Backend::Postgres => "'\\x00ff'::bytea",
+            _ => "X'00ff'",
+        };
+        let sql = format!(
+            "UPDATE deliveries SET fingerprint_version = 3 WHERE operation_key = 'op-honest';
+             UPDATE deliveries SET fingerprint_version = 3, fingerprint = {forge}
+              WHERE operation_key = 'op-forged'"
+        );
+        env.herald
+            .transaction(|tx| {
+                let sql = sql.clone();
+                Box::pin(async move {
+                    use herald::sqlx::raw_sql;
+                    let sql = herald::sqlx::AssertSqlSafe(sql);
+                    match tx.conn() {
+                        herald::Conn::Sqlite(c) => raw_sql(sql).execute(c).await.map(drop)?,
+                        herald::Conn::Postgres(c) => raw_sql(sql).execute(c).await.map(drop)?,
+                        herald::Conn::MySql(c) => raw_sql(sql).execute(c).await.map(drop)?,
+                    }
+                    Ok(())
+                })
+            })
+            .await
+            .unwrap();
+
+        let channel = Script::new([]);
+        let report = env.worker(channel.clone(), options("w1")).run_once().await.unwrap();
+        assert_eq!((report.leased, report.sent, report.failed), (2, 1, 1), "{}", env.name);
+        assert_eq!(channel.calls(), [(honest.id, 1)], "{}: only the honest one", env.name);
+        let d = env.get(forged.id).await;
+        assert_eq!(d.state, DeliveryState::Failed, "{}", env.name);
+        assert!(
+            d.last_error.as_deref().is_some_and(|e| e.contains("forged or miscomputed")),
+            "{}: {:?}",
+            env.name,
+            d.last_error
+        );
+        let attempts = env.herald.attempts(env.tenant, forged.id).await.unwrap();
+        assert_eq!(attempts[0].error_code.as_deref(), Some("fingerprint_mismatch"));
+        assert_eq!(env.quota().await, (100, 98, 0, 2), "{}: the forged one released", env.name);
+        // A repeat of the honest request is a duplicate: version 3 compares as version 2.
+        let again = env.herald.submit_alone(&request(env.tenant, "op-honest")).await.unwrap();
+        assert!(again.duplicate, "{}", env.name);
+    }
+}
