@@ -75,12 +75,14 @@ pub(crate) async fn apply_mysql(
             .iter()
             .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
             .collect::<Result<_, sqlx::Error>>()?;
+    let mut applied = false;
     for (name, sql) in MYSQL {
         let sql = flavor.migration_sql(sql);
         let sum = checksum(&sql);
         if recorded.iter().any(|(n, s)| n == name && *s == sum) {
             continue;
         }
+        applied = true;
         sqlx::raw_sql(AssertSqlSafe(sql.into_owned())).execute(&mut *conn).await?;
         sqlx::query(
             "INSERT INTO herald_routines (name, checksum) VALUES (?, ?)
@@ -91,6 +93,9 @@ pub(crate) async fn apply_mysql(
         .execute(&mut *conn)
         .await?;
         tracing::info!(routine = *name, "applied a routine's new text");
+    }
+    if applied && flavor == Flavor::MariaDb {
+        crate::sql_api::mysql_grant_again(conn).await?;
     }
     Ok(())
 }

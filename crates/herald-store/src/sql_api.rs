@@ -19,7 +19,7 @@ pub struct SqlGrant {
 }
 
 /// MariaDB's procedures, which a grant lets a user call.
-const MYSQL_ROUTINES: [&str; 2] = ["submit_v1", "receipt_v1"];
+const MYSQL_ROUTINES: [&str; 3] = ["submit_v1", "submit_v2", "receipt_v1"];
 
 fn not_here(conn: &Conn<'_>) -> StoreError {
     let backend = match conn {
@@ -133,6 +133,43 @@ async fn mysql_installed(c: &mut sqlx::MySqlConnection) -> Result<(), StoreError
     Ok(())
 }
 
+/// EXECUTE on every procedure of the SQL API for each account (`hosts`) of user `role`.
+async fn mysql_grant_execute(
+    c: &mut sqlx::MySqlConnection,
+    role: &str,
+    hosts: &[String],
+) -> Result<(), sqlx::Error> {
+    let database: String = sqlx::query_scalar("SELECT DATABASE()").fetch_one(&mut *c).await?;
+    for host in hosts {
+        for routine in MYSQL_ROUTINES {
+            let grant = format!(
+                "GRANT EXECUTE ON PROCEDURE `{}`.`{routine}` TO {}@{}",
+                database.replace('`', "``"),
+                mysql_literal(role),
+                mysql_literal(host)
+            );
+            sqlx::raw_sql(sqlx::AssertSqlSafe(grant)).execute(&mut *c).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Grants every user that holds a grant of the SQL API EXECUTE on each of its procedures
+/// again: run by `migrate` after the routines changed, so a procedure added since the
+/// grant (`submit_v2`) can be called without a new `herald sql grant`.
+pub(crate) async fn mysql_grant_again(c: &mut sqlx::MySqlConnection) -> Result<(), sqlx::Error> {
+    let users: Vec<(String, String)> = sqlx::query_as(
+        "SELECT DISTINCT u.User, u.Host FROM herald_sql_grants g
+         JOIN mysql.user u ON u.User = g.role_name ORDER BY u.User, u.Host",
+    )
+    .fetch_all(&mut *c)
+    .await?;
+    for (user, host) in users {
+        mysql_grant_execute(c, &user, std::slice::from_ref(&host)).await?;
+    }
+    Ok(())
+}
+
 /// A MySQL string literal of `s` (GRANT takes no placeholders for an account).
 fn mysql_literal(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
@@ -156,18 +193,7 @@ async fn mysql_grant(
     if hosts.is_empty() {
         return Err(StoreError::NoSuchRole(role.to_string()));
     }
-    let database: String = sqlx::query_scalar("SELECT DATABASE()").fetch_one(&mut *c).await?;
-    for host in &hosts {
-        for routine in MYSQL_ROUTINES {
-            let grant = format!(
-                "GRANT EXECUTE ON PROCEDURE `{}`.`{routine}` TO {}@{}",
-                database.replace('`', "``"),
-                mysql_literal(role),
-                mysql_literal(host)
-            );
-            sqlx::raw_sql(sqlx::AssertSqlSafe(grant)).execute(&mut *c).await?;
-        }
-    }
+    mysql_grant_execute(c, role, &hosts).await?;
     let inserted = crate::mysql::inserted(
         sqlx::query(
             "INSERT INTO herald_sql_grants (role_name, tenant_id, granted_at)

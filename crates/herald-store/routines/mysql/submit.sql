@@ -1,4 +1,5 @@
--- MariaDB only. The SQL API's submit: `CALL herald.submit_v1(…)`.
+-- MariaDB only. The SQL API's submit: `CALL herald.submit_v1(…)`, and `submit_v2(…)`, the
+-- same with the fingerprint computed by the caller.
 --
 -- This file is the routine's one home: `herald migrate` runs it again whenever its text
 -- changes (herald_store::routines). The history of earlier texts is in the migrations.
@@ -19,13 +20,52 @@
 -- face: the request's fields, then the tenant, then an existing delivery of the
 -- identity, then the quota.
 --
--- Versioned by name: a later version with more parameters is `submit_v2`, and a call
--- written against v1 keeps working after every upgrade (MariaDB has neither named
--- parameters nor defaults, so adding one to v1 would break every call).
+-- Versioned by name: `submit_v2` adds a parameter, and a call written against v1 keeps
+-- working after every upgrade (MariaDB has neither named parameters nor defaults, so
+-- adding one to v1 would break every call). Both are `herald_submit`, one body.
 CREATE OR REPLACE PROCEDURE submit_v1(
     IN b_tenant LONGBLOB, IN b_operation_key LONGBLOB, IN b_channel LONGBLOB,
     IN b_recipient LONGBLOB, IN b_payload LONGBLOB, IN b_quota_key LONGBLOB,
     IN p_cost BIGINT, IN b_send_at LONGBLOB, IN p_max_attempts INT,
+    OUT p_status VARCHAR(16), OUT p_delivery_id CHAR(36), OUT p_field VARCHAR(32),
+    OUT p_code VARCHAR(32))
+MODIFIES SQL DATA SQL SECURITY DEFINER
+CALL herald_submit(b_tenant, b_operation_key, b_channel, b_recipient, b_payload, b_quota_key,
+                   p_cost, b_send_at, p_max_attempts, NULL,
+                   p_status, p_delivery_id, p_field, p_code);
+
+-- v1's parameters, then b_fingerprint: the request's fingerprint (version 2, 32 bytes:
+-- SHA-256 of its canonical text, ARCHITECTURE.md "The fingerprint"), computed by the
+-- caller — the PHP package's Herald\Fingerprint — so that the payload is not walked here:
+-- only JSON_VALID (in C) checks it. The row records fingerprint version 3, "computed by
+-- the client"; herald checks it against the stored request before each send, and a
+-- delivery whose fingerprint does not hold is failed unsent (`fingerprint_mismatch`).
+-- With p_max_attempts NULL the shared setting applies, and the fingerprint must have
+-- been computed with it. Answers as v1; a missing fingerprint or one that is not 32
+-- bytes is `invalid` (field `fingerprint`, code `empty` or `not_a_fingerprint`).
+CREATE OR REPLACE PROCEDURE submit_v2(
+    IN b_tenant LONGBLOB, IN b_operation_key LONGBLOB, IN b_channel LONGBLOB,
+    IN b_recipient LONGBLOB, IN b_payload LONGBLOB, IN b_quota_key LONGBLOB,
+    IN p_cost BIGINT, IN b_send_at LONGBLOB, IN p_max_attempts INT, IN b_fingerprint LONGBLOB,
+    OUT p_status VARCHAR(16), OUT p_delivery_id CHAR(36), OUT p_field VARCHAR(32),
+    OUT p_code VARCHAR(32))
+MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+    IF b_fingerprint IS NULL THEN
+        SET p_status = 'invalid', p_delivery_id = NULL, p_field = 'fingerprint',
+            p_code = 'empty';
+    ELSE
+        CALL herald_submit(b_tenant, b_operation_key, b_channel, b_recipient, b_payload,
+                           b_quota_key, p_cost, b_send_at, p_max_attempts, b_fingerprint,
+                           p_status, p_delivery_id, p_field, p_code);
+    END IF;
+END;
+
+-- The one body of v1 and v2: b_fingerprint NULL computes the fingerprint here (v1).
+CREATE OR REPLACE PROCEDURE herald_submit(
+    IN b_tenant LONGBLOB, IN b_operation_key LONGBLOB, IN b_channel LONGBLOB,
+    IN b_recipient LONGBLOB, IN b_payload LONGBLOB, IN b_quota_key LONGBLOB,
+    IN p_cost BIGINT, IN b_send_at LONGBLOB, IN p_max_attempts INT, IN b_fingerprint LONGBLOB,
     OUT p_status VARCHAR(16), OUT p_delivery_id CHAR(36), OUT p_field VARCHAR(32),
     OUT p_code VARCHAR(32))
 MODIFIES SQL DATA SQL SECURITY DEFINER
@@ -151,10 +191,23 @@ submit: BEGIN
         SET p_field = 'payload', p_code = 'too_long';
         LEAVE submit;
     END IF;
-    CALL herald_payload_canonical(p_payload, v_canonical, v_problem);
-    IF v_problem IS NOT NULL THEN
-        SET p_field = 'payload', p_code = v_problem;
-        LEAVE submit;
+    IF b_fingerprint IS NULL THEN
+        CALL herald_payload_canonical(p_payload, v_canonical, v_problem);
+        IF v_problem IS NOT NULL THEN
+            SET p_field = 'payload', p_code = v_problem;
+            LEAVE submit;
+        END IF;
+    ELSE
+        IF LENGTH(b_fingerprint) <> 32 THEN
+            SET p_field = 'fingerprint', p_code = 'not_a_fingerprint';
+            LEAVE submit;
+        END IF;
+        -- The rest of herald's rules (a duplicate key, \u0000, a lone surrogate, depth,
+        -- number limits) are the worker's check: a payload they refuse has no fingerprint.
+        IF NOT JSON_VALID(p_payload) THEN
+            SET p_field = 'payload', p_code = 'syntax';
+            LEAVE submit;
+        END IF;
     END IF;
     IF p_send_at IS NOT NULL THEN
         SET v_due = herald_rfc3339_ms(p_send_at);
@@ -167,8 +220,12 @@ submit: BEGIN
             LEAVE submit;
         END IF;
     END IF;
-    SET v_print = herald_fingerprint_v2(p_channel, p_recipient, v_canonical, v_quota_key,
-                                        v_cost, v_due, v_attempts);
+    IF b_fingerprint IS NULL THEN
+        SET v_print = herald_fingerprint_v2(p_channel, p_recipient, v_canonical, v_quota_key,
+                                            v_cost, v_due, v_attempts);
+    ELSE
+        SET v_print = b_fingerprint;
+    END IF;
     IF NOT v_granted THEN
         SET p_field = 'tenant', p_code = 'not_granted';
         LEAVE submit;
@@ -204,7 +261,7 @@ submit: BEGIN
         END IF;
         IF v_covered THEN
             SET v_id = herald_uuid_v7(v_now);
-            SAVEPOINT herald_submit_v1_claim;
+            SAVEPOINT herald_submit_claim;
             BEGIN
                 DECLARE v_errno INT;
                 DECLARE EXIT HANDLER FOR 1062 SET v_id = NULL;
@@ -214,14 +271,16 @@ submit: BEGIN
                 BEGIN
                     GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
                     IF v_errno <> 1213 AND @@in_transaction = 1 THEN
-                        ROLLBACK TO SAVEPOINT herald_submit_v1_claim;
+                        ROLLBACK TO SAVEPOINT herald_submit_claim;
                     END IF;
                     RESIGNAL;
                 END;
+                -- A client's fingerprint (v2) is version 3, with the send_at it covers.
                 INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
-                    fingerprint, fingerprint_version, quota_key, cost, state, max_attempts,
-                    next_attempt_at, created_at, updated_at)
-                VALUES (v_id, v_tenant, p_operation_key, p_channel, p_recipient, v_print, 2,
+                    fingerprint, fingerprint_version, fingerprint_send_at_ms, quota_key, cost,
+                    state, max_attempts, next_attempt_at, created_at, updated_at)
+                VALUES (v_id, v_tenant, p_operation_key, p_channel, p_recipient, v_print,
+                    IF(b_fingerprint IS NULL, 2, 3), IF(b_fingerprint IS NULL, NULL, v_due),
                     v_quota_key, v_cost, 'pending', v_attempts, COALESCE(v_due, v_now),
                     v_now, v_now);
                 INSERT INTO delivery_payloads (delivery_id, payload) VALUES (v_id, p_payload);
@@ -236,7 +295,7 @@ submit: BEGIN
                     VALUES (v_tenant, v_quota_key, v_stripe, 'reserve', v_cost, v_id, 1, v_now);
                 END IF;
             END;
-            RELEASE SAVEPOINT herald_submit_v1_claim;
+            RELEASE SAVEPOINT herald_submit_claim;
             IF v_id IS NOT NULL THEN
                 SET p_status = 'created', p_delivery_id = LOWER(INSERT(INSERT(INSERT(INSERT(
                     HEX(v_id), 21, 0, '-'), 17, 0, '-'), 13, 0, '-'), 9, 0, '-'));
@@ -258,7 +317,8 @@ submit: BEGIN
         END IF;
         IF v_covered OR v_gather OR v_existing IS NOT NULL THEN
             SET v_existing = NULL;
-            -- Every MariaDB row has fingerprint version 2 (the backend began with it).
+            -- Every MariaDB row has fingerprint version 2 (the backend began with it), or 3,
+            -- version 2's bytes computed by the client.
             SELECT d.id, d.fingerprint INTO v_existing, v_existing_print
               FROM deliveries d
              WHERE d.tenant_id = v_tenant AND d.operation_key = p_operation_key

@@ -6,6 +6,7 @@ use crate::common;
 use crate::sql_api::{SEND_AT_ANSWERS, SEND_AT_CASES, SEND_AT_DUE};
 use herald::sqlx::{self, MySqlConnection, MySqlPool};
 use herald::{Error, Herald, Payload, SubmitRequest, TenantId};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// (status, delivery id, field, code) of one `submit_v1` call.
@@ -495,6 +496,23 @@ async fn a_user_submits_only_for_the_tenants_it_was_granted() {
     let (status, ..) =
         submit_sql_in(&mut app, Some(herald_db), &tenant.to_string(), "order-1", "{}").await;
     assert_eq!(status.as_deref(), Some("created"), "its own tenant");
+    // A user granted before submit_v2 existed may call it once herald has migrated: a
+    // routine that changed gives every granted user each procedure again.
+    let revoke = format!("REVOKE EXECUTE ON PROCEDURE `{herald_db}`.submit_v2 FROM '{user}'@'%'");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(revoke)).execute(&pool).await.unwrap();
+    let v2 = format!(
+        "CALL `{herald_db}`.submit_v2(?, 'order-v2', 'webhook', 'https://x', '{{}}', NULL, NULL,
+                                      NULL, NULL, NULL, @s, @i, @f, @c)"
+    );
+    let t = tenant.to_string();
+    let call = sqlx::query(sqlx::AssertSqlSafe(v2.clone())).bind(&t).execute(&mut app).await;
+    assert!(call.is_err(), "as before submit_v2");
+    sqlx::raw_sql("UPDATE herald_routines SET checksum = '' WHERE name = 'submit'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    herald.store().migrate().await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(v2)).bind(&t).execute(&mut app).await.unwrap();
     let (status, _, field, code) =
         submit_sql_in(&mut app, Some(herald_db), &other.to_string(), "order-1", "{}").await;
     assert_eq!(
@@ -567,4 +585,106 @@ async fn send_at_is_rfc_3339_as_on_every_face() {
             .await
             .unwrap();
     assert_eq!(due, SEND_AT_DUE);
+}
+
+/// Records the operation key of every send.
+#[derive(Default)]
+struct Sends(std::sync::Mutex<Vec<String>>);
+
+impl herald::Channel for Sends {
+    fn send<'a>(&'a self, d: &'a herald::Leased) -> herald::BoxFuture<'a, herald::Outcome> {
+        Box::pin(async move {
+            self.0.lock().unwrap().push(d.operation_key.clone());
+            herald::Outcome::Sent
+        })
+    }
+}
+
+/// `submit_v2` with max_attempts 5 and the fingerprint given (or NULL).
+async fn submit_v2(
+    conn: &mut MySqlConnection,
+    tenant: &str,
+    key: &str,
+    payload: &str,
+    print: Option<Vec<u8>>,
+) -> Answer {
+    sqlx::query(
+        "CALL submit_v2(?, ?, 'webhook', ?, ?, NULL, NULL, NULL, 5, ?,
+                        @status, @delivery_id, @field, @code)",
+    )
+    .bind(tenant)
+    .bind(key)
+    .bind(TO)
+    .bind(payload)
+    .bind(print)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    sqlx::query_as("SELECT @status, @delivery_id, @field, @code")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap()
+}
+
+/// `submit_v2` (issue 35): the caller computes the fingerprint — herald_core here, the
+/// PHP package's `Herald\Fingerprint` in an application — and SQL walks no payload. An
+/// honest one claims a version-3 row that a repeat through any face finds a duplicate and
+/// that the worker sends; a forged one is claimed but failed unsent with
+/// `fingerprint_mismatch`; no fingerprint, a short one, or a payload that is not JSON are
+/// answered `invalid`, nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_v2_takes_the_callers_fingerprint_and_herald_checks_it_before_the_send() {
+    let Some((_db, herald, tenant, pool)) = setup().await else { return };
+    let t = tenant.to_string();
+    let payload = r#"{"order": 17, "total": 1.50}"#;
+    let parsed = herald_core::json::parse(payload).unwrap();
+    let print = herald_core::fingerprint::fingerprint(&herald_core::fingerprint::Resolved {
+        channel: "webhook",
+        to: TO,
+        payload: &parsed,
+        quota_key: "webhook",
+        cost: 1,
+        send_at_ms: None,
+        max_attempts: 5,
+    });
+    let mut conn = pool.acquire().await.unwrap();
+
+    for (print, field, code) in
+        [(None, "fingerprint", "empty"), (Some(vec![7; 31]), "fingerprint", "not_a_fingerprint")]
+    {
+        let answer = submit_v2(&mut conn, &t, "v2-bad", payload, print).await;
+        assert_eq!(answer, (Some("invalid".into()), None, Some(field.into()), Some(code.into())));
+    }
+    let answer = submit_v2(&mut conn, &t, "v2-bad", "{", Some(print.to_vec())).await;
+    assert_eq!(answer.2.as_deref().zip(answer.3.as_deref()), Some(("payload", "syntax")));
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM deliveries").await, 0);
+
+    let honest = submit_v2(&mut conn, &t, "v2-honest", payload, Some(print.to_vec())).await;
+    assert_eq!(honest.0.as_deref(), Some("created"), "{honest:?}");
+    let forged = submit_v2(&mut conn, &t, "v2-forged", payload, Some(vec![0; 32])).await;
+    assert_eq!(forged.0.as_deref(), Some("created"), "{forged:?}");
+    let versions = "SELECT CAST(SUM(fingerprint_version) AS SIGNED) FROM deliveries";
+    assert_eq!(count(&pool, versions).await, 6, "both rows are version 3");
+
+    // A repeat through another face compares the client's bytes as version 2.
+    let again = SubmitRequest { max_attempts: Some(5), ..request(tenant, "v2-honest", payload) };
+    let again = herald.submit_alone(&again).await.unwrap();
+    assert!(again.duplicate);
+    assert_eq!(Some(again.delivery.id.to_string()), honest.1);
+    let again = submit_v2(&mut conn, &t, "v2-honest", payload, Some(print.to_vec())).await;
+    assert_eq!((again.0.as_deref(), again.1), (Some("duplicate"), honest.1.clone()));
+
+    let sends = Arc::new(Sends::default());
+    let channel: Arc<dyn herald::Channel> = sends.clone();
+    let options = herald::WorkerOptions { id: "w-v2".into(), ..Default::default() };
+    let worker =
+        herald::Worker::new(herald.clone(), options, [("webhook".to_string(), channel)]).unwrap();
+    let report = worker.run_once().await.unwrap();
+    assert_eq!((report.sent, report.failed), (1, 1));
+    assert_eq!(*sends.0.lock().unwrap(), ["v2-honest"], "the forged one is never sent");
+    let failed =
+        "SELECT COUNT(*) FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id
+                  WHERE d.operation_key = 'v2-forged' AND d.state = 'failed'
+                    AND a.error_code = 'fingerprint_mismatch'";
+    assert_eq!(count(&pool, failed).await, 1);
 }
