@@ -14,7 +14,7 @@ use herald_store::bench::{
 };
 use uuid::Uuid;
 
-pub use herald_store::bench::{Commit, Work};
+pub use herald_store::bench::{Commit, SqlSubmit, Work};
 
 /// Empties the delivery tables (accounts are kept), so each compared phase starts from the
 /// same table sizes.
@@ -84,15 +84,18 @@ pub async fn floor_drain_one_client(
     Ok(floor_drain_serial(herald.store(), limit, on_batch).await?)
 }
 
-/// One submit through the SQL API (`herald_submit_v1`), autocommitted, as an
-/// application's own statement: the delivery's id when it was created (PostgreSQL).
+/// One submit through the SQL API (`herald_submit_v1`, or MariaDB's `submit_v2` with the
+/// client's fingerprint), autocommitted, as an application's own statement: the
+/// delivery's id when it was created.
 pub async fn sql_submit(
     herald: &Herald,
     tenant: Uuid,
     operation_key: &str,
     payload: &str,
+    version: SqlSubmit,
 ) -> Result<Option<Uuid>, Error> {
-    Ok(herald_store::bench::sql_submit_pooled(herald.store(), tenant, operation_key, payload)
+    let store = herald.store();
+    Ok(herald_store::bench::sql_submit_pooled(store, tenant, operation_key, payload, version)
         .await?)
 }
 

@@ -155,6 +155,7 @@ impl Bench {
         n: usize,
         prefix: &str,
         payload: &str,
+        version: herald::bench::SqlSubmit,
         bar: &ProgressBar,
     ) -> Result<Duration> {
         let (herald, tenants, prefix, payload) =
@@ -168,7 +169,8 @@ impl Bench {
                 payload.clone(),
             );
             async move {
-                herald::bench::sql_submit(&herald, tenant.as_uuid(), &key, &payload).await?;
+                herald::bench::sql_submit(&herald, tenant.as_uuid(), &key, &payload, version)
+                    .await?;
                 Ok(())
             }
         })

@@ -422,14 +422,33 @@ pub(super) async fn phases(
             herald::Backend::Postgres => "herald_submit_v1",
             _ => "submit_v1",
         };
-        for (name, prefix, payload) in [
-            (format!("submit, SQL API ({routine})"), "sql", SQL_PAYLOAD_SMALL.to_string()),
-            ("submit, SQL API, 4 KiB nested payload".to_string(), "sql-4k", nested_payload(4096)),
-        ] {
+        use herald::bench::SqlSubmit::{V1, V2ClientFingerprint as V2};
+        let mut cases = vec![
+            (format!("submit, SQL API ({routine})"), "sql", SQL_PAYLOAD_SMALL.to_string(), V1),
+            ("submit, SQL API, 4 KiB nested payload".into(), "sql-4k", nested_payload(4096), V1),
+        ];
+        if herald.backend() == herald::Backend::MySql {
+            // The fingerprint computed by the client (here in Rust, timed with the call).
+            cases.extend([
+                (
+                    "submit, SQL API (submit_v2, the client's fingerprint)".into(),
+                    "sql-v2",
+                    SQL_PAYLOAD_SMALL.to_string(),
+                    V2,
+                ),
+                (
+                    "submit, SQL API v2, 4 KiB nested payload".into(),
+                    "sql-v2-4k",
+                    nested_payload(4096),
+                    V2,
+                ),
+            ]);
+        }
+        for (name, prefix, payload, version) in cases {
             let name = name.as_str();
             bench.reset().await?;
             let b = bar(n, name);
-            let value = rate(n, bench.submit_sql(n, prefix, &payload, &b).await?);
+            let value = rate(n, bench.submit_sql(n, prefix, &payload, version, &b).await?);
             b.finish();
             figures.push(vs_alone(name, value, n, None));
         }
@@ -580,6 +599,7 @@ async fn latency_on(
                         req.tenant.as_uuid(),
                         &req.operation_key,
                         SQL_PAYLOAD_SMALL,
+                        herald::bench::SqlSubmit::V1,
                     )
                     .await?;
                     herald::DeliveryId::from(

@@ -10,7 +10,8 @@
 mod sql_api;
 mod work;
 pub use sql_api::{
-    app_commit_pooled, app_order_insert, app_table_create, session_role, sql_submit_pooled,
+    SqlSubmit, app_commit_pooled, app_order_insert, app_table_create, session_role,
+    sql_submit_pooled,
 };
 pub use work::Work;
 

@@ -1,6 +1,7 @@
 //! The bench's SQL-API phases: submits as an application makes them, on its own pooled
-//! connection — `herald_submit_v1` on PostgreSQL, `CALL submit_v1` on MariaDB — alone
-//! (autocommitted) or inside the application's own transaction.
+//! connection — `herald_submit_v1` on PostgreSQL, `CALL submit_v1` on MariaDB (or
+//! `submit_v2` with the fingerprint computed by the client, as the PHP package does) —
+//! alone (autocommitted) or inside the application's own transaction.
 
 use crate::conn::Conn;
 use crate::error::StoreError;
@@ -15,25 +16,64 @@ fn not_here(store: &Store) -> StoreError {
     StoreError::NotOnBackend { what: "the SQL API", backend: store.backend().name() }
 }
 
-/// `CALL submit_v1` with its defaults but the cost, then its answer: (status, delivery id).
+/// Which SQL submit the bench calls on MariaDB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqlSubmit {
+    /// `submit_v1`: the fingerprint computed in SQL (PostgreSQL: `herald_submit_v1`).
+    V1,
+    /// `submit_v2`: the fingerprint computed here, by the client, timed with the call.
+    V2ClientFingerprint,
+}
+
+/// `CALL submit_v1` with its defaults but the cost (or `submit_v2`, its max_attempts
+/// given, with the fingerprint computed here), then its answer: (status, delivery id).
 async fn mysql_submit(
     c: &mut MySqlConnection,
     tenant: Uuid,
     operation_key: &str,
     payload: &str,
     cost: i64,
+    version: SqlSubmit,
 ) -> Result<(String, Option<Uuid>), StoreError> {
-    sqlx::query("CALL submit_v1(?, ?, 'webhook', ?, ?, NULL, ?, NULL, NULL, @status, @id, @f, @c)")
-        .bind(tenant.to_string())
-        .bind(operation_key)
-        .bind(RECIPIENT)
-        .bind(payload)
-        .bind(cost)
-        .execute(&mut *c)
-        .await?;
+    let call = match version {
+        SqlSubmit::V1 => sqlx::query(
+            "CALL submit_v1(?, ?, 'webhook', ?, ?, NULL, ?, NULL, NULL, @status, @id, @f, @c)",
+        ),
+        SqlSubmit::V2ClientFingerprint => sqlx::query(
+            "CALL submit_v2(?, ?, 'webhook', ?, ?, NULL, ?, NULL, ?, ?, @status, @id, @f, @c)",
+        ),
+    };
+    let call =
+        call.bind(tenant.to_string()).bind(operation_key).bind(RECIPIENT).bind(payload).bind(cost);
+    let call = match version {
+        SqlSubmit::V1 => call,
+        SqlSubmit::V2ClientFingerprint => {
+            let attempts = herald_core::limits::DELIVERY_ATTEMPTS_DEFAULT;
+            call.bind(attempts).bind(client_fingerprint(payload, cost, attempts)?)
+        }
+    };
+    call.execute(&mut *c).await?;
     let (status, id): (String, Option<String>) =
         sqlx::query_as("SELECT @status, @id").fetch_one(&mut *c).await?;
     Ok((status, id.and_then(|id| Uuid::parse_str(&id).ok())))
+}
+
+/// The fingerprint (version 2) of the bench's request, as a client computes it.
+fn client_fingerprint(payload: &str, cost: i64, max_attempts: u32) -> Result<Vec<u8>, StoreError> {
+    use herald_core::fingerprint::{Resolved, fingerprint};
+    let value = herald_core::json::parse(payload).map_err(|e| {
+        StoreError::Database(sqlx::Error::Protocol(format!("the bench's payload: {e}")))
+    })?;
+    let resolved = Resolved {
+        channel: "webhook",
+        to: RECIPIENT,
+        payload: &value,
+        quota_key: "webhook",
+        cost,
+        send_at_ms: None,
+        max_attempts,
+    };
+    Ok(fingerprint(&resolved).to_vec())
 }
 
 /// One submit through the SQL API, autocommitted on a pooled connection, as an
@@ -44,7 +84,11 @@ pub async fn sql_submit_pooled(
     tenant: Uuid,
     operation_key: &str,
     payload: &str,
+    version: SqlSubmit,
 ) -> Result<Option<Uuid>, StoreError> {
+    if version == SqlSubmit::V2ClientFingerprint && store.mysql_pool().is_none() {
+        return Err(not_here(store));
+    }
     let (status, id) = if let Some(pool) = store.postgres_pool() {
         sqlx::query_as(
             "SELECT status, delivery_id FROM herald_submit_v1(tenant => $1, operation_key => $2,
@@ -57,7 +101,8 @@ pub async fn sql_submit_pooled(
         .fetch_one(pool)
         .await?
     } else if let Some(pool) = store.mysql_pool() {
-        mysql_submit(&mut *pool.acquire().await?, tenant, operation_key, payload, 1).await?
+        let mut c = pool.acquire().await?;
+        mysql_submit(&mut c, tenant, operation_key, payload, 1, version).await?
     } else {
         return Err(not_here(store));
     };
@@ -99,7 +144,8 @@ pub async fn app_commit_pooled(
         let mut tx = pool.begin().await?;
         app_order_insert(Conn::MySql(&mut tx), order).await?;
         if let Some((tenant, cost)) = submit {
-            let (status, _) = mysql_submit(&mut tx, tenant, order, PAYLOAD, cost).await?;
+            let (status, _) =
+                mysql_submit(&mut tx, tenant, order, PAYLOAD, cost, SqlSubmit::V1).await?;
             created(&status)?;
         }
         tokio::time::sleep(work).await;
