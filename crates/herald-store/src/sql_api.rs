@@ -1,11 +1,12 @@
 //! Administration of the SQL API (`herald_submit_v1`, `herald_receipt_v1`: PostgreSQL
-//! migration 6; `submit_v1`, `receipt_v1`: MariaDB migration 2): which database roles may
-//! submit for which tenants. The API's routines run with herald's rights, so a role needs
-//! no rights on herald's tables; a grant gives it the right to call them (USAGE on
-//! herald's schema; EXECUTE on the two procedures, for every account of that user name)
-//! and a row in `herald_sql_grants`, which the submit checks against the session's role
-//! (MariaDB: the session's user name). SQLite has no server for an application's
-//! connection to share; MySQL's JSON functions cannot compute the fingerprint.
+//! migration 6; `submit_v1`, `submit_v2`, `receipt_v1`: MariaDB's routine files): which
+//! database roles may submit for which tenants. The API's routines run with herald's
+//! rights, so a role needs no rights on herald's tables; a grant gives it the right to
+//! call them (USAGE on herald's schema; EXECUTE on its procedures, for every account of
+//! that user name) and a row in `herald_sql_grants`, which the submit checks against the
+//! session's role (MariaDB: the session's user name). SQLite has no server for an
+//! application's connection to share; MySQL's JSON functions cannot compute the
+//! fingerprint.
 
 use crate::conn::Conn;
 use crate::error::StoreError;

@@ -106,8 +106,9 @@ pub async fn app_commit(
     order: &str,
     submit: Option<(Uuid, i64)>,
     work: std::time::Duration,
+    version: SqlSubmit,
 ) -> Result<(), Error> {
-    Ok(herald_store::bench::app_commit_pooled(herald.store(), order, submit, work).await?)
+    Ok(herald_store::bench::app_commit_pooled(herald.store(), order, submit, work, version).await?)
 }
 
 /// The same application transaction through the library: herald's runner, the order row

@@ -24,6 +24,8 @@ pub(super) const APP_CLIENTS: [usize; 2] = [8, 64];
 enum AppVia {
     Library,
     Sql,
+    /// MariaDB's `submit_v2`, the fingerprint computed by the client.
+    SqlV2,
 }
 
 /// Issue 33's measure: an application's transaction — BEGIN, its own write, a submit
@@ -45,7 +47,11 @@ pub(super) async fn app_transaction_figures(
         // a time at ~10 ms each, runs for seconds), within the run's `--n`.
         let n = (clients * if args.quick { 24 } else { 48 }).min(n_max).max(clients);
         let without = app_transactions(bench, herald, clients, n, AppVia::Sql, None).await?;
-        for via in [AppVia::Library, AppVia::Sql] {
+        let mut faces = vec![AppVia::Library, AppVia::Sql];
+        if herald.backend() == herald::Backend::MySql {
+            faces.push(AppVia::SqlV2);
+        }
+        for via in faces {
             let cases: &[(&str, &[herald::TenantId], i64)] = if clients == APP_CLIENTS[0] {
                 &[("one tenant", one, 1), ("one tenant, cost 0", one, 0), ("many tenants", many, 1)]
             } else {
@@ -57,6 +63,7 @@ pub(super) async fn app_transaction_figures(
                 let face = match via {
                     AppVia::Library => "a library submit",
                     AppVia::Sql => "an SQL API submit",
+                    AppVia::SqlV2 => "an SQL API submit_v2",
                 };
                 figures.push(figure(
                     format!(
@@ -135,9 +142,13 @@ impl AppRound<'_> {
                         let submit = tenant.map(|t| (t, cost));
                         herald::bench::app_transaction(&h, &order, submit, APP_WORK).await?
                     }
-                    AppVia::Sql => {
+                    AppVia::Sql | AppVia::SqlV2 => {
                         let submit = tenant.map(|t| (t.as_uuid(), cost));
-                        herald::bench::app_commit(&h, &order, submit, APP_WORK).await?
+                        let version = match via {
+                            AppVia::SqlV2 => herald::bench::SqlSubmit::V2ClientFingerprint,
+                            _ => herald::bench::SqlSubmit::V1,
+                        };
+                        herald::bench::app_commit(&h, &order, submit, APP_WORK, version).await?
                     }
                 }
                 Ok(())

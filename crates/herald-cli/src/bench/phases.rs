@@ -466,7 +466,8 @@ pub(super) async fn phases(
                 async move {
                     let order = format!("app-{label}-{i}");
                     let submit = with.then(|| (tenant.as_uuid(), 1));
-                    herald::bench::app_commit(&h, &order, submit, Duration::ZERO).await?;
+                    let v1 = herald::bench::SqlSubmit::V1;
+                    herald::bench::app_commit(&h, &order, submit, Duration::ZERO, v1).await?;
                     Ok(())
                 }
             })

@@ -119,8 +119,12 @@ pub async fn app_commit_pooled(
     order: &str,
     submit: Option<(Uuid, i64)>,
     work: Duration,
+    version: SqlSubmit,
 ) -> Result<(), StoreError> {
     const PAYLOAD: &str = r#"{"event": "bench"}"#;
+    if version == SqlSubmit::V2ClientFingerprint && store.mysql_pool().is_none() {
+        return Err(not_here(store));
+    }
     if let Some(pool) = store.postgres_pool() {
         let mut tx = pool.begin().await?;
         app_order_insert(Conn::Postgres(&mut tx), order).await?;
@@ -144,8 +148,7 @@ pub async fn app_commit_pooled(
         let mut tx = pool.begin().await?;
         app_order_insert(Conn::MySql(&mut tx), order).await?;
         if let Some((tenant, cost)) = submit {
-            let (status, _) =
-                mysql_submit(&mut tx, tenant, order, PAYLOAD, cost, SqlSubmit::V1).await?;
+            let (status, _) = mysql_submit(&mut tx, tenant, order, PAYLOAD, cost, version).await?;
             created(&status)?;
         }
         tokio::time::sleep(work).await;

@@ -33,6 +33,24 @@ impl Channel for Counting {
     }
 }
 
+/// Reads the server's sessions until one is (`held`) or none is sleeping in the held
+/// COMMIT's trigger.
+async fn until_commit_held(conn: &mut PgConnection, held: bool, failure: &str) {
+    for _ in 0..READS_MAX {
+        let sleeping: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
+        )
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+        if (sleeping > 0) == held {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("{failure}");
+}
+
 /// `host:port` of a `postgres://user@host:port/db` URL.
 fn authority(url: &str) -> &str {
     let start = url.find('@').map_or_else(|| url.find("://").unwrap() + 3, |at| at + 1);
@@ -91,41 +109,13 @@ async fn a_lease_whose_commit_went_unanswered_is_handed_back_and_sent() {
     });
 
     // The lease's COMMIT is being held: cut the worker off, so it never hears the answer.
-    let mut reads = 0;
-    loop {
-        let sleeping: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
-        )
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-        if sleeping > 0 {
-            break;
-        }
-        reads += 1;
-        assert!(reads < READS_MAX, "no lease reached its COMMIT");
-        tokio::task::yield_now().await;
-    }
+    until_commit_held(&mut conn, true, "no lease reached its COMMIT").await;
     proxy.reset_all();
     // The COMMIT goes on for its two seconds on the server, and the worker, told its
     // connection broke, checks its leases meanwhile and finds none yet (nothing here
     // makes it wait: a DROP TRIGGER queued now would hold its read back until the COMMIT
     // ended, which once hid this race). Only then is the trigger dropped.
-    let mut reads = 0;
-    loop {
-        let sleeping: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
-        )
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-        if sleeping == 0 {
-            break;
-        }
-        reads += 1;
-        assert!(reads < READS_MAX, "the held COMMIT never ended");
-        tokio::task::yield_now().await;
-    }
+    until_commit_held(&mut conn, false, "the held COMMIT never ended").await;
     sqlx::raw_sql("DROP TRIGGER slow_lease ON deliveries").execute(&mut conn).await.unwrap();
 
     let started = Instant::now();

@@ -43,6 +43,11 @@ async fn submit_sql_in(
         .execute(&mut *conn)
         .await
         .unwrap();
+    answer(conn).await
+}
+
+/// The OUT parameters of the last call on `conn`.
+async fn answer(conn: &mut MySqlConnection) -> Answer {
     sqlx::query_as("SELECT @status, @delivery_id, @field, @code")
         .fetch_one(&mut *conn)
         .await
@@ -620,10 +625,7 @@ async fn submit_v2(
     .execute(&mut *conn)
     .await
     .unwrap();
-    sqlx::query_as("SELECT @status, @delivery_id, @field, @code")
-        .fetch_one(&mut *conn)
-        .await
-        .unwrap()
+    answer(conn).await
 }
 
 /// `submit_v2` (issue 35): the caller computes the fingerprint — herald_core here, the
