@@ -352,15 +352,27 @@ final class Fingerprint
         return $word;
     }
 
-    private function array(int $depth): string
+    /**
+     * Past the opening bracket of an array or object at `$depth`: whether it closed at
+     * once with `$close` (then past that too).
+     */
+    private function openedEmpty(int $depth, string $close): bool
     {
         if ($depth > self::DEPTH_MAX) {
             throw $this->refuse('too_deep', 'nesting deeper than ' . self::DEPTH_MAX . ' arrays and objects');
         }
         $this->at++;
         $this->skipWhitespace();
-        if ($this->peek() === ']') {
-            $this->at++;
+        if ($this->peek() !== $close) {
+            return false;
+        }
+        $this->at++;
+        return true;
+    }
+
+    private function array(int $depth): string
+    {
+        if ($this->openedEmpty($depth, ']')) {
             return '[]';
         }
         $items = [];
@@ -381,13 +393,7 @@ final class Fingerprint
 
     private function object(int $depth): string
     {
-        if ($depth > self::DEPTH_MAX) {
-            throw $this->refuse('too_deep', 'nesting deeper than ' . self::DEPTH_MAX . ' arrays and objects');
-        }
-        $this->at++;
-        $this->skipWhitespace();
-        if ($this->peek() === '}') {
-            $this->at++;
+        if ($this->openedEmpty($depth, '}')) {
             return '{}';
         }
         $members = []; // decoded key => canonical `"key":value`
