@@ -19,6 +19,7 @@ pub mod bench;
 mod bulk;
 mod channel;
 pub mod channels;
+mod client_fingerprint;
 mod clock;
 mod counts;
 mod delivery;

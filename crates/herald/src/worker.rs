@@ -487,7 +487,7 @@ impl Inner {
         let n = d.attempts;
         let outcome = match self.channels.get(&d.channel) {
             None => Outcome::transient("channel_unavailable", "no adapter for this channel here"),
-            Some(_) if !client_fingerprint_holds(&row) => {
+            Some(_) if !crate::client_fingerprint::holds(&row) => {
                 crate::alerts::raise(crate::alerts::FINGERPRINT_MISMATCH);
                 tracing::error!(
                     fingerprint_version = d.fingerprint_version,
@@ -668,32 +668,6 @@ fn settle(known: &mut KnownLeases, joined: Result<(LeaseKey, bool), tokio::task:
     if let Ok((lease, recorded)) = joined {
         known.ended(lease, recorded);
     }
-}
-
-/// Whether the row's fingerprint is that of what would be sent. Only a row whose
-/// fingerprint the client handed over (`FINGERPRINT_CLIENT`) is in question; a payload
-/// herald's rules refuse has no fingerprint, so it does not hold either.
-fn client_fingerprint_holds(row: &LeasedRow) -> bool {
-    use herald_core::fingerprint::{FINGERPRINT_CLIENT, Resolved, fingerprint};
-    let d = &row.delivery;
-    if d.fingerprint_version != FINGERPRINT_CLIENT {
-        return true;
-    }
-    let (Ok(payload), Ok(max_attempts)) =
-        (herald_core::json::parse(&row.payload), u32::try_from(d.max_attempts))
-    else {
-        return false;
-    };
-    let resolved = Resolved {
-        channel: &d.channel,
-        to: &d.recipient,
-        payload: &payload,
-        quota_key: &d.quota_key,
-        cost: d.cost,
-        send_at_ms: row.fingerprint_send_at,
-        max_attempts,
-    };
-    fingerprint(&resolved).as_slice() == d.fingerprint.as_slice()
 }
 
 /// Longest a busy worker with few free slots waits for more before leasing anyway.
