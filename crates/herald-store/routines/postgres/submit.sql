@@ -1,5 +1,5 @@
--- herald_submit_v1, the SQL API's submit (PostgreSQL). Its history is migrations 6-8; from
--- here on a change is an edit of this file (herald_store::routines).
+-- herald_submit_v1 and herald_submit_v2, the SQL API's submit (PostgreSQL). Their history is
+-- migrations 6-8; from here on a change is an edit of this file (herald_store::routines).
 
 -- Submits a delivery inside the caller's transaction: the claim, its payload, its
 -- reservation and journal row commit or roll back with the caller's own work. Named
@@ -16,13 +16,16 @@
 -- caller's retry loop. The checks run in the order of every other face: the request's
 -- fields, then the tenant, then an existing delivery of the identity, then the quota.
 --
--- Versioned by name: a later version with more parameters is `herald_submit_v2`, and a
--- call written against v1 keeps working after every upgrade (an overload with more
--- defaulted parameters would make calls by name ambiguous).
-CREATE OR REPLACE FUNCTION herald_submit_v1(
+-- Versioned by name: a later version with more parameters is a new name, and a call
+-- written against v1 keeps working after every upgrade (an overload with more defaulted
+-- parameters would make calls by name ambiguous). Both versions are herald_submit, one
+-- body, which only they may call.
+-- The one body of v1 and v2: `from_client` says whether `client_print` is the request's
+-- fingerprint (v2) or the fingerprint is left to the first repeat (v1: version 0).
+CREATE OR REPLACE FUNCTION herald_submit(
     tenant text, operation_key text, channel text, recipient text, payload text,
-    quota_key text DEFAULT NULL, cost bigint DEFAULT 1, send_at text DEFAULT NULL,
-    max_attempts integer DEFAULT NULL,
+    quota_key text, cost bigint, send_at text, max_attempts integer, from_client boolean,
+    client_print bytea,
     OUT status text, OUT delivery_id uuid, OUT field text, OUT code text)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -38,6 +41,9 @@ DECLARE
     -- free one).
     given smallint;
 BEGIN
+    IF from_client AND client_print IS NULL THEN
+        status := 'invalid'; field := 'fingerprint'; code := 'empty'; RETURN;
+    END IF;
     -- The request's fields, in herald's order.
     IF tenant IS NULL OR tenant = '' THEN
         status := 'invalid'; field := 'tenant'; code := 'empty'; RETURN;
@@ -68,7 +74,20 @@ BEGIN
     IF octet_length(payload) > 65536 THEN
         status := 'invalid'; field := 'payload'; code := 'too_long'; RETURN;
     END IF;
-    IF NOT herald_payload_plain(payload) THEN
+    IF from_client THEN
+        IF octet_length(client_print) <> 32 THEN
+            status := 'invalid'; field := 'fingerprint'; code := 'not_a_fingerprint'; RETURN;
+        END IF;
+        -- JSON to PostgreSQL's parser; the rest of herald's rules (a duplicate key, depth,
+        -- number limits) are the worker's check: a payload they refuse has no fingerprint.
+        -- A payload the parser refuses is walked for herald's own code.
+        BEGIN
+            PERFORM payload::jsonb;
+        EXCEPTION WHEN OTHERS THEN -- a cast has no concurrency error to let through
+            code := coalesce((herald_payload_canonical(payload)).problem, 'syntax');
+            status := 'invalid'; field := 'payload'; RETURN;
+        END;
+    ELSIF NOT herald_payload_plain(payload) THEN
         SELECT c.canonical, c.problem INTO canonical, code FROM herald_payload_canonical(payload) c;
         IF code IS NOT NULL THEN status := 'invalid'; field := 'payload'; RETURN; END IF;
     END IF;
@@ -79,7 +98,10 @@ BEGIN
             status := 'invalid'; field := 'send_at'; code := 'not_a_time'; RETURN;
         END IF;
         BEGIN
-            due := regexp_replace(send_at, '^(.{17})60', '\159')::timestamptz;
+            -- Cut to the millisecond, as herald_core reads it: the instant the fingerprint
+            -- names on every face (rounding made a repeat over HTTP another request).
+            due := date_trunc('milliseconds',
+                              regexp_replace(send_at, '^(.{17})60', '\159')::timestamptz);
         EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow
                        OR invalid_text_representation THEN
             status := 'invalid'; field := 'send_at'; code := 'not_a_time'; RETURN;
@@ -106,7 +128,7 @@ BEGIN
         -- nothing another waiter waits for: without it, two such waits deadlocked.
         BEGIN
             WITH s AS (
-                     SELECT coalesce(herald_submit_v1.max_attempts,
+                     SELECT coalesce(herald_submit.max_attempts,
                                      (SELECT x.max_attempts FROM herald_settings x WHERE x.id = 1))
                                 AS attempts,
                             EXISTS (SELECT 1 FROM herald_sql_grants g
@@ -127,9 +149,10 @@ BEGIN
                      INSERT INTO deliveries AS d (id, tenant_id, operation_key, channel, recipient,
                          fingerprint, fingerprint_version, fingerprint_send_at_ms, quota_key, cost,
                          state, max_attempts, next_attempt_at, created_at, updated_at)
-                     SELECT herald_uuid_v7(), tenant_uuid, operation_key, channel, recipient, '\x',
-                         0, due_ms, qkey, cost, 'pending', s.attempts, coalesce(due, now()), now(),
-                         now()
+                     SELECT herald_uuid_v7(), tenant_uuid, operation_key, channel, recipient,
+                         CASE WHEN from_client THEN client_print ELSE '\x' END,
+                         CASE WHEN from_client THEN 3 ELSE 0 END, due_ms, qkey, cost,
+                         'pending', s.attempts, coalesce(due, now()), now(), now()
                      FROM s
                      WHERE s.granted AND s.known AND s.attempts IS NOT NULL
                        AND (cost = 0 OR (SELECT q.stripe FROM q) IS NOT NULL)
@@ -185,18 +208,23 @@ BEGIN
           INTO existing
           FROM deliveries d JOIN delivery_payloads p ON p.delivery_id = d.id
          WHERE d.tenant_id = tenant_uuid
-           AND d.operation_key = herald_submit_v1.operation_key
-           AND d.channel = herald_submit_v1.channel;
+           AND d.operation_key = herald_submit.operation_key
+           AND d.channel = herald_submit.channel;
         IF FOUND THEN
             -- The same request compares equal field by field, in any version; a payload
-            -- of other text may still mean the same JSON.
+            -- of other text may still mean the same JSON. Two fingerprints of version 2's
+            -- bytes compare as they are (the client's is checked before its send).
             same := existing.recipient = recipient AND existing.quota_key = qkey
                     AND existing.cost = cost;
-            IF same AND existing.payload <> payload THEN
+            IF from_client AND existing.fingerprint_version IN (2, 3) THEN
+                same := existing.fingerprint = client_print;
+            ELSIF same AND existing.payload <> payload THEN
                 canonical := coalesce(canonical,
                                       (herald_payload_canonical(payload)).canonical);
             END IF;
-            IF existing.fingerprint_version = 0 THEN
+            IF from_client AND existing.fingerprint_version IN (2, 3) THEN
+                NULL; -- compared above
+            ELSIF existing.fingerprint_version = 0 THEN
                 same := same AND existing.max_attempts = claim.attempts
                         AND existing.fingerprint_send_at_ms IS NOT DISTINCT FROM due_ms
                         AND (existing.payload = payload
@@ -214,7 +242,7 @@ BEGIN
                 -- by field (version 1's serde_json form has no SQL implementation). Left
                 -- out, max_attempts is what the submitting process resolved, the row's own
                 -- (as herald's own repeat).
-                same := same AND (herald_submit_v1.max_attempts IS NULL
+                same := same AND (herald_submit.max_attempts IS NULL
                                   OR existing.max_attempts = claim.attempts)
                         AND (existing.payload = payload
                              OR (herald_payload_canonical(existing.payload)).canonical
@@ -242,8 +270,43 @@ BEGIN
     RAISE EXCEPTION 'the delivery with this identity was deleted each time it was about to be read';
 END $$;
 
+CREATE OR REPLACE FUNCTION herald_submit_v1(
+    tenant text, operation_key text, channel text, recipient text, payload text,
+    quota_key text DEFAULT NULL, cost bigint DEFAULT 1, send_at text DEFAULT NULL,
+    max_attempts integer DEFAULT NULL,
+    OUT status text, OUT delivery_id uuid, OUT field text, OUT code text)
+LANGUAGE sql VOLATILE AS $$
+    SELECT * FROM herald_submit(tenant, operation_key, channel, recipient, payload, quota_key,
+                                cost, send_at, max_attempts, false, NULL)
+$$;
+
+-- v1's parameters, then `fingerprint`: the request's fingerprint (version 2, 32 bytes:
+-- SHA-256 of its canonical text, ARCHITECTURE.md "The fingerprint"), computed by the
+-- caller — the PHP package's Herald\Fingerprint — so that the payload is not walked here:
+-- PostgreSQL's own JSON parser (in C) checks it. The row records fingerprint version 3,
+-- "computed by the client"; herald checks it against the stored request before each send,
+-- and a delivery whose fingerprint does not hold is failed unsent (`fingerprint_mismatch`).
+-- With max_attempts left out the shared setting applies, and the fingerprint must have
+-- been computed with it. Answers as v1; a missing fingerprint or one that is not 32 bytes
+-- is `invalid` (field `fingerprint`, code `empty` or `not_a_fingerprint`).
+CREATE OR REPLACE FUNCTION herald_submit_v2(
+    tenant text, operation_key text, channel text, recipient text, payload text,
+    quota_key text DEFAULT NULL, cost bigint DEFAULT 1, send_at text DEFAULT NULL,
+    max_attempts integer DEFAULT NULL, fingerprint bytea DEFAULT NULL,
+    OUT status text, OUT delivery_id uuid, OUT field text, OUT code text)
+LANGUAGE sql VOLATILE AS $$
+    SELECT * FROM herald_submit(tenant, operation_key, channel, recipient, payload, quota_key,
+                                cost, send_at, max_attempts, true, fingerprint)
+$$;
+
+-- The body runs with the rights of the version that called it; nobody calls it directly.
+REVOKE ALL ON FUNCTION herald_submit(text, text, text, text, text, text, bigint, text, integer,
+                                     boolean, bytea) FROM PUBLIC;
+
 DO $$
 BEGIN
     EXECUTE format('ALTER FUNCTION herald_submit_v1(text, text, text, text, text, text, bigint, text, integer) '
+                   'SECURITY DEFINER SET search_path = %I, pg_temp', current_schema());
+    EXECUTE format('ALTER FUNCTION herald_submit_v2(text, text, text, text, text, text, bigint, text, integer, bytea) '
                    'SECURITY DEFINER SET search_path = %I, pg_temp', current_schema());
 END $$;

@@ -222,3 +222,16 @@ pub async fn envs(quota_key: &str) -> Vec<Env> {
     }
     envs
 }
+
+/// A channel that records the operation key of every send and answers `Sent`.
+#[derive(Default)]
+pub struct Sends(pub std::sync::Mutex<Vec<String>>);
+
+impl herald::Channel for Sends {
+    fn send<'a>(&'a self, d: &'a herald::Leased) -> herald::BoxFuture<'a, herald::Outcome> {
+        Box::pin(async move {
+            self.0.lock().unwrap().push(d.operation_key.clone());
+            herald::Outcome::Sent
+        })
+    }
+}

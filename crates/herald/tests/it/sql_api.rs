@@ -1,4 +1,4 @@
-//! The SQL API on PostgreSQL (`herald_submit_v1`, migration 6): an application's own
+//! The SQL API on PostgreSQL (`herald_submit_v1` and `herald_submit_v2`): an application's own
 //! connection and transaction claim a delivery, with the same fingerprint and answers as
 //! every other face, and nothing it answers poisons the application's transaction.
 
@@ -342,6 +342,14 @@ async fn a_role_submits_only_for_the_tenants_it_was_granted() {
     );
     let read = sqlx::query("SELECT * FROM deliveries").execute(&mut app).await;
     assert!(read.is_err(), "the role has no rights on herald's tables");
+    let body = sqlx::query(
+        "SELECT * FROM herald_submit($1, 'order-9', 'webhook', 'https://x', '{}', NULL, 1, NULL,
+                                     NULL, false, NULL)",
+    )
+    .bind(tenant.to_string())
+    .execute(&mut app)
+    .await;
+    assert!(body.is_err(), "only v1 and v2 call their body");
     let grants = herald.sql_grants().await.unwrap();
     assert!(
         grants.contains(&herald::SqlGrant { role: role.clone(), tenant: Some(tenant.as_uuid()) })
@@ -366,24 +374,28 @@ async fn a_role_submits_only_for_the_tenants_it_was_granted() {
 }
 
 /// `send_at` values (operation key, text) for both servers' SQL API: three that are not
-/// RFC 3339 times, a leap second, an offset with milliseconds.
-pub(crate) const SEND_AT_CASES: [(&str, &str); 5] = [
+/// RFC 3339 times, a leap second, an offset with milliseconds, digits past the millisecond.
+pub(crate) const SEND_AT_CASES: [(&str, &str); 6] = [
     ("a", "tomorrow"),
     ("b", "2030-01-02"),
     ("c", "2030-02-30T00:00:00Z"),
     ("d", "2030-01-02T03:04:60Z"),
     ("e", "2030-01-02T03:04:05.123+02:00"),
+    ("f", "2030-01-02T01:04:05.1239Z"),
 ];
 /// Their answers (status/field/code).
-pub(crate) const SEND_AT_ANSWERS: [&str; 5] = [
+pub(crate) const SEND_AT_ANSWERS: [&str; 6] = [
     "invalid/send_at/not_a_time",
     "invalid/send_at/not_a_time",
     "invalid/send_at/not_a_time",
+    "created//",
     "created//",
     "created//",
 ];
-/// The created ones' due times: 2030-01-02T03:04:59Z and 2030-01-02T01:04:05.123Z.
-pub(crate) const SEND_AT_DUE: [i64; 2] = [1_893_553_499_000, 1_893_546_245_123];
+/// The created ones' due times: 2030-01-02T03:04:59Z, 2030-01-02T01:04:05.123Z, and the
+/// last cut to its millisecond as herald_core reads it (not rounded: the fingerprint of a
+/// request names that instant on every face).
+pub(crate) const SEND_AT_DUE: [i64; 3] = [1_893_553_499_000, 1_893_546_245_123, 1_893_546_245_123];
 
 /// `send_at` is RFC 3339, as over HTTP (PostgreSQL's own parser would take `tomorrow`); a
 /// leap second reads as :59, as herald's parser reads it.
@@ -419,4 +431,141 @@ async fn send_at_is_rfc_3339_as_on_every_face() {
     .await
     .unwrap();
     assert_eq!(due, SEND_AT_DUE);
+}
+
+/// The fingerprint a client computes for a webhook to TO (quota key and cost by default).
+fn client_print(payload: &str, max_attempts: u32) -> Vec<u8> {
+    let payload = herald_core::json::parse(payload).unwrap();
+    herald_core::fingerprint::fingerprint(&herald_core::fingerprint::Resolved {
+        channel: "webhook",
+        to: TO,
+        payload: &payload,
+        quota_key: "webhook",
+        cost: 1,
+        send_at_ms: None,
+        max_attempts,
+    })
+    .to_vec()
+}
+
+/// `herald_submit_v2` with the fingerprint given (or NULL) and max_attempts (NULL: the shared
+/// setting).
+async fn submit_v2(
+    pool: &PgPool,
+    tenant: &str,
+    key: &str,
+    payload: &str,
+    print: Option<Vec<u8>>,
+    max_attempts: Option<i32>,
+) -> Answer {
+    sqlx::query_as(
+        "SELECT status, delivery_id, field, code FROM herald_submit_v2(
+             tenant => $1, operation_key => $2, channel => 'webhook', recipient => $3,
+             payload => $4, max_attempts => $6, fingerprint => $5)",
+    )
+    .bind(tenant)
+    .bind(key)
+    .bind(TO)
+    .bind(payload)
+    .bind(print)
+    .bind(max_attempts)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// `herald_submit_v2` (issue 35), as MariaDB's `submit_v2`: the caller computes the
+/// fingerprint and SQL walks no payload. An honest one claims a version-3 row that a repeat
+/// through any face finds a duplicate and that the worker sends; a forged one is claimed
+/// but failed unsent with `fingerprint_mismatch`; no fingerprint, a short one, or a payload
+/// that is not JSON are answered `invalid`, nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_v2_takes_the_callers_fingerprint_and_herald_checks_it_before_the_send() {
+    let Some((_db, herald, tenant, pool)) = setup().await else { return };
+    let t = tenant.to_string();
+    let payload = r#"{"order": 17, "total": 1.50}"#;
+    let print = client_print(payload, 5);
+
+    for (print, field, code) in
+        [(None, "fingerprint", "empty"), (Some(vec![7; 31]), "fingerprint", "not_a_fingerprint")]
+    {
+        let (status, _, f, c) = submit_v2(&pool, &t, "v2-bad", payload, print, Some(5)).await;
+        assert_eq!(
+            (status.as_str(), f.as_deref(), c.as_deref()),
+            ("invalid", Some(field), Some(code))
+        );
+    }
+    for (bad, code) in [("{", "syntax"), ("[\"\\ud800\"]", "lone_surrogate")] {
+        let (status, _, f, c) =
+            submit_v2(&pool, &t, "v2-bad", bad, Some(print.clone()), Some(5)).await;
+        assert_eq!(
+            (status.as_str(), f.as_deref(), c.as_deref()),
+            ("invalid", Some("payload"), Some(code))
+        );
+    }
+    let rows: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM deliveries").fetch_one(&pool).await.unwrap();
+    assert_eq!(rows, 0);
+
+    let honest = submit_v2(&pool, &t, "v2-honest", payload, Some(print.clone()), Some(5)).await;
+    assert_eq!(honest.0, "created", "{honest:?}");
+    let forged = submit_v2(&pool, &t, "v2-forged", payload, Some(vec![0; 32]), Some(5)).await;
+    assert_eq!(forged.0, "created", "{forged:?}");
+    let versions: Vec<i16> = sqlx::query_scalar("SELECT fingerprint_version FROM deliveries")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(versions, [3, 3]);
+
+    // A repeat through another face compares the client's bytes as version 2, and a
+    // repeat through v1 computes them.
+    let again = SubmitRequest { max_attempts: Some(5), ..request(tenant, "v2-honest", payload) };
+    let again = herald.submit_alone(&again).await.unwrap();
+    assert!(again.duplicate);
+    assert_eq!(Some(again.delivery.id.as_uuid()), honest.1);
+    let again = submit_v2(
+        &pool,
+        &t,
+        "v2-honest",
+        r#"{"total":1.5,"order":17}"#,
+        Some(print.clone()),
+        Some(5),
+    )
+    .await;
+    assert_eq!((again.0.as_str(), again.1), ("duplicate", honest.1));
+    let other = submit_v2(&pool, &t, "v2-honest", payload, Some(vec![1; 32]), Some(5)).await;
+    assert_eq!((other.0.as_str(), other.1), ("reused", None));
+    // A v1 row (fingerprint left to the first repeat) repeated through v2.
+    let first = submit_sql(&pool, &t, "v1-row", payload).await;
+    assert_eq!(
+        submit_v2(&pool, &t, "v1-row", payload, Some(client_print(payload, 8)), None).await.1,
+        first.1,
+        "the same request"
+    );
+    let other = r#"{"order": 18}"#;
+    assert_eq!(
+        submit_v2(&pool, &t, "v1-row", other, Some(client_print(other, 8)), None).await.0,
+        "reused",
+        "another payload"
+    );
+
+    let sends = std::sync::Arc::new(common::Sends::default());
+    let channel: std::sync::Arc<dyn herald::Channel> = sends.clone();
+    let options = herald::WorkerOptions { id: "w-v2".into(), ..Default::default() };
+    let worker =
+        herald::Worker::new(herald.clone(), options, [("webhook".to_string(), channel)]).unwrap();
+    let report = worker.run_once().await.unwrap();
+    assert_eq!((report.sent, report.failed), (2, 1));
+    let mut sent = sends.0.lock().unwrap().clone();
+    sent.sort();
+    assert_eq!(sent, ["v1-row", "v2-honest"], "the forged one is never sent");
+    let failed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id
+          WHERE d.operation_key = 'v2-forged' AND d.state = 'failed'
+            AND a.error_code = 'fingerprint_mismatch'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(failed, 1);
 }

@@ -592,19 +592,6 @@ async fn send_at_is_rfc_3339_as_on_every_face() {
     assert_eq!(due, SEND_AT_DUE);
 }
 
-/// Records the operation key of every send.
-#[derive(Default)]
-struct Sends(std::sync::Mutex<Vec<String>>);
-
-impl herald::Channel for Sends {
-    fn send<'a>(&'a self, d: &'a herald::Leased) -> herald::BoxFuture<'a, herald::Outcome> {
-        Box::pin(async move {
-            self.0.lock().unwrap().push(d.operation_key.clone());
-            herald::Outcome::Sent
-        })
-    }
-}
-
 /// `submit_v2` with max_attempts 5 and the fingerprint given (or NULL).
 async fn submit_v2(
     conn: &mut MySqlConnection,
@@ -676,7 +663,7 @@ async fn submit_v2_takes_the_callers_fingerprint_and_herald_checks_it_before_the
     let again = submit_v2(&mut conn, &t, "v2-honest", payload, Some(print.to_vec())).await;
     assert_eq!((again.0.as_deref(), again.1), (Some("duplicate"), honest.1.clone()));
 
-    let sends = Arc::new(Sends::default());
+    let sends = Arc::new(common::Sends::default());
     let channel: Arc<dyn herald::Channel> = sends.clone();
     let options = herald::WorkerOptions { id: "w-v2".into(), ..Default::default() };
     let worker =
