@@ -16,6 +16,13 @@ return [
     // The tenant of a submit that names none (single-tenant applications).
     'tenant' => env('HERALD_TENANT'),
 
+    // The attempts of a submit that says none: herald's default is 8, and `herald serve`
+    // reads the same variable. Known here, the request's fingerprint is computed in PHP and
+    // the database does not walk the payload. null: herald's shared setting
+    // (`herald settings set --max-attempts`), which only the database knows, so the
+    // fingerprint is computed in SQL instead (slower for large payloads).
+    'max_attempts' => env('HERALD_MAX_ATTEMPTS', 8),
+
     // herald's HTTP API, for the HttpClient (applications that do not share its database).
     'url' => env('HERALD_URL', 'http://127.0.0.1:8080'),
     'key' => env('HERALD_KEY'),

@@ -39,12 +39,28 @@ final class Herald
         private readonly string $database = 'herald',
         /** The tenant of a submit that names none. */
         private readonly ?string $tenant = null,
+        /**
+         * The attempts of a submit that says none (herald's default, 8; `HERALD_MAX_ATTEMPTS`
+         * in Laravel). With it known here, the fingerprint is computed here and the payload is
+         * not walked in SQL (the v2 routines). null: herald's shared setting, which only the
+         * database knows, so the v1 routines compute the fingerprint there (slower for
+         * large payloads).
+         */
+        private readonly ?int $maxAttempts = self::MAX_ATTEMPTS_DEFAULT,
     ) {
     }
 
-    public static function pdo(PDO $pdo, string $schema = 'herald', string $database = 'herald', ?string $tenant = null): self
-    {
-        return new self(new PdoConnection($pdo), $schema, $database, $tenant);
+    /** herald's own default for `max_attempts` (its build's, and a new database's). */
+    public const MAX_ATTEMPTS_DEFAULT = 8;
+
+    public static function pdo(
+        PDO $pdo,
+        string $schema = 'herald',
+        string $database = 'herald',
+        ?string $tenant = null,
+        ?int $maxAttempts = self::MAX_ATTEMPTS_DEFAULT,
+    ): self {
+        return new self(new PdoConnection($pdo), $schema, $database, $tenant, $maxAttempts);
     }
 
     /** @param ConnectionInterface|Closure(): ConnectionInterface $connection */
@@ -53,8 +69,9 @@ final class Herald
         string $schema = 'herald',
         string $database = 'herald',
         ?string $tenant = null,
+        ?int $maxAttempts = self::MAX_ATTEMPTS_DEFAULT,
     ): self {
-        return new self(new LaravelConnection($connection), $schema, $database, $tenant);
+        return new self(new LaravelConnection($connection), $schema, $database, $tenant, $maxAttempts);
     }
 
     /**
@@ -87,7 +104,7 @@ final class Herald
             quotaKey: $quotaKey,
             cost: $cost,
             sendAt: self::sendAtText($sendAt),
-            maxAttempts: $maxAttempts,
+            maxAttempts: $maxAttempts ?? $this->maxAttempts,
         );
         // Before the call, so no driver cuts a key at NUL and no database raises on bytes
         // that are not UTF-8 inside the caller's transaction.
@@ -101,8 +118,8 @@ final class Herald
             'send_at' => $submission->sendAt,
         ]);
         // Outside a transaction the call is its own: a PostgreSQL function is one
-        // statement, and MariaDB's submit_v1 opens and commits a transaction when none is open.
-        $row = $this->calls()->submit($this->db, $submission);
+        // statement, and MariaDB's procedure opens and commits a transaction when none is open.
+        $row = $this->calls()->submit($this->db, $submission->withClientFingerprint());
         $status = $row['status'];
         if ($status === 'invalid') {
             throw new InvalidSubmission($row['field'], $row['code'] ?? 'invalid');

@@ -245,4 +245,49 @@ final class SubmitTest extends TestCase
         $client = new \Herald\Http\HttpClient(\Herald\Tests\Support\Env::heraldUrl(), $this->tenant->apiKey);
         $this->assertSame('cancelled', $client->cancel($result->deliveryId)['state']);
     }
+
+    public function testTheFingerprintComputedHereIsTheOneHeraldChecksBeforeTheSend(): void
+    {
+        $key = $this->unique('client-print');
+        // A nested payload of about 4 KiB and a send_at with an offset and microseconds: the
+        // request herald's worker recomputes before the send.
+        $payload = ['order' => 17, 'lines' => array_map(
+            static fn (int $i): array => ['sku' => "sku-{$i}", 'qty' => $i, 'price' => 1.5 + $i, 'note' => str_repeat('é', 20)],
+            range(1, 40),
+        )];
+        $sendAt = (new \DateTimeImmutable('-1 second'))->setTimezone(new \DateTimeZone('+02:00'))->format('Y-m-d\TH:i:s.uP');
+        $result = Herald::submit(tenant: $this->tenant->id, operationKey: $key, channel: 'webhook', to: $this->receiver('client-print'), payload: $payload, sendAt: $sendAt);
+        $this->assertSame(SubmitStatus::Created, $result->status);
+        $this->assertSame(3, $this->fingerprintVersion($result->deliveryId), 'computed here, compared by v2');
+        Expect::deliveredOnce($result->deliveryId, 'client-print');
+
+        // The same request over HTTP (the shared max_attempts, 8 here) is the same delivery.
+        $http = (new \Herald\Http\HttpClient(\Herald\Tests\Support\Env::heraldUrl(), $this->tenant->apiKey))
+            ->submit(operationKey: $key, channel: 'webhook', to: $this->receiver('client-print'), payload: $payload, sendAt: $sendAt);
+        $this->assertSame([SubmitStatus::Duplicate, $result->deliveryId], [$http->status, $http->deliveryId]);
+
+        // With max_attempts left to herald's shared setting, the database computes it (v1),
+        // and the two are one request.
+        $shared = \Herald\Herald::laravel(
+            fn () => $this->db(),
+            schema: (string) config('herald.schema'),
+            database: (string) config('herald.database'),
+            maxAttempts: null,
+        );
+        $again = $shared->submit(tenant: $this->tenant->id, operationKey: $key, channel: 'webhook', to: $this->receiver('client-print'), payload: $payload, sendAt: $sendAt);
+        $this->assertSame([SubmitStatus::Duplicate, $result->deliveryId], [$again->status, $again->deliveryId]);
+        $other = $shared->submit(tenant: $this->tenant->id, operationKey: $this->unique('shared'), channel: 'webhook', to: $this->receiver('client-print'), payload: '{}');
+        $this->assertNotSame(3, $this->fingerprintVersion($other->deliveryId), 'computed in SQL');
+        Expect::deliveredOnce($other->deliveryId, 'client-print');
+    }
+
+    private function fingerprintVersion(string $deliveryId): int
+    {
+        $calls = $this->herald()->calls();
+        $row = $this->db()->selectOne(
+            sprintf('SELECT fingerprint_version AS v FROM %s WHERE id = %s', $calls->table('deliveries'), $calls->uuidParam()),
+            [$deliveryId],
+        );
+        return (int) $row->v;
+    }
 }

@@ -28,6 +28,9 @@ final class HeraldServiceProvider extends ServiceProvider
                 schema: (string) ($config['schema'] ?? 'herald'),
                 database: (string) ($config['database'] ?? 'herald'),
                 tenant: $config['tenant'] ?? null,
+                maxAttempts: array_key_exists('max_attempts', $config)
+                    ? ($config['max_attempts'] === null ? null : (int) $config['max_attempts'])
+                    : Herald::MAX_ATTEMPTS_DEFAULT,
             );
         });
         $this->app->alias(Herald::class, 'herald');

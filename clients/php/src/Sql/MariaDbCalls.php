@@ -20,19 +20,24 @@ final class MariaDbCalls implements Calls
 
     public function submit(SqlConnection $db, Submission $s): array
     {
+        // v2 when this client computed the fingerprint (hex: the bytes cross no text charset).
+        $v2 = $s->fingerprint !== null;
         $db->statement(
             sprintf(
-                'CALL %s.submit_v1(?, ?, ?, ?, ?, ?, ?, ?, ?, @herald_status, @herald_delivery_id, @herald_field, @herald_code)',
+                'CALL %s.%s(?, ?, ?, ?, ?, ?, ?, ?, ?, %s@herald_status, @herald_delivery_id, @herald_field, @herald_code)',
                 $this->quotedDatabase(),
+                $v2 ? 'submit_v2' : 'submit_v1',
+                $v2 ? 'UNHEX(?), ' : '',
             ),
             [
                 $s->tenant, $s->operationKey, $s->channel, $s->recipient, $s->payload,
                 $s->quotaKey, $s->cost, $s->sendAt, $s->maxAttempts,
+                ...($v2 ? [bin2hex($s->fingerprint)] : []),
             ],
         );
         $row = $db->selectOne(
             'SELECT @herald_status AS status, @herald_delivery_id AS delivery_id, @herald_field AS field, @herald_code AS code',
-        ) ?? throw new \UnexpectedValueException('submit_v1 left no answer');
+        ) ?? throw new \UnexpectedValueException('the submit left no answer');
         return [
             'status' => (string) $row['status'],
             'delivery_id' => $row['delivery_id'] === null ? null : strtolower((string) $row['delivery_id']),

@@ -45,12 +45,18 @@ final class PostgresCalls implements Calls
             $named[] = 'max_attempts => CAST(? AS integer)';
             $bindings[] = $s->maxAttempts;
         }
+        // v2 when this client computed the fingerprint (hex: the bytes cross no text encoding).
+        if ($s->fingerprint !== null) {
+            $named[] = "fingerprint => decode(CAST(? AS text), 'hex')";
+            $bindings[] = bin2hex($s->fingerprint);
+        }
         $sql = sprintf(
-            'SELECT status, CAST(delivery_id AS text) AS delivery_id, field, code FROM %s.herald_submit_v1(%s)',
+            'SELECT status, CAST(delivery_id AS text) AS delivery_id, field, code FROM %s.herald_submit_%s(%s)',
             $this->quotedSchema(),
+            $s->fingerprint !== null ? 'v2' : 'v1',
             implode(', ', $named),
         );
-        $row = $db->selectOne($sql, $bindings) ?? throw new \UnexpectedValueException('herald_submit_v1 returned no row');
+        $row = $db->selectOne($sql, $bindings) ?? throw new \UnexpectedValueException('herald\'s submit returned no row');
         return [
             'status' => (string) $row['status'],
             'delivery_id' => $row['delivery_id'] === null ? null : (string) $row['delivery_id'],
