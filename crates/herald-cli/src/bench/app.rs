@@ -24,7 +24,7 @@ pub(super) const APP_CLIENTS: [usize; 2] = [8, 64];
 enum AppVia {
     Library,
     Sql,
-    /// MariaDB's `submit_v2`, the fingerprint computed by the client.
+    /// The SQL API's v2, the fingerprint computed by the client.
     SqlV2,
 }
 
@@ -47,11 +47,7 @@ pub(super) async fn app_transaction_figures(
         // a time at ~10 ms each, runs for seconds), within the run's `--n`.
         let n = (clients * if args.quick { 24 } else { 48 }).min(n_max).max(clients);
         let without = app_transactions(bench, herald, clients, n, AppVia::Sql, None).await?;
-        let mut faces = vec![AppVia::Library, AppVia::Sql];
-        if herald.backend() == herald::Backend::MySql {
-            faces.push(AppVia::SqlV2);
-        }
-        for via in faces {
+        for via in [AppVia::Library, AppVia::Sql, AppVia::SqlV2] {
             let cases: &[(&str, &[herald::TenantId], i64)] = if clients == APP_CLIENTS[0] {
                 &[("one tenant", one, 1), ("one tenant, cost 0", one, 0), ("many tenants", many, 1)]
             } else {
@@ -63,7 +59,7 @@ pub(super) async fn app_transaction_figures(
                 let face = match via {
                     AppVia::Library => "a library submit",
                     AppVia::Sql => "an SQL API submit",
-                    AppVia::SqlV2 => "an SQL API submit_v2",
+                    AppVia::SqlV2 => "an SQL API v2 submit",
                 };
                 figures.push(figure(
                     format!(

@@ -82,6 +82,7 @@ mod http;
 mod http_submit;
 mod peers;
 mod phases;
+mod php;
 mod report;
 
 use anyhow::{Context, Result, bail};

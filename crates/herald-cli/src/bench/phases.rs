@@ -5,7 +5,7 @@
 
 use super::Args;
 use super::harness::{
-    Bench, DRAIN_TIMEOUT, bar, noop, peak_rss_kib, percentile, rate, spawn_clients, start,
+    Bench, DRAIN_TIMEOUT, bar, noop, peak_rss_kib, percentile, rate, spawn_clients, spinner, start,
     submit_one, worker,
 };
 use super::http::{end_to_end_figures, webhook_channel};
@@ -418,38 +418,37 @@ pub(super) async fn phases(
         // the bench's own role (granted every tenant).
         let role = herald::bench::session_role(herald).await?;
         herald.sql_grant(&role, None).await?;
-        let routine = match herald.backend() {
-            herald::Backend::Postgres => "herald_submit_v1",
-            _ => "submit_v1",
+        let (v1, v2) = match herald.backend() {
+            herald::Backend::Postgres => ("herald_submit_v1", "herald_submit_v2"),
+            _ => ("submit_v1", "submit_v2"),
         };
         use herald::bench::SqlSubmit::{V1, V2ClientFingerprint as V2};
-        let mut cases = vec![
-            (format!("submit, SQL API ({routine})"), "sql", SQL_PAYLOAD_SMALL.to_string(), V1),
+        // v2: the fingerprint computed by the client (here in Rust, timed with the call).
+        let cases = [
+            (format!("submit, SQL API ({v1})"), "sql", SQL_PAYLOAD_SMALL.to_string(), V1),
             ("submit, SQL API, 4 KiB nested payload".into(), "sql-4k", nested_payload(4096), V1),
+            (
+                format!("submit, SQL API ({v2}, the client's fingerprint)"),
+                "sql-v2",
+                SQL_PAYLOAD_SMALL.to_string(),
+                V2,
+            ),
+            (
+                "submit, SQL API v2, 4 KiB nested payload".into(),
+                "sql-v2-4k",
+                nested_payload(4096),
+                V2,
+            ),
         ];
-        if herald.backend() == herald::Backend::MySql {
-            // The fingerprint computed by the client (here in Rust, timed with the call).
-            cases.extend([
-                (
-                    "submit, SQL API (submit_v2, the client's fingerprint)".into(),
-                    "sql-v2",
-                    SQL_PAYLOAD_SMALL.to_string(),
-                    V2,
-                ),
-                (
-                    "submit, SQL API v2, 4 KiB nested payload".into(),
-                    "sql-v2-4k",
-                    nested_payload(4096),
-                    V2,
-                ),
-            ]);
-        }
         for (name, prefix, payload, version) in cases {
             let name = name.as_str();
             bench.reset().await?;
             let b = bar(n, name);
             let value = rate(n, bench.submit_sql(n, prefix, &payload, version, &b).await?);
             b.finish();
+            figures.push(vs_alone(name, value, n, None));
+        }
+        for (name, value, n) in php_rates(args, &bench, url, n).await? {
             figures.push(vs_alone(name, value, n, None));
         }
         // The application's own commits, with and without a submit inside (point 5 of
@@ -507,6 +506,45 @@ pub(super) async fn phases(
 }
 
 /// Tasks of the wide library submit phase (and of the HTTP phase's widest).
+/// The PHP package's submit from `--clients` PHP processes (issue 35's acceptance): v2,
+/// the fingerprint computed in PHP, with a small and a 4 KiB payload; and v1 (max_attempts
+/// left to the shared setting, so the database computes it) with 4 KiB, on a quarter of
+/// the submits (on MariaDB it walks the payload in stored-procedure statements). Each:
+/// (name, rate, submits).
+async fn php_rates(
+    args: &Args,
+    bench: &Bench,
+    url: &str,
+    n: usize,
+) -> Result<Vec<(&'static str, f64, usize)>> {
+    let php = super::php::PhpTarget::of(url)?;
+    if let Some(why) = php.missing().await {
+        eprintln!("note: the PHP package's phases were skipped: {why}");
+        return Ok(Vec::new());
+    }
+    let small = SQL_PAYLOAD_SMALL.to_string();
+    let cases = [
+        ("submit, PHP package (v2: the fingerprint in PHP)", "php", small, true, n),
+        ("submit, PHP package, 4 KiB nested payload", "php-4k", nested_payload(4096), true, n),
+        (
+            "submit, PHP package, 4 KiB nested payload, v1 (the fingerprint in SQL)",
+            "php-v1-4k",
+            nested_payload(4096),
+            false,
+            (n / 4).max(args.clients),
+        ),
+    ];
+    let mut rates = Vec::new();
+    for (name, prefix, payload, v2, n) in cases {
+        bench.reset().await?;
+        let s = spinner(name);
+        let elapsed = php.submit(args.clients, n, prefix, &payload, v2, &bench.tenants).await?;
+        s.finish();
+        rates.push((name, rate(n, elapsed), n));
+    }
+    Ok(rates)
+}
+
 pub(super) const WIDE: usize = 64;
 
 /// The SQL API's small payload, the size of the library's `{"event": "bench"}`.

@@ -42,6 +42,7 @@ const FIGURES: &[&str] = &[
     "end-to-end: submit + webhook drain",
     "end-to-end: submit + no-op drain",
     "submit, SQL API, 4 KiB nested payload",
+    "submit, SQL API v2, 4 KiB nested payload",
     "application commits with an SQL submit inside (vs. without)",
     "app transaction, 10 ms of work, 8 clients: with a library submit, one tenant (vs. without)",
     "app transaction, 10 ms of work, 8 clients: with an SQL API submit, one tenant, cost 0 (vs. without)",
@@ -51,9 +52,25 @@ const FIGURES: &[&str] = &[
     "commit-to-start p99 at 200/s, SQL API submits",
 ];
 
-/// Runs a short bench on `db` and checks that it wrote `expected` and every figure has a
-/// value (and a rate a floor); returns the figures' names.
+/// The PHP package's figures, where PHP is installed (always in CI, whose `.ci/run`
+/// installs it; the bench skips them otherwise, saying so).
+const PHP_FIGURES: &[&str] = &[
+    "submit, PHP package (v2: the fingerprint in PHP)",
+    "submit, PHP package, 4 KiB nested payload",
+    "submit, PHP package, 4 KiB nested payload, v1 (the fingerprint in SQL)",
+];
+
+fn php_here() -> bool {
+    std::env::var_os("CI").is_some()
+        || Command::new("php").arg("-v").output().is_ok_and(|o| o.status.success())
+}
+
+/// Runs a short bench on `db` and checks that it wrote `expected` (and the PHP figures,
+/// where PHP is) and every figure has a value (and a rate a floor); returns the figures'
+/// names.
 fn short_run(db: &str, expected: &[&str]) -> Vec<String> {
+    let php: &[&str] = if php_here() { PHP_FIGURES } else { &[] };
+    let expected = &[expected, php].concat()[..];
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("bench.json");
     let json_arg = json.to_str().expect("utf-8 path");

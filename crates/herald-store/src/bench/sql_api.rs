@@ -1,13 +1,13 @@
 //! The bench's SQL-API phases: submits as an application makes them, on its own pooled
-//! connection — `herald_submit_v1` on PostgreSQL, `CALL submit_v1` on MariaDB (or
-//! `submit_v2` with the fingerprint computed by the client, as the PHP package does) —
-//! alone (autocommitted) or inside the application's own transaction.
+//! connection — `herald_submit_v1` on PostgreSQL, `CALL submit_v1` on MariaDB (or v2,
+//! with the fingerprint computed by the client, as the PHP package does) — alone
+//! (autocommitted) or inside the application's own transaction.
 
 use crate::conn::Conn;
 use crate::error::StoreError;
 use crate::store::Store;
-use sqlx::MySqlConnection;
 use sqlx::types::Uuid;
+use sqlx::{MySqlConnection, PgConnection};
 use std::time::Duration;
 
 const RECIPIENT: &str = "https://example.com/h";
@@ -16,13 +16,46 @@ fn not_here(store: &Store) -> StoreError {
     StoreError::NotOnBackend { what: "the SQL API", backend: store.backend().name() }
 }
 
-/// Which SQL submit the bench calls on MariaDB.
+/// Which SQL submit the bench calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SqlSubmit {
-    /// `submit_v1`: the fingerprint computed in SQL (PostgreSQL: `herald_submit_v1`).
+    /// v1: the fingerprint computed in SQL (PostgreSQL at the first repeat).
     V1,
-    /// `submit_v2`: the fingerprint computed here, by the client, timed with the call.
+    /// v2: the fingerprint computed here, by the client, timed with the call.
     V2ClientFingerprint,
+}
+
+/// `herald_submit_v1` with its defaults but the cost (or `herald_submit_v2`, its
+/// max_attempts given, with the fingerprint computed here): (status, delivery id).
+async fn postgres_submit(
+    c: &mut PgConnection,
+    tenant: Uuid,
+    operation_key: &str,
+    payload: &str,
+    cost: i64,
+    version: SqlSubmit,
+) -> Result<(String, Option<Uuid>), StoreError> {
+    let call = match version {
+        SqlSubmit::V1 => sqlx::query_as(
+            "SELECT status, delivery_id FROM herald_submit_v1(tenant => $1, operation_key => $2,
+                 channel => 'webhook', recipient => $3, payload => $4, cost => $5)",
+        ),
+        SqlSubmit::V2ClientFingerprint => sqlx::query_as(
+            "SELECT status, delivery_id FROM herald_submit_v2(tenant => $1, operation_key => $2,
+                 channel => 'webhook', recipient => $3, payload => $4, cost => $5,
+                 max_attempts => $6, fingerprint => $7)",
+        ),
+    };
+    let call =
+        call.bind(tenant.to_string()).bind(operation_key).bind(RECIPIENT).bind(payload).bind(cost);
+    let call = match version {
+        SqlSubmit::V1 => call,
+        SqlSubmit::V2ClientFingerprint => {
+            let attempts = herald_core::limits::DELIVERY_ATTEMPTS_DEFAULT;
+            call.bind(attempts as i32).bind(client_fingerprint(payload, cost, attempts)?)
+        }
+    };
+    Ok(call.fetch_one(&mut *c).await?)
 }
 
 /// `CALL submit_v1` with its defaults but the cost (or `submit_v2`, its max_attempts
@@ -86,20 +119,9 @@ pub async fn sql_submit_pooled(
     payload: &str,
     version: SqlSubmit,
 ) -> Result<Option<Uuid>, StoreError> {
-    if version == SqlSubmit::V2ClientFingerprint && store.mysql_pool().is_none() {
-        return Err(not_here(store));
-    }
     let (status, id) = if let Some(pool) = store.postgres_pool() {
-        sqlx::query_as(
-            "SELECT status, delivery_id FROM herald_submit_v1(tenant => $1, operation_key => $2,
-                 channel => 'webhook', recipient => $3, payload => $4)",
-        )
-        .bind(tenant.to_string())
-        .bind(operation_key)
-        .bind(RECIPIENT)
-        .bind(payload)
-        .fetch_one(pool)
-        .await?
+        let mut c = pool.acquire().await?;
+        postgres_submit(&mut c, tenant, operation_key, payload, 1, version).await?
     } else if let Some(pool) = store.mysql_pool() {
         let mut c = pool.acquire().await?;
         mysql_submit(&mut c, tenant, operation_key, payload, 1, version).await?
@@ -122,24 +144,12 @@ pub async fn app_commit_pooled(
     version: SqlSubmit,
 ) -> Result<(), StoreError> {
     const PAYLOAD: &str = r#"{"event": "bench"}"#;
-    if version == SqlSubmit::V2ClientFingerprint && store.mysql_pool().is_none() {
-        return Err(not_here(store));
-    }
     if let Some(pool) = store.postgres_pool() {
         let mut tx = pool.begin().await?;
         app_order_insert(Conn::Postgres(&mut tx), order).await?;
         if let Some((tenant, cost)) = submit {
-            let status: String = sqlx::query_scalar(
-                "SELECT status FROM herald_submit_v1(tenant => $1, operation_key => $2,
-                     channel => 'webhook', recipient => $3, payload => $4, cost => $5)",
-            )
-            .bind(tenant.to_string())
-            .bind(order)
-            .bind(RECIPIENT)
-            .bind(PAYLOAD)
-            .bind(cost)
-            .fetch_one(&mut *tx)
-            .await?;
+            let (status, _) =
+                postgres_submit(&mut tx, tenant, order, PAYLOAD, cost, version).await?;
             created(&status)?;
         }
         tokio::time::sleep(work).await;
