@@ -111,6 +111,19 @@ pub async fn app_commit(
     Ok(herald_store::bench::app_commit_pooled(herald.store(), order, submit, work, version).await?)
 }
 
+/// The same application transaction with the floor's claim inside (stripe `stripe` of
+/// the tenant's account), the yardstick of what the rows alone cost it.
+pub async fn app_floor_commit(
+    herald: &Herald,
+    order: &str,
+    tenant: Uuid,
+    stripe: i16,
+    work: std::time::Duration,
+) -> Result<(), Error> {
+    let store = herald.store();
+    Ok(herald_store::bench::app_floor_commit_pooled(store, order, tenant, stripe, work).await?)
+}
+
 /// The same application transaction through the library: herald's runner, the order row
 /// on the transaction's connection, with `submit` a library submit (tenant, cost) inside
 /// it, `work` of the application's own time, COMMIT.

@@ -6,7 +6,7 @@
 use super::Args;
 use super::harness::{Bench, bar, rate, spawn_clients};
 use super::report::{Figure, figure};
-use anyhow::Result;
+use anyhow::{Result, bail};
 use herald::Herald;
 use indicatif::ProgressBar;
 use std::time::{Duration, Instant};
@@ -26,6 +26,9 @@ enum AppVia {
     Sql,
     /// The SQL API's v2, the fingerprint computed by the client.
     SqlV2,
+    /// The floor's claim (its rows, no more), each transaction on a stripe of its own
+    /// (transaction i on stripe i % 64): what any claim writing these rows costs.
+    Floor,
 }
 
 /// Issue 33's measure: an application's transaction — BEGIN, its own write, a submit
@@ -47,8 +50,11 @@ pub(super) async fn app_transaction_figures(
         // a time at ~10 ms each, runs for seconds), within the run's `--n`.
         let n = (clients * if args.quick { 24 } else { 48 }).min(n_max).max(clients);
         let without = app_transactions(bench, herald, clients, n, AppVia::Sql, None).await?;
-        for via in [AppVia::Library, AppVia::Sql, AppVia::SqlV2] {
-            let cases: &[(&str, &[herald::TenantId], i64)] = if clients == APP_CLIENTS[0] {
+        for via in [AppVia::Floor, AppVia::Library, AppVia::Sql, AppVia::SqlV2] {
+            // (The floor always reserves 1: it has no cost-0 case.)
+            let cases: &[(&str, &[herald::TenantId], i64)] = if clients == APP_CLIENTS[0]
+                && !matches!(via, AppVia::Floor)
+            {
                 &[("one tenant", one, 1), ("one tenant, cost 0", one, 0), ("many tenants", many, 1)]
             } else {
                 &[("one tenant", one, 1), ("many tenants", many, 1)]
@@ -60,6 +66,7 @@ pub(super) async fn app_transaction_figures(
                     AppVia::Library => "a library submit",
                     AppVia::Sql => "an SQL API submit",
                     AppVia::SqlV2 => "an SQL API v2 submit",
+                    AppVia::Floor => "the floor's claim",
                 };
                 figures.push(figure(
                     format!(
@@ -137,6 +144,14 @@ impl AppRound<'_> {
                     AppVia::Library => {
                         let submit = tenant.map(|t| (t, cost));
                         herald::bench::app_transaction(&h, &order, submit, APP_WORK).await?
+                    }
+                    AppVia::Floor => {
+                        let (tenant, stripe) = match tenant {
+                            Some(t) => (t.as_uuid(), (i % 64) as i16),
+                            None => bail!("the floor's face runs with a submit only"),
+                        };
+                        herald::bench::app_floor_commit(&h, &order, tenant, stripe, APP_WORK)
+                            .await?
                     }
                     AppVia::Sql | AppVia::SqlV2 => {
                         let submit = tenant.map(|t| (t.as_uuid(), cost));

@@ -10,8 +10,8 @@
 mod sql_api;
 mod work;
 pub use sql_api::{
-    SqlSubmit, app_commit_pooled, app_order_insert, app_table_create, session_role,
-    sql_submit_pooled,
+    SqlSubmit, app_commit_pooled, app_floor_commit_pooled, app_order_insert, app_table_create,
+    session_role, sql_submit_pooled,
 };
 pub use work::Work;
 
@@ -35,17 +35,19 @@ pub enum Commit {
     Alone,
 }
 
-/// Claim + reserve + journal row, one statement: the floor of one submit.
+/// Claim + reserve + journal row, one statement: the floor of one submit, reserving from
+/// the account's stripe `stripe` (the bench's other floors take stripe 0).
 pub async fn floor_submit(
     conn: Conn<'_>,
     id: Uuid,
     tenant: Uuid,
+    stripe: i16,
     operation_key: &str,
 ) -> Result<bool, StoreError> {
     let c = match conn {
-        Conn::MySql(c) => return mysql::floor_submit(c, id, tenant, operation_key).await,
+        Conn::MySql(c) => return mysql::floor_submit(c, id, tenant, stripe, operation_key).await,
         Conn::Postgres(c) => c,
-        Conn::Sqlite(c) => return floor_submit_sqlite(c, id, tenant, operation_key).await,
+        Conn::Sqlite(c) => return floor_submit_sqlite(c, id, tenant, stripe, operation_key).await,
     };
     let n = sqlx::query(
         "WITH d AS (
@@ -56,14 +58,16 @@ pub async fn floor_submit(
              ON CONFLICT DO NOTHING RETURNING id),
          p AS (INSERT INTO delivery_payloads (delivery_id, payload) SELECT id, '{}' FROM d),
          a AS (UPDATE quota_accounts SET available = available - 1, reserved = reserved + 1
-               WHERE tenant_id = $2 AND quota_key = 'webhook' AND stripe = 0 AND available >= 1
+               WHERE tenant_id = $2 AND quota_key = 'webhook' AND stripe = $4 AND available >= 1
                  AND EXISTS (SELECT 1 FROM d) RETURNING 1)
-         INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id, reservation_seq, at)
-         SELECT $2, 'webhook', 'reserve', 1, d.id, 1, now() FROM d, a",
+         INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount, delivery_id,
+             reservation_seq, at)
+         SELECT $2, 'webhook', $4, 'reserve', 1, d.id, 1, now() FROM d, a",
     )
     .bind(id)
     .bind(tenant)
     .bind(operation_key)
+    .bind(stripe)
     .execute(c)
     .await?
     .rows_affected();
@@ -178,6 +182,7 @@ async fn floor_submit_sqlite(
     c: &mut sqlx::SqliteConnection,
     id: Uuid,
     tenant: Uuid,
+    stripe: i16,
     operation_key: &str,
 ) -> Result<bool, StoreError> {
     let now = sqlite_now(None);
@@ -204,19 +209,21 @@ async fn floor_submit_sqlite(
         .await?;
     sqlx::query(
         "UPDATE quota_accounts SET available = available - 1, reserved = reserved + 1
-         WHERE tenant_id = ?1 AND quota_key = 'webhook' AND stripe = 0 AND available >= 1",
+         WHERE tenant_id = ?1 AND quota_key = 'webhook' AND stripe = ?2 AND available >= 1",
     )
     .bind(tenant)
+    .bind(stripe)
     .execute(&mut *c)
     .await?;
     sqlx::query(
-        "INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+        "INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount, delivery_id,
              reservation_seq, at)
-         VALUES (?1, 'webhook', 'reserve', 1, ?2, 1, ?3)",
+         VALUES (?1, 'webhook', ?4, 'reserve', 1, ?2, 1, ?3)",
     )
     .bind(tenant)
     .bind(id)
     .bind(now)
+    .bind(stripe)
     .execute(&mut *c)
     .await?;
     Ok(true)
@@ -289,24 +296,24 @@ pub async fn floor_submit_pooled(
         // `commit` is asked for, in herald's isolation.
         PooledConn::MySql(mut c) => {
             let mut tx = c.begin_with(mysql::FLOOR_BEGIN).await?;
-            let claimed = floor_submit(tx.as_conn(), id, tenant, operation_key).await?;
+            let claimed = floor_submit(tx.as_conn(), id, tenant, 0, operation_key).await?;
             tx.commit().await?;
             Ok(claimed)
         }
         PooledConn::Postgres(mut c) => match commit {
             Commit::InTransaction => {
                 let mut tx = c.begin().await?;
-                let claimed = floor_submit(tx.as_conn(), id, tenant, operation_key).await?;
+                let claimed = floor_submit(tx.as_conn(), id, tenant, 0, operation_key).await?;
                 tx.commit().await?;
                 Ok(claimed)
             }
-            Commit::Alone => floor_submit(c.as_conn(), id, tenant, operation_key).await,
+            Commit::Alone => floor_submit(c.as_conn(), id, tenant, 0, operation_key).await,
         },
         PooledConn::Sqlite(mut c) => {
             sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *c).await?;
             // SQLite's: under the write lock, so the ids reach the B-tree in order.
             let id = Uuid::now_v7();
-            match floor_submit(c.as_conn(), id, tenant, operation_key).await {
+            match floor_submit(c.as_conn(), id, tenant, 0, operation_key).await {
                 Ok(claimed) => {
                     sqlx::raw_sql("COMMIT").execute(&mut *c).await?;
                     Ok(claimed)
@@ -335,7 +342,7 @@ pub async fn floor_submit_batch_pooled(
             let mut tx = c.begin_with(mysql::FLOOR_BEGIN).await?;
             for (tenant, key) in items {
                 claimed +=
-                    usize::from(floor_submit(tx.as_conn(), Uuid::now_v7(), *tenant, key).await?);
+                    usize::from(floor_submit(tx.as_conn(), Uuid::now_v7(), *tenant, 0, key).await?);
             }
             tx.commit().await?;
         }
@@ -376,7 +383,7 @@ pub async fn floor_submit_batch_pooled(
         PooledConn::Sqlite(mut c) => {
             sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *c).await?;
             for (tenant, key) in items {
-                match floor_submit(c.as_conn(), Uuid::now_v7(), *tenant, key).await {
+                match floor_submit(c.as_conn(), Uuid::now_v7(), *tenant, 0, key).await {
                     Ok(one) => claimed += usize::from(one),
                     Err(e) => {
                         sqlx::raw_sql("ROLLBACK").execute(&mut *c).await?;

@@ -169,6 +169,37 @@ pub async fn app_commit_pooled(
     Ok(())
 }
 
+/// The same application transaction with the floor's claim inside instead of herald's
+/// (`floor_submit`, on stripe `stripe` of the tenant's account): what the rows alone cost
+/// the application's transactions, the yardstick of issue 33's ratios.
+pub async fn app_floor_commit_pooled(
+    store: &Store,
+    order: &str,
+    tenant: Uuid,
+    stripe: i16,
+    work: Duration,
+) -> Result<(), StoreError> {
+    let claim = |conn| super::floor_submit(conn, Uuid::now_v7(), tenant, stripe, order);
+    let claimed = if let Some(pool) = store.postgres_pool() {
+        let mut tx = pool.begin().await?;
+        app_order_insert(Conn::Postgres(&mut tx), order).await?;
+        let claimed = claim(Conn::Postgres(&mut tx)).await?;
+        tokio::time::sleep(work).await;
+        tx.commit().await?;
+        claimed
+    } else if let Some(pool) = store.mysql_pool() {
+        let mut tx = pool.begin().await?;
+        app_order_insert(Conn::MySql(&mut tx), order).await?;
+        let claimed = claim(Conn::MySql(&mut tx)).await?;
+        tokio::time::sleep(work).await;
+        tx.commit().await?;
+        claimed
+    } else {
+        return Err(not_here(store));
+    };
+    created(if claimed { "created" } else { "duplicate" })
+}
+
 /// A bench submit that was not created measured nothing: say so rather than report a rate.
 fn created(status: &str) -> Result<(), StoreError> {
     if status == "created" {

@@ -19,6 +19,7 @@ pub(crate) async fn floor_submit(
     c: &mut MySqlConnection,
     id: Uuid,
     tenant: Uuid,
+    stripe: i16,
     operation_key: &str,
 ) -> Result<bool, StoreError> {
     let claimed = super::inserted(
@@ -44,17 +45,19 @@ pub(crate) async fn floor_submit(
         .await?;
     sqlx::query(
         "UPDATE quota_accounts SET available = available - 1, reserved = reserved + 1
-         WHERE tenant_id = ? AND quota_key = 'webhook' AND stripe = 0 AND available >= 1",
+         WHERE tenant_id = ? AND quota_key = 'webhook' AND stripe = ? AND available >= 1",
     )
     .bind(tenant)
+    .bind(stripe)
     .execute(&mut *c)
     .await?;
     sqlx::query(sql(format!(
-        "INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id,
+        "INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount, delivery_id,
              reservation_seq, at)
-         VALUES (?, 'webhook', 'reserve', 1, ?, 1, {MYSQL_NOW_MS})"
+         VALUES (?, 'webhook', ?, 'reserve', 1, ?, 1, {MYSQL_NOW_MS})"
     )))
     .bind(tenant)
+    .bind(stripe)
     .bind(id)
     .execute(&mut *c)
     .await?;
