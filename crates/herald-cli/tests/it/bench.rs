@@ -48,6 +48,7 @@ const FIGURES: &[&str] = &[
     "app transaction, 10 ms of work, 8 clients: with an SQL API submit, one tenant, cost 0 (vs. without)",
     "app transaction, 10 ms of work, 64 clients: with an SQL API submit, one tenant (vs. without)",
     "app transaction, 10 ms of work, 64 clients: with a library submit, many tenants (vs. without)",
+    "app transaction, 10 ms of work, 64 clients: with the floor's claim, one tenant (vs. without)",
     "commit-to-start p50 at 200/s, SQL API submits",
     "commit-to-start p99 at 200/s, SQL API submits",
 ];
