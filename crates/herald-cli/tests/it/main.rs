@@ -10,6 +10,8 @@ mod audit;
 mod bench;
 mod chaos;
 mod cli;
+mod composer;
+mod deb;
 mod e2e;
 mod faults;
 mod fingerprint;

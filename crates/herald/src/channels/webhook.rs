@@ -57,7 +57,19 @@ impl WebhookChannel {
                 allow_private: options.allow_private_targets,
             }))
             .build()
-            .map_err(|e| Error::app(format!("cannot build the HTTP client: {e}")))?;
+            .map_err(|e| {
+                // reqwest's own text is "builder error": the cause is in its sources.
+                let mut why = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    why.push_str(&format!(": {s}"));
+                    source = s.source();
+                }
+                Error::app(format!(
+                    "cannot build the webhooks' HTTP client ({why}); HTTPS needs the system's \
+                     CA certificates (/etc/ssl/certs; Debian: the ca-certificates package)"
+                ))
+            })?;
         Ok(WebhookChannel { herald, client, options })
     }
 
