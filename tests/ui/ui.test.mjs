@@ -18,7 +18,7 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 const SHOTS = path.join(HERE, 'screenshots');
 const BIN = process.env.HERALD_BIN;
 const CHROMIUM = process.env.HERALD_CHROMIUM || '/usr/bin/chromium';
-const ADMIN_KEY = 'ui-test-admin-key';
+const ADMIN_KEY = 'ui-test-admin-key-4f9a2c7e1b08d35a6c91e2f7b4d0a8';
 const RELEASE = 'ui-test-release-7';
 // Hostile text, as a tenant or a receiver might write it: it must show as these characters.
 const HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 1">';

@@ -249,6 +249,8 @@ mod tests {
 
     const DB: &str = "postgres://u:s3cr3t@h/db";
     const SMTP: &str = "smtps://u:smtpp4ss@h:465";
+    /// An admin key long enough to be taken, with the planted secret in it.
+    const ADMIN: &str = "adm1nsecret-0123456789abcdefghijklmnopqrstuvwxyz";
     /// Each secret text planted in a setting.
     const SECRETS: [&str; 4] = ["s3cr3t", "adm1nsecret", "smtpp4ss", "m3trics"];
 
@@ -308,12 +310,12 @@ mod tests {
     #[test]
     fn debug_of_settings_from_the_file_hides_secrets() {
         let text = format!(
-            "db = \"{DB}\"\nadmin_key = \"adm1nsecret\"\nsmtp_url = \"{SMTP}\"\n\
+            "db = \"{DB}\"\nadmin_key = \"{ADMIN}\"\nsmtp_url = \"{SMTP}\"\n\
              smtp_from = \"herald@example.com\"\nmetrics_token = \"m3trics\"\n"
         );
         let (_dir, settings) = settings_file(&text);
         let resolved = settings.resolve().expect("resolves");
-        assert_eq!(resolved.admin_key.as_deref(), Some("adm1nsecret"), "read from the file");
+        assert_eq!(resolved.admin_key.as_deref(), Some(ADMIN), "read from the file");
         let shown = format!("{resolved:?}");
         for visible in ["postgres://u:***@h/db", "smtps://u:***@h:465", "herald@example.com"] {
             assert!(shown.contains(visible), "{visible:?} missing from {shown}");

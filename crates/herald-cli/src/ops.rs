@@ -126,6 +126,9 @@ pub enum SettingsCmd {
         #[arg(long)]
         max_attempts: String,
     },
+    /// Replace the dashboard's session secret (random, kept in the database): every
+    /// dashboard session ends, in running servers within 10 seconds.
+    RotateSessionSecret,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -455,6 +458,14 @@ fn print_delivery(d: &Delivery, json: bool) {
 pub async fn settings(db: Db, cmd: SettingsCmd) -> Result<()> {
     let herald = open(&db).await?;
     let settings = match cmd {
+        SettingsCmd::RotateSessionSecret => {
+            herald.ui_session_secret_rotate().await?;
+            match db.json {
+                true => println!("{}", serde_json::json!({"rotated": "ui_session"})),
+                false => println!("rotated: every dashboard session ends (within 10 s)"),
+            }
+            return Ok(());
+        }
         SettingsCmd::Show => herald.settings_stored().await?,
         SettingsCmd::Set { max_attempts } => {
             let max_attempts = max_attempts.parse::<u32>().map_err(|_| {

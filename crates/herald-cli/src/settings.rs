@@ -15,6 +15,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The shortest admin key taken: 32 random bytes in base64 (a key that can be guessed
+/// opens every tenant).
+pub const ADMIN_KEY_CHARS_MIN: usize = 43;
+
 /// The raw settings, as given on the command line or in the environment.
 #[derive(Clone, clap::Args)]
 pub struct Settings {
@@ -27,7 +31,7 @@ pub struct Settings {
     /// HTTP address [default: 127.0.0.1:8080]
     #[arg(long, env = "HERALD_LISTEN")]
     pub listen: Option<String>,
-    /// The admin key: only it creates tenants, keys and grants [default: none, admin calls disabled]
+    /// The admin key: only it creates tenants, keys and grants; at least 43 characters (`head -c 32 /dev/urandom | base64`) [default: none, admin calls disabled]
     #[arg(long, env = "HERALD_ADMIN_KEY", hide_env_values = true)]
     pub admin_key: Option<String>,
     /// The release this process runs, recorded on every attempt it makes [default: herald's version]
@@ -258,10 +262,21 @@ impl Settings {
             Some("true") | Some("1") | Some("yes") => true,
             Some(other) => bail!("HERALD_ALLOW_PRIVATE_TARGETS: {other:?} is not true or false"),
         };
+        let admin_key = get(&self.admin_key, "admin_key").filter(|k| !k.is_empty());
+        if let Some(key) = &admin_key
+            && key.chars().count() < ADMIN_KEY_CHARS_MIN
+        {
+            bail!(
+                "HERALD_ADMIN_KEY is {} characters: an admin key must be at least \
+                 {ADMIN_KEY_CHARS_MIN}, 32 random bytes' worth (make one with \
+                 `head -c 32 /dev/urandom | base64`)",
+                key.chars().count()
+            );
+        }
         Ok(Resolved {
             db: get(&self.db, "db").unwrap_or_else(|| crate::DB_DEFAULT.into()),
             listen,
-            admin_key: get(&self.admin_key, "admin_key").filter(|k| !k.is_empty()),
+            admin_key,
             metrics_token: get(&self.metrics_token, "metrics_token").filter(|k| !k.is_empty()),
             worker,
             reconciler: ReconcilerOptions {

@@ -76,7 +76,7 @@ pub fn state(herald: &Herald, config: &ServeConfig) -> AppState {
         metrics: crate::metrics::handle(),
         metrics_per_tenant: config.metrics_per_tenant,
         key_cache: Arc::new(keys::KeyCache::new(keys::KEY_CACHE_TTL)),
-        session_key: crate::ui::session::SessionKey::new(config.admin_key.as_deref()),
+        session_keys: crate::ui::session::SessionKeys::default(),
     }
 }
 

@@ -20,7 +20,7 @@ pub struct AppState {
     /// no database round trip.
     pub key_cache: Arc<crate::keys::KeyCache>,
     /// What the dashboard's session cookies are signed with (`ui::session`).
-    pub session_key: crate::ui::session::SessionKey,
+    pub session_keys: crate::ui::session::SessionKeys,
 }
 
 impl std::fmt::Debug for AppState {

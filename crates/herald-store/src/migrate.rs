@@ -25,6 +25,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (4, "fingerprint v2", include_str!("../migrations/sqlite/0004_fingerprint_v2.sql")),
     (5, "operators", include_str!("../migrations/sqlite/0005_operators.sql")),
     (6, "striped accounts", include_str!("../migrations/sqlite/0006_striped_accounts.sql")),
+    (7, "secrets", include_str!("../migrations/sqlite/0007_secrets.sql")),
 ];
 const POSTGRES: &[(i64, &str, &str)] = &[
     (1, "foundation", include_str!("../migrations/postgres/0001_foundation.sql")),
@@ -38,6 +39,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (9, "operators", include_str!("../migrations/postgres/0009_operators.sql")),
     (10, "routines", include_str!("../migrations/postgres/0010_routines.sql")),
     (11, "striped accounts", include_str!("../migrations/postgres/0011_striped_accounts.sql")),
+    (12, "secrets", include_str!("../migrations/postgres/0012_secrets.sql")),
 ];
 /// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
 /// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.
@@ -48,6 +50,7 @@ const MYSQL: &[(i64, &str, &str)] = &[
     (4, "routines", include_str!("../migrations/mysql/0004_routines.sql")),
     (5, "striped accounts", include_str!("../migrations/mysql/0005_striped_accounts.sql")),
     (6, "client fingerprint", include_str!("../migrations/mysql/0006_client_fingerprint.sql")),
+    (7, "secrets", include_str!("../migrations/mysql/0007_secrets.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -27,3 +27,14 @@ pub async fn settings_init(conn: Conn<'_>, seed: SettingsRow) -> Result<Settings
 pub async fn settings_set(conn: Conn<'_>, row: SettingsRow) -> Result<(), StoreError> {
     crate::per_backend!(conn, settings::settings_set(row))
 }
+
+/// The secret `name` (32 bytes): the one some process made first, else `fresh`, kept.
+pub async fn secret(conn: Conn<'_>, name: &str, fresh: [u8; 32]) -> Result<Vec<u8>, StoreError> {
+    crate::per_backend!(conn, settings::secret(name, fresh))
+}
+
+/// Replaces the secret `name` with `fresh` (what was signed with the old one no longer
+/// verifies).
+pub async fn secret_replace(conn: Conn<'_>, name: &str, fresh: [u8; 32]) -> Result<(), StoreError> {
+    crate::per_backend!(conn, settings::secret_replace(name, fresh))
+}

@@ -38,6 +38,7 @@ mod recorder;
 mod retention;
 mod rollup;
 mod runner;
+mod secrets;
 mod settings;
 mod sql_api;
 mod submit;

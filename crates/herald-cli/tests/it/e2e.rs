@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-const ADMIN: &str = "e2e-admin-key";
+const ADMIN: &str = "e2e-admin-key-5c0e8a7b3f1d92e64a08c7b5d1f3e29a";
 const WAIT: Duration = Duration::from_secs(20);
 
 /// Kills the child when the test ends, however it ends.

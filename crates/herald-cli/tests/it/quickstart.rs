@@ -7,8 +7,9 @@ use serde_json::Value;
 use std::time::Duration;
 use tokio::process::Command;
 
-/// The admin key the quick start uses (README's `HERALD_ADMIN_KEY=change-me`).
-const ADMIN_KEY: &str = "change-me";
+/// The admin key the quick start reads from `HERALD_ADMIN_KEY` (README makes one of 32
+/// random bytes in base64, as this one is).
+const ADMIN_KEY: &str = "Yq3Jm0xw6R0b2f8ZcT1kV5uN9sA4eH7dL2pG6iK8oQw=";
 /// The quick start's webhook target. The test points it at a loopback address instead,
 /// which the server refuses to send to (private targets are not allowed), so running the
 /// block sends nothing off this machine.
@@ -46,6 +47,7 @@ async fn readme_quick_start_runs_as_pasted() {
     let mut bash = Command::new("bash");
     bash.args(["-e", "-u", "-o", "pipefail", "-c", &block])
         .env("HERALD_URL", server.url())
+        .env("HERALD_ADMIN_KEY", ADMIN_KEY)
         .current_dir(server.dir.path());
     let (ok, out) = run(bash, Duration::from_secs(60)).await;
     assert!(ok, "the quick start failed:\n{out}\nserver log:\n{}", server.log());

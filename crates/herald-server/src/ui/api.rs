@@ -116,14 +116,15 @@ pub async fn sign_in(
             _ => return Err(ApiError::unauthorized()),
         }
     };
-    let Some(value) = session::issue(&state.session_key, &who) else {
+    let signing = state.session_keys.current(&state.herald).await?;
+    let Some(value) = session::issue(&signing, &who) else {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
             "sessions cannot be signed on this server",
         ));
     };
-    let session = Session { who, csrf: state.session_key.csrf_of(&value) };
+    let session = Session { who, csrf: signing.csrf_of(&value) };
     let body = describe(&state, &session).await?;
     let cookie = session::set_cookie(Some(&value), &headers);
     Ok(([(header::SET_COOKIE, cookie)], Json(body)).into_response())

@@ -5,10 +5,13 @@
 //! key itself is never kept: not in the cookie, not in the page.
 //!
 //! The cookie is signed, not stored: `v1.<who>.<expiry>.<nonce>.<mac>`, the MAC an
-//! HMAC-SHA256 under a secret derived from the admin key, so every server sharing that
-//! key accepts the sessions of the others, and changing the admin key ends every session.
-//! A server without an admin key signs with a random secret of its own (its tenant
-//! sessions end when it restarts). A tenant session names the API key it was made from,
+//! HMAC-SHA256 under the server's own random secret, kept in the database
+//! (`Herald::ui_session_secret`), so every server on it accepts the sessions of the
+//! others. It is never derived from a credential: under HMAC(admin key, a constant), as it
+//! once was, a tenant holding its own cookie could guess the admin key offline and forge
+//! an admin session. `herald settings rotate-session-secret` replaces it, which ends every
+//! session (a running server reads it again within `SETTINGS_REFRESH`). A tenant session
+//! names the API key it was made from,
 //! and each request checks that key is still unrevoked: revoking it ends the session.
 //! Sessions last [`SESSION_TTL`]; signing out clears the cookie.
 //!
@@ -26,7 +29,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long a session lasts after signing in.
 pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
@@ -34,7 +38,7 @@ pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
 pub const COOKIE: &str = "herald_ui";
 pub const CSRF_HEADER: &str = "x-herald-csrf";
 
-/// The secret sessions are signed with.
+/// The secret sessions are signed with: a snapshot of [`SessionKeys`].
 #[derive(Clone)]
 pub struct SessionKey([u8; 32]);
 
@@ -44,23 +48,35 @@ impl std::fmt::Debug for SessionKey {
     }
 }
 
-impl SessionKey {
-    /// Derived from the admin key when there is one, else random for this process.
-    pub fn new(admin_key: Option<&str>) -> SessionKey {
-        match admin_key.filter(|k| !k.is_empty()) {
-            Some(admin) => SessionKey(hmac(admin.as_bytes(), &[b"herald ui session v1"])),
-            None => {
-                // Without randomness there is no secret: all zeros, which signs nothing
-                // (`usable`), so every sign-in is refused rather than made guessable.
-                let mut secret = [0u8; 32];
-                if getrandom::fill(&mut secret).is_err() {
-                    secret = [0u8; 32];
-                }
-                SessionKey(secret)
+/// The database's session secret as this process last read it, read again at most
+/// [`herald::SETTINGS_REFRESH`] later (so a rotation reaches every process within that).
+#[derive(Clone, Default)]
+pub struct SessionKeys(Arc<Mutex<Option<(SessionKey, Instant)>>>);
+
+impl std::fmt::Debug for SessionKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionKeys(***)")
+    }
+}
+
+impl SessionKeys {
+    /// The secret to sign and verify with now.
+    pub async fn current(&self, herald: &herald::Herald) -> Result<SessionKey, ApiError> {
+        {
+            let cached = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((key, at)) = cached.as_ref()
+                && at.elapsed() < herald::SETTINGS_REFRESH
+            {
+                return Ok(key.clone());
             }
         }
+        let key = SessionKey(herald.ui_session_secret().await?);
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((key.clone(), Instant::now()));
+        Ok(key)
     }
+}
 
+impl SessionKey {
     /// The CSRF token of the session whose cookie is `value`.
     pub fn csrf_of(&self, value: &str) -> String {
         self.mac(b"csrf\0", value)
@@ -202,7 +218,8 @@ fn signed_out() -> ApiError {
 /// is still valid.
 pub async fn from_parts(parts: &Parts, state: &AppState) -> Result<Session, ApiError> {
     let value = cookie(&parts.headers).ok_or_else(signed_out)?;
-    let session = verify(&state.session_key, value).ok_or_else(signed_out)?;
+    let key = state.session_keys.current(&state.herald).await?;
+    let session = verify(&key, value).ok_or_else(signed_out)?;
     if let Who::Tenant { tenant, key_id } = &session.who {
         let key_id = herald::KeyId::parse(key_id).ok_or_else(signed_out)?;
         match state.herald.api_key(&key_id).await? {
@@ -235,14 +252,14 @@ mod tests {
 
     #[test]
     fn a_session_is_verified_only_as_issued() {
-        let key = SessionKey::new(Some("admin-key"));
+        let key = SessionKey([7; 32]);
         let tenant = herald::TenantId::new_v7();
         let who = Who::Tenant { tenant, key_id: "0123456789abcdef".into() };
         let value = issue(&key, &who).unwrap();
         let session = verify(&key, &value).unwrap();
         assert_eq!(session.who, who);
-        assert_eq!(verify(&SessionKey::new(Some("admin-key")), &value).unwrap().csrf, session.csrf);
-        assert!(verify(&SessionKey::new(Some("other")), &value).is_none(), "another secret");
+        assert_eq!(verify(&SessionKey([7; 32]), &value).unwrap().csrf, session.csrf);
+        assert!(verify(&SessionKey([8; 32]), &value).is_none(), "another secret");
         let forged = value.replacen("t:", "a:", 1);
         assert!(verify(&key, &forged).is_none(), "an edited cookie");
         let admin = issue(&key, &Who::Admin).unwrap();
@@ -253,7 +270,7 @@ mod tests {
 
     #[test]
     fn an_expired_session_is_refused() {
-        let key = SessionKey::new(Some("admin-key"));
+        let key = SessionKey([7; 32]);
         let body = format!("v1.a.{}.nonce", unix_now() - 1);
         let value = format!("{body}.{}", key.mac(b"session\0", &body));
         assert!(verify(&key, &value).is_none());

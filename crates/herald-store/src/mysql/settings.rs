@@ -1,4 +1,5 @@
-use super::inserted;
+use super::{inserted, sql};
+use crate::clock::MYSQL_NOW_MS;
 use crate::error::StoreError;
 use crate::settings::SettingsRow;
 use sqlx::MySqlConnection;
@@ -43,6 +44,46 @@ pub(crate) async fn settings_set(
          ON DUPLICATE KEY UPDATE max_attempts = VALUES(max_attempts)",
     )
     .bind(row.max_attempts)
+    .execute(c)
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn secret(
+    c: &mut MySqlConnection,
+    name: &str,
+    fresh: [u8; 32],
+) -> Result<Vec<u8>, StoreError> {
+    // The row of whichever process came first stands (a duplicate is the answer); a
+    // plain read then, as settings_init reads.
+    inserted(
+        sqlx::query(sql(format!(
+            "INSERT INTO herald_secrets (name, secret, created_at) VALUES (?, ?, {MYSQL_NOW_MS})"
+        )))
+        .bind(name)
+        .bind(&fresh[..])
+        .execute(&mut *c)
+        .await,
+    )?;
+    let kept: Option<Vec<u8>> =
+        sqlx::query_scalar("SELECT secret FROM herald_secrets WHERE name = ?")
+            .bind(name)
+            .fetch_optional(&mut *c)
+            .await?;
+    Ok(kept.unwrap_or_else(|| fresh.to_vec()))
+}
+
+pub(crate) async fn secret_replace(
+    c: &mut MySqlConnection,
+    name: &str,
+    fresh: [u8; 32],
+) -> Result<(), StoreError> {
+    sqlx::query(sql(format!(
+        "INSERT INTO herald_secrets (name, secret, created_at) VALUES (?, ?, {MYSQL_NOW_MS})
+         ON DUPLICATE KEY UPDATE secret = VALUES(secret), created_at = VALUES(created_at)"
+    )))
+    .bind(name)
+    .bind(&fresh[..])
     .execute(c)
     .await?;
     Ok(())

@@ -35,3 +35,36 @@ pub(crate) async fn settings_set(c: &mut PgConnection, row: SettingsRow) -> Resu
     .await?;
     Ok(())
 }
+
+pub(crate) async fn secret(
+    c: &mut PgConnection,
+    name: &str,
+    fresh: [u8; 32],
+) -> Result<Vec<u8>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "WITH i AS (INSERT INTO herald_secrets (name, secret) VALUES ($1, $2)
+                    ON CONFLICT (name) DO NOTHING RETURNING secret)
+         SELECT secret FROM i UNION ALL SELECT secret FROM herald_secrets WHERE name = $1
+         LIMIT 1",
+    )
+    .bind(name)
+    .bind(&fresh[..])
+    .fetch_one(c)
+    .await?)
+}
+
+pub(crate) async fn secret_replace(
+    c: &mut PgConnection,
+    name: &str,
+    fresh: [u8; 32],
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO herald_secrets (name, secret) VALUES ($1, $2)
+         ON CONFLICT (name) DO UPDATE SET secret = excluded.secret, created_at = now()",
+    )
+    .bind(name)
+    .bind(&fresh[..])
+    .execute(c)
+    .await?;
+    Ok(())
+}

@@ -40,3 +40,38 @@ pub(crate) async fn settings_set(
     .await?;
     Ok(())
 }
+
+pub(crate) async fn secret(
+    c: &mut SqliteConnection,
+    name: &str,
+    fresh: [u8; 32],
+) -> Result<Vec<u8>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO herald_secrets (name, secret, created_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (name) DO UPDATE SET name = herald_secrets.name
+         RETURNING secret",
+    )
+    .bind(name)
+    .bind(&fresh[..])
+    .bind(crate::clock::sqlite_now(None))
+    .fetch_one(c)
+    .await?)
+}
+
+pub(crate) async fn secret_replace(
+    c: &mut SqliteConnection,
+    name: &str,
+    fresh: [u8; 32],
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO herald_secrets (name, secret, created_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (name) DO UPDATE SET secret = excluded.secret,
+             created_at = excluded.created_at",
+    )
+    .bind(name)
+    .bind(&fresh[..])
+    .bind(crate::clock::sqlite_now(None))
+    .execute(c)
+    .await?;
+    Ok(())
+}

@@ -170,6 +170,36 @@ fn malformed_or_unsupported_db_is_one_error_line_and_creates_nothing() {
     }
 }
 
+/// An admin key that could be guessed is refused before anything starts (issue 37): the
+/// error says how long one must be and how to make one, and never quotes the key.
+#[test]
+fn a_short_admin_key_is_refused_with_how_to_make_one() {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    for key in ["change-me", "0123456789abcdef0123456789abcdef0123456789"] {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_herald"));
+        cmd.args(["serve", "--listen", "127.0.0.1:0"]).current_dir(cwd.path());
+        let out = cmd.env("HERALD_ADMIN_KEY", key).env_remove("RUST_LOG").output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{key}: {stderr}");
+        assert!(stderr.starts_with("error: ") && stderr.lines().count() == 1, "{stderr}");
+        assert!(stderr.contains("at least 43") && stderr.contains("/dev/urandom"), "{stderr}");
+        assert!(!stderr.contains(key), "the key is quoted: {stderr}");
+        assert_eq!(file_names(cwd.path()), Vec::<String>::new(), "{key}: created files");
+    }
+}
+
+/// `herald settings rotate-session-secret` replaces the dashboard's secret in the database.
+#[test]
+fn the_session_secret_rotates() {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let db = cwd.path().join("h.db").display().to_string();
+    let rotate = herald_in(cwd.path(), &["settings", "rotate-session-secret", "--db", &db]);
+    let out = expect_success(&rotate, "rotate-session-secret");
+    assert!(out.contains("every dashboard session ends"), "{out}");
+    let json = herald_in(cwd.path(), &["settings", "rotate-session-secret", "--json", "--db", &db]);
+    assert_eq!(expect_success(&json, "--json").trim(), r#"{"rotated":"ui_session"}"#);
+}
+
 // ---------------------------------------------------------------------------------------
 // 3. unreachable PostgreSQL
 

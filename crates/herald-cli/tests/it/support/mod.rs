@@ -33,7 +33,7 @@ pub use tokio::sync::{mpsc, watch};
 pub const BIN: &str = env!("CARGO_BIN_EXE_herald");
 pub const POSTGRES_ENV: &str = "HERALD_TEST_POSTGRES_URL";
 pub const MYSQL_ENV: &str = "HERALD_TEST_MYSQL_URL";
-pub const ADMIN_KEY: &str = "test-admin-key-3b1f0c9e";
+pub const ADMIN_KEY: &str = "test-admin-key-3b1f0c9e-7d5a21c48f60b39e2d71a4c8";
 /// Short timings, so a SIGKILLed process's leases expire within seconds.
 pub const FAST: [(&str, &str); 6] = [
     ("HERALD_LEASE", "8s"),

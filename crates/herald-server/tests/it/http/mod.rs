@@ -54,5 +54,6 @@ mod bad_input;
 mod batch;
 mod deliveries;
 mod operators;
+mod sessions;
 mod submits;
 mod walls;

@@ -1,0 +1,62 @@
+//! The dashboard's session secret (issue 37, defect 1): random, the server's own, kept in
+//! the database — never derived from the admin key, so a tenant holding its own cookie
+//! cannot work back to the admin key and forge an admin session; shared by every server
+//! on the database; rotated by the operator, which ends every session.
+
+use crate::common::*;
+use axum::http::{StatusCode, header};
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use serde_json::json;
+use sha2::Sha256;
+
+const OK: StatusCode = StatusCode::OK;
+const UNAUTHORIZED: StatusCode = StatusCode::UNAUTHORIZED;
+
+fn hmac(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).unwrap();
+    for part in parts {
+        mac.update(part);
+    }
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// The `herald_ui=…` cookie of a sign-in with `key`.
+async fn sign_in(api: &Api, key: &str) -> String {
+    let r = api.send(post("/ui/api/session").json(&json!({"key": key}))).await;
+    r.expect(OK);
+    let set = r.headers.get(header::SET_COOKIE).unwrap().to_str().unwrap();
+    set.split(';').next().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_admin_session_can_be_forged_and_the_secret_is_the_databases() {
+    for env in envs().await {
+        let b = env.backend;
+        let a = env.api.tenant("acme").await;
+        let tenant_cookie = sign_in(&env.api, &a.key).await;
+        let tenant_view = env.api.send(get("/ui/api/tenants").header("cookie", &tenant_cookie));
+        tenant_view.await.expect(OK);
+
+        // The old derivation, HMAC(admin key, a constant): what a tenant who guessed the
+        // admin key offline from its own cookie would sign an admin session with.
+        let derived = hmac(ADMIN_KEY.as_bytes(), &[b"herald ui session v1"]);
+        let body = format!("v1.a.{}.bm9uY2Vub25jZQ", 4_000_000_000u64);
+        let mac = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(hmac(&derived, &[b"session\0", body.as_bytes()]));
+        let forged = format!("herald_ui={body}.{mac}");
+        let r = env.api.send(get("/ui/api/tenants").header("cookie", &forged)).await;
+        r.expect_error(UNAUTHORIZED, "unauthorized");
+
+        // Another server on the same database (another router, another cache) takes the
+        // session; after a rotation no server does.
+        let other = Api { backend: b, router: admin_router(&env.herald) };
+        other.send(get("/ui/api/tenants").header("cookie", &tenant_cookie)).await.expect(OK);
+        env.herald.ui_session_secret_rotate().await.unwrap();
+        let fresh = Api { backend: b, router: admin_router(&env.herald) };
+        let r = fresh.send(get("/ui/api/tenants").header("cookie", &tenant_cookie)).await;
+        r.expect_error(UNAUTHORIZED, "unauthorized");
+        let again = sign_in(&fresh, &a.key).await;
+        fresh.send(get("/ui/api/tenants").header("cookie", &again)).await.expect(OK);
+    }
+}
