@@ -48,12 +48,9 @@ async fn postgres_submit(
     };
     let call =
         call.bind(tenant.to_string()).bind(operation_key).bind(RECIPIENT).bind(payload).bind(cost);
-    let call = match version {
-        SqlSubmit::V1 => call,
-        SqlSubmit::V2ClientFingerprint => {
-            let attempts = herald_core::limits::DELIVERY_ATTEMPTS_DEFAULT;
-            call.bind(attempts as i32).bind(client_fingerprint(payload, cost, attempts)?)
-        }
+    let call = match v2_arguments(version, payload, cost)? {
+        Some((attempts, print)) => call.bind(attempts).bind(print),
+        None => call,
     };
     Ok(call.fetch_one(&mut *c).await?)
 }
@@ -78,17 +75,28 @@ async fn mysql_submit(
     };
     let call =
         call.bind(tenant.to_string()).bind(operation_key).bind(RECIPIENT).bind(payload).bind(cost);
-    let call = match version {
-        SqlSubmit::V1 => call,
-        SqlSubmit::V2ClientFingerprint => {
-            let attempts = herald_core::limits::DELIVERY_ATTEMPTS_DEFAULT;
-            call.bind(attempts).bind(client_fingerprint(payload, cost, attempts)?)
-        }
+    let call = match v2_arguments(version, payload, cost)? {
+        Some((attempts, print)) => call.bind(attempts).bind(print),
+        None => call,
     };
     call.execute(&mut *c).await?;
     let (status, id): (String, Option<String>) =
         sqlx::query_as("SELECT @status, @id").fetch_one(&mut *c).await?;
     Ok((status, id.and_then(|id| Uuid::parse_str(&id).ok())))
+}
+
+/// v2's arguments after v1's: max_attempts (herald's default) and the fingerprint the
+/// client computed with it; none for v1.
+fn v2_arguments(
+    version: SqlSubmit,
+    payload: &str,
+    cost: i64,
+) -> Result<Option<(i32, Vec<u8>)>, StoreError> {
+    if version == SqlSubmit::V1 {
+        return Ok(None);
+    }
+    let attempts = herald_core::limits::DELIVERY_ATTEMPTS_DEFAULT;
+    Ok(Some((attempts as i32, client_fingerprint(payload, cost, attempts)?)))
 }
 
 /// The fingerprint (version 2) of the bench's request, as a client computes it.
