@@ -98,6 +98,12 @@ pub struct Settings {
     /// Admission control: a submit waits at most this long for the database before it is answered 503 `busy` (nothing written), and while the oldest waiting submit has waited half of it new submits are refused at once; 10ms to 60s [default: 500ms]
     #[arg(long, env = "HERALD_QUEUE_WAIT")]
     pub queue_wait: Option<String>,
+    /// Host names requests may give besides loopback names and IP addresses, comma separated, or `*` for any: a request naming another is refused (421), so a page whose DNS name was rebound to this server's address gets nothing [default: none]
+    #[arg(long, env = "HERALD_ALLOWED_HOSTS")]
+    pub allowed_hosts: Option<String>,
+    /// The URL users reach herald at behind a proxy (`https://herald.example.com`): its host is allowed, and the dashboard takes requests from its origin [default: none]
+    #[arg(long, env = "HERALD_PUBLIC_URL")]
+    pub public_url: Option<String>,
 }
 
 /// Typed, validated settings.
@@ -248,6 +254,11 @@ impl Settings {
                 1..=listen::CONNECTIONS_MAX_LIMIT as u64,
             )? as usize,
             shutdown_grace: worker.shutdown_grace,
+            allowed_hosts: herald_server::hosts::AllowedHosts::parse(
+                get(&self.allowed_hosts, "allowed_hosts").as_deref(),
+                get(&self.public_url, "public_url").as_deref(),
+            )
+            .map_err(|e| anyhow!(e))?,
             ..HttpOptions::default()
         };
         let reconcile_every =
@@ -344,6 +355,8 @@ impl Settings {
             "http_body_timeout",
             "http_connections_max",
             "queue_wait",
+            "allowed_hosts",
+            "public_url",
         ];
         let mut out = BTreeMap::new();
         for (key, value) in table {
@@ -393,6 +406,8 @@ impl std::fmt::Debug for Settings {
             .field("smtp_from", &self.smtp_from)
             .field("metrics_token", &Redacted::of(&self.metrics_token))
             .field("queue_wait", &self.queue_wait)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("public_url", &self.public_url)
             .finish()
     }
 }

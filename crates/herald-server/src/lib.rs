@@ -8,6 +8,7 @@ mod debug_tests;
 pub mod error;
 pub mod extract;
 pub mod head_errors;
+pub mod hosts;
 pub mod keys;
 pub mod listen;
 pub mod metrics;
@@ -103,6 +104,7 @@ pub fn app(state: AppState) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), hosts::check))
         .layer(axum::middleware::from_fn(uri_limit))
         .with_state(state)
 }

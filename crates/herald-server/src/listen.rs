@@ -70,6 +70,9 @@ pub struct HttpOptions {
     /// How long answers in progress may finish on shutdown before their connections are
     /// dropped (`HERALD_SHUTDOWN_GRACE`).
     pub shutdown_grace: Duration,
+    /// The names a request's `Host` may give besides loopback names and IP addresses
+    /// (`HERALD_ALLOWED_HOSTS`, `HERALD_PUBLIC_URL`; [`crate::hosts`]).
+    pub allowed_hosts: crate::hosts::AllowedHosts,
 }
 
 impl Default for HttpOptions {
@@ -80,6 +83,7 @@ impl Default for HttpOptions {
             write_stall_timeout: WRITE_STALL_TIMEOUT_DEFAULT,
             connections_max: CONNECTIONS_MAX_DEFAULT,
             shutdown_grace: herald_core::limits::SHUTDOWN_GRACE_DEFAULT,
+            allowed_hosts: crate::hosts::AllowedHosts::default(),
         }
     }
 }

@@ -77,6 +77,7 @@ pub fn state(herald: &Herald, config: &ServeConfig) -> AppState {
         metrics_per_tenant: config.metrics_per_tenant,
         key_cache: Arc::new(keys::KeyCache::new(keys::KEY_CACHE_TTL)),
         session_keys: crate::ui::session::SessionKeys::default(),
+        allowed_hosts: config.http.allowed_hosts.clone(),
     }
 }
 

@@ -21,6 +21,8 @@ pub struct AppState {
     pub key_cache: Arc<crate::keys::KeyCache>,
     /// What the dashboard's session cookies are signed with (`ui::session`).
     pub session_keys: crate::ui::session::SessionKeys,
+    /// The names requests may give in `Host` (`hosts`).
+    pub allowed_hosts: crate::hosts::AllowedHosts,
 }
 
 impl std::fmt::Debug for AppState {

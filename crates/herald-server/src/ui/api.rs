@@ -92,7 +92,7 @@ pub async fn sign_in(
     headers: HeaderMap,
     JsonBody(body): JsonBody<SignIn>,
 ) -> ApiResult<Response> {
-    if session::cross_site(&headers) {
+    if session::cross_site(&headers, &state.allowed_hosts) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",

@@ -22,6 +22,7 @@
 //! is refused as well, the sign-in included.
 
 use crate::error::ApiError;
+use crate::hosts::AllowedHosts;
 use crate::keys;
 use crate::state::AppState;
 use axum::http::request::Parts;
@@ -180,8 +181,9 @@ fn cookie(headers: &HeaderMap) -> Option<&str> {
         .find_map(|(name, value)| (name == COOKIE).then_some(value))
 }
 
-/// Whether a browser says the request came from another site, or names another origin.
-pub fn cross_site(headers: &HeaderMap) -> bool {
+/// Whether a browser says the request came from another site, or names another origin
+/// than this host's or `HERALD_PUBLIC_URL`'s.
+pub fn cross_site(headers: &HeaderMap, hosts: &AllowedHosts) -> bool {
     let fetch_site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
     if matches!(fetch_site, Some("cross-site" | "same-site")) {
         return true;
@@ -189,6 +191,9 @@ pub fn cross_site(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
         return false;
     };
+    if hosts.is_public_origin(origin) {
+        return false;
+    }
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
     let origin_host = origin.split_once("://").map_or("", |(_, rest)| rest);
     origin == "null" || origin_host != host
@@ -235,7 +240,9 @@ pub async fn from_parts(parts: &Parts, state: &AppState) -> Result<Session, ApiE
 pub async fn for_action(parts: &Parts, state: &AppState) -> Result<Session, ApiError> {
     let session = from_parts(parts, state).await?;
     let presented = parts.headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
-    if cross_site(&parts.headers) || !keys::same(presented.as_bytes(), session.csrf.as_bytes()) {
+    if cross_site(&parts.headers, &state.allowed_hosts)
+        || !keys::same(presented.as_bytes(), session.csrf.as_bytes())
+    {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "csrf",
@@ -280,15 +287,18 @@ mod tests {
     fn cross_site_requests_are_recognised() {
         let mut h = HeaderMap::new();
         h.insert(header::HOST, "herald.example:8080".parse().unwrap());
-        assert!(!cross_site(&h), "no Origin: a same-origin GET or a non-browser client");
+        assert!(
+            !cross_site(&h, &AllowedHosts::default()),
+            "no Origin: a same-origin GET or a non-browser client"
+        );
         h.insert(header::ORIGIN, "http://herald.example:8080".parse().unwrap());
-        assert!(!cross_site(&h));
+        assert!(!cross_site(&h, &AllowedHosts::default()));
         h.insert(header::ORIGIN, "http://evil.example".parse().unwrap());
-        assert!(cross_site(&h));
+        assert!(cross_site(&h, &AllowedHosts::default()));
         h.insert(header::ORIGIN, "null".parse().unwrap());
-        assert!(cross_site(&h));
+        assert!(cross_site(&h, &AllowedHosts::default()));
         h.remove(header::ORIGIN);
         h.insert("sec-fetch-site", "cross-site".parse().unwrap());
-        assert!(cross_site(&h));
+        assert!(cross_site(&h, &AllowedHosts::default()));
     }
 }

@@ -53,6 +53,7 @@ mod admin;
 mod bad_input;
 mod batch;
 mod deliveries;
+mod hosts;
 mod operators;
 mod sessions;
 mod submits;
