@@ -43,6 +43,16 @@ async fn open(settings: &Resolved) -> Result<Herald> {
         max_attempts: settings.max_attempts,
         queue_wait: settings.queue_wait,
     })?;
+    // A secret on the command line is in `ps` for every user of the machine.
+    for flag in ["--admin-key", "--metrics-token", "--smtp-url"] {
+        if std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}="))) {
+            tracing::warn!(
+                flag,
+                "a secret given on the command line is visible to every user of this machine \
+                 (ps, /proc); give it in the environment (HERALD_…) or the settings file"
+            );
+        }
+    }
     // The shared settings, written from this process's if the database has none yet.
     let shared = herald.settings().await?;
     if settings.max_attempts_given && shared.max_attempts != settings.max_attempts {

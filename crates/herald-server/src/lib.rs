@@ -106,6 +106,7 @@ pub fn app(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
         .layer(axum::middleware::from_fn_with_state(state.clone(), hosts::check))
         .layer(axum::middleware::from_fn(uri_limit))
+        .layer(axum::middleware::from_fn(ui::headers))
         .with_state(state)
 }
 

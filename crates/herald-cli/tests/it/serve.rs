@@ -592,3 +592,18 @@ async fn db_flag_is_accepted_after_the_operator_subcommand() {
     let run = herald(cwd.path(), &["deliveries", "list", &id, "--json", "--db", &db], &[]).await;
     assert_eq!(json_out(&run), json!({"deliveries": []}), "{run:#?}");
 }
+
+/// A secret on the command line is in `ps` for every user of the machine: herald says so
+/// (issue 37) and still starts; in the environment it says nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_on_the_command_line_is_warned_about() {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let mut flagged = Proc::serve("serve", cwd.path(), &["--admin-key", ADMIN_KEY], &FAST).await;
+    flagged.stop(Duration::from_secs(20)).await;
+    let said = flagged.stderr();
+    assert!(said.contains("visible to every user") && said.contains("--admin-key"), "{said}");
+    assert!(!said.contains(ADMIN_KEY), "the key itself is never logged: {said}");
+    let mut quiet = Proc::serve("serve", cwd.path(), &[], &FAST).await;
+    quiet.stop(Duration::from_secs(20)).await;
+    assert!(!quiet.stderr().contains("visible to every user"), "{}", quiet.stderr());
+}

@@ -4,8 +4,8 @@
 //! (`session.rs`). The calls are the library's operator reads and actions, scoped to the
 //! session's tenant; the page only shows them.
 //!
-//! Every `/ui` answer carries a strict Content-Security-Policy (only this origin's script
-//! and style, no inline code, no frames), and the page writes every string it shows as
+//! Every answer carries a strict Content-Security-Policy (only this origin's script and
+//! style, no inline code, no frames; [`headers`], a layer of the whole router), and the page writes every string it shows as
 //! text, never as markup: what a tenant or a receiver wrote cannot run.
 
 pub mod api;
@@ -51,21 +51,26 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/api/deliveries/{id}/cancel", post(api::cancel))
         .route("/ui/api/bulk", post(api::bulk))
         .route("/ui/api/quotas", get(api::quotas))
-        .layer(axum::middleware::from_fn(headers))
 }
 
-/// The security headers of every `/ui` answer; the JSON calls are never cached.
-async fn headers(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    let api = request.uri().path().starts_with("/ui/api/");
+/// The security headers, on every answer of the router (the outermost layer, so the
+/// 404s, 405s and 414s of paths under `/ui` carry them too); under `/ui` the JSON calls are
+/// never cached and the page is revalidated.
+pub async fn headers(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let path = request.uri().path();
+    let cache = if path.starts_with("/ui/api/") {
+        Some("no-store")
+    } else {
+        (path == "/ui" || path.starts_with("/ui/")).then_some("no-cache")
+    };
     let mut response = next.run(request).await;
     let h = response.headers_mut();
     h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static(if api { "no-store" } else { "no-cache" }),
-    );
+    if let Some(cache) = cache {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    }
     response
 }

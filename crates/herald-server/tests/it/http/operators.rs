@@ -362,3 +362,27 @@ async fn dashboard_sessions_are_scoped_and_csrf_protected() {
         r.expect_error(UNAUTHORIZED, "unauthorized");
     }
 }
+
+/// Every answer carries the security headers, the framework's own included: a 404, a 405
+/// and a 414 under `/ui` as well as the page (issue 37, defect 6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_under_ui_carries_the_security_headers() {
+    let env = envs().await.remove(0);
+    let long = format!("/ui/api/deliveries?x={}", "a".repeat(herald_server::listen::URI_BYTES_MAX));
+    for (r, status) in [
+        (get("/ui"), StatusCode::OK),
+        (get("/ui/nowhere"), StatusCode::NOT_FOUND),
+        (req(Method::DELETE, "/ui"), StatusCode::METHOD_NOT_ALLOWED),
+        (get(long), StatusCode::URI_TOO_LONG),
+        (get("/v1/nowhere"), StatusCode::NOT_FOUND),
+    ] {
+        let what = format!("{} {}", r.method, &r.uri[..r.uri.len().min(40)]);
+        let answer = env.api.send(r).await;
+        assert_eq!(answer.status, status, "{what}");
+        let h = &answer.headers;
+        let csp = h.get(header::CONTENT_SECURITY_POLICY).map(|v| v.to_str().unwrap());
+        assert!(csp.is_some_and(|c| c.contains("frame-ancestors 'none'")), "{what}: {h:?}");
+        assert_eq!(h.get(header::X_CONTENT_TYPE_OPTIONS).unwrap(), "nosniff", "{what}");
+        assert_eq!(h.get(header::X_FRAME_OPTIONS).unwrap(), "DENY", "{what}");
+    }
+}
