@@ -22,11 +22,25 @@ pub struct ApiError {
     pub field: Option<&'static str>,
     /// Why that field was refused (`empty`, `too_long`, `control_character`, ...).
     pub reason: Option<&'static str>,
+    /// `Retry-After` in seconds, where the answer says when to come back (a 503 without it
+    /// says the busy default).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into(), field: None, reason: None }
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+            reason: None,
+            retry_after: None,
+        }
+    }
+    /// The same answer with `Retry-After: secs`.
+    pub fn retry_after(self, secs: u64) -> ApiError {
+        ApiError { retry_after: Some(secs), ..self }
     }
     pub fn invalid(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
@@ -85,10 +99,13 @@ impl IntoResponse for ApiError {
         }
         let body = json!({ "error": error });
         let mut response = (self.status, Json(body)).into_response();
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            response
-                .headers_mut()
-                .insert(axum::http::header::RETRY_AFTER, RETRY_AFTER_BUSY_SECS.into());
+        let retry_after = match self.retry_after {
+            Some(secs) => Some(secs),
+            None => (self.status == StatusCode::SERVICE_UNAVAILABLE)
+                .then_some(u64::from(RETRY_AFTER_BUSY_SECS)),
+        };
+        if let Some(secs) = retry_after {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, secs.into());
         }
         response
     }

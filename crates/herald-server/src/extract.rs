@@ -111,10 +111,21 @@ impl FromRequestParts<AppState> for TenantAuth {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let token = bearer(parts).ok_or_else(ApiError::unauthorized)?;
-        let (key_id, hash) = keys::parse(token).ok_or_else(ApiError::unauthorized)?;
-        if let Some(tenant) = state.key_cache.tenant(key_id.as_str(), &hash) {
+        let parsed = keys::parse(token);
+        // A key verified lately is answered from the cache, limits or not: only a key
+        // that is not (a guess among them) is counted and limited.
+        if let Some((key_id, hash)) = &parsed
+            && let Some(tenant) = state.key_cache.tenant(key_id.as_str(), hash)
+        {
             return Ok(TenantAuth(tenant));
         }
+        let sources =
+            guess_sources(ClientAddr::of(parts).0, parsed.as_ref().map(|(id, _)| id.as_str()));
+        state.guesses.check(&sources)?;
+        let Some((key_id, hash)) = parsed else {
+            state.guesses.failed(&sources, "api");
+            return Err(ApiError::unauthorized());
+        };
         let row = state.herald.api_key(&key_id).await.map_err(ApiError::from)?;
         match row {
             Some(row) if !row.revoked && keys::same(&row.secret_sha256, &hash) => {
@@ -122,7 +133,10 @@ impl FromRequestParts<AppState> for TenantAuth {
                 state.key_cache.verified(key_id.as_str(), hash, tenant);
                 Ok(TenantAuth(tenant))
             }
-            _ => Err(ApiError::unauthorized()),
+            _ => {
+                state.guesses.failed(&sources, "api");
+                Err(ApiError::unauthorized())
+            }
         }
     }
 }
@@ -136,6 +150,9 @@ impl FromRequestParts<AppState> for AdminAuth {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let token = bearer(parts).ok_or_else(ApiError::unauthorized)?;
+        // Limited before the comparison: a guess that happens to be right must not be the
+        // one answer a locked-out client can still get.
+        state.guesses.check(&guess_sources(ClientAddr::of(parts).0, None))?;
         if let Some(admin) = &state.admin_key_sha256
             && keys::same(admin, &keys::digest(token))
         {
@@ -147,5 +164,35 @@ impl FromRequestParts<AppState> for AdminAuth {
             Ok(_) => Err(ApiError::forbidden()),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Who a failed key counts against: the client's address (when the server knows it) and
+/// the key id the key names, if any.
+pub fn guess_sources(
+    address: Option<std::net::IpAddr>,
+    key_id: Option<&str>,
+) -> Vec<crate::guesses::Source> {
+    use crate::guesses::Source;
+    let address = address.map(Source::Address);
+    address.into_iter().chain(key_id.map(|k| Source::KeyId(k.to_string()))).collect()
+}
+
+/// The client's address, when the listener recorded it (`ConnectInfo`; not in-process).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub Option<std::net::IpAddr>);
+
+impl ClientAddr {
+    pub fn of(parts: &Parts) -> ClientAddr {
+        let info = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>();
+        ClientAddr(info.map(|c| c.0.ip()))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(ClientAddr::of(parts))
     }
 }

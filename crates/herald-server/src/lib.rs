@@ -7,6 +7,7 @@ pub mod cursor;
 mod debug_tests;
 pub mod error;
 pub mod extract;
+pub mod guesses;
 pub mod head_errors;
 pub mod hosts;
 pub mod keys;

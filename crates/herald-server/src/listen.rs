@@ -110,7 +110,6 @@ pub async fn serve(
         .max_headers(HEADERS_MAX)
         .max_header_size(HEAD_BYTES_MAX);
     let router = router.layer(RequestBodyDeadlineLayer::new(options.body_timeout));
-    let service = TowerToHyperService::new(router);
     let stop_connections = CancellationToken::new();
     let mut connections = JoinSet::new();
     let mut saturated = false;
@@ -158,7 +157,15 @@ pub async fn serve(
             tracing::debug!(error = %e, %peer, "TCP_NODELAY not set");
         }
         let io = JsonHeadErrors::new(WriteStall::new(stream, options.write_stall_timeout));
-        let connection = http.serve_connection(TokioIo::new(io), service.clone());
+        // Each request knows its client's address (`ConnectInfo`: the failed-key limits).
+        let service = TowerToHyperService::new(tower::util::MapRequest::new(
+            router.clone(),
+            move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+                request
+            },
+        ));
+        let connection = http.serve_connection(TokioIo::new(io), service);
         let stop = stop_connections.clone();
         connections.spawn(async move {
             let _slot = slot;

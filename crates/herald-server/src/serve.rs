@@ -78,6 +78,7 @@ pub fn state(herald: &Herald, config: &ServeConfig) -> AppState {
         key_cache: Arc::new(keys::KeyCache::new(keys::KEY_CACHE_TTL)),
         session_keys: crate::ui::session::SessionKeys::default(),
         allowed_hosts: config.http.allowed_hosts.clone(),
+        guesses: Arc::new(crate::guesses::Guesses::default()),
     }
 }
 

@@ -23,6 +23,8 @@ pub struct AppState {
     pub session_keys: crate::ui::session::SessionKeys,
     /// The names requests may give in `Host` (`hosts`).
     pub allowed_hosts: crate::hosts::AllowedHosts,
+    /// Failed keys by client address and key id (`guesses`).
+    pub guesses: Arc<crate::guesses::Guesses>,
 }
 
 impl std::fmt::Debug for AppState {

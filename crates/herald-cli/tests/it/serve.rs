@@ -607,3 +607,33 @@ async fn a_secret_on_the_command_line_is_warned_about() {
     quiet.stop(Duration::from_secs(20)).await;
     assert!(!quiet.stderr().contains("visible to every user"), "{}", quiet.stderr());
 }
+
+/// Guessing keys from one address (issue 37, defect 2): a real listener knows the client's
+/// address, so after 10 failed keys in a minute — bearer keys and sign-ins alike, whatever
+/// they look like — that address gets 429 with Retry-After; each failure is logged without
+/// the key and counted in /metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_keys_from_one_address_are_limited_logged_and_counted() {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let server = Proc::serve("serve", cwd.path(), &[], &FAST).await;
+    let guess = "not-the-admin-key-0123456789abcdefghijklmnopq";
+    for i in 0..10 {
+        let r = if i % 2 == 0 {
+            try_request(server.addr, "GET", "/v1/quotas", Some(guess), None).await
+        } else {
+            let body = json!({"key": guess});
+            try_request(server.addr, "POST", "/ui/api/session", None, Some(&body)).await
+        };
+        assert_eq!(r.expect("an answer").status, 401, "guess {i}");
+    }
+    let limited = try_request(server.addr, "GET", "/v1/quotas", Some(ADMIN_KEY), None).await;
+    let limited = limited.expect("an answer");
+    assert_eq!(limited.status, 429, "{}", limited.body);
+    assert!(limited.retry_after.is_some_and(|s| s.parse::<u64>().is_ok_and(|s| s >= 1)));
+    let metrics = try_request(server.addr, "GET", "/metrics", None, None).await.unwrap();
+    let line = metrics.body.lines().find(|l| l.starts_with("herald_auth_failures_total"));
+    assert!(line.is_some(), "{}", metrics.body);
+    let log = server.stderr();
+    assert!(log.matches("authentication failed").count() >= 10, "{log}");
+    assert!(!log.contains(guess), "a failed key is never logged: {log}");
+}

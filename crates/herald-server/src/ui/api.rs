@@ -89,6 +89,7 @@ pub struct SignIn {
 /// `POST /ui/api/session`: a key for a session cookie.
 pub async fn sign_in(
     State(state): State<AppState>,
+    client: crate::extract::ClientAddr,
     headers: HeaderMap,
     JsonBody(body): JsonBody<SignIn>,
 ) -> ApiResult<Response> {
@@ -100,20 +101,28 @@ pub async fn sign_in(
         ));
     }
     let key = body.key.trim();
+    let parsed = keys::parse(key);
+    let sources =
+        crate::extract::guess_sources(client.0, parsed.as_ref().map(|(id, _)| id.as_str()));
+    state.guesses.check(&sources)?;
+    let failed = || {
+        state.guesses.failed(&sources, "ui");
+        ApiError::unauthorized()
+    };
     if key.is_empty() || key.len() > keys::KEY_LEN_MAX {
-        return Err(ApiError::unauthorized());
+        return Err(failed());
     }
     let who = if state.admin_key_sha256.is_some_and(|admin| keys::same(&admin, &keys::digest(key)))
     {
         Who::Admin
     } else {
-        let (key_id, hash) = keys::parse(key).ok_or_else(ApiError::unauthorized)?;
+        let (key_id, hash) = parsed.ok_or_else(failed)?;
         match state.herald.api_key(&key_id).await? {
             Some(row) if !row.revoked && keys::same(&row.secret_sha256, &hash) => Who::Tenant {
                 tenant: TenantId::from_uuid(row.tenant_id),
                 key_id: key_id.as_str().to_string(),
             },
-            _ => return Err(ApiError::unauthorized()),
+            _ => return Err(failed()),
         }
     };
     let signing = state.session_keys.current(&state.herald).await?;
