@@ -149,13 +149,7 @@ fn submit_request(
         .map_err(|refused| ApiError::invalid_field(refused.field, refused.code, refused.message))?;
     let send_at = match body.send_at {
         None => None,
-        Some(s) => Some(s.parse::<jiff::Timestamp>().map_err(|_| {
-            ApiError::invalid_field(
-                "send_at",
-                "not_a_time",
-                "send_at must be an RFC 3339 time, like 2026-01-02T03:04:05Z",
-            )
-        })?),
+        Some(s) => Some(s.parse::<jiff::Timestamp>().map_err(|_| send_at_refused(&s))?),
     };
     Ok(SubmitRequest {
         tenant,
@@ -427,4 +421,23 @@ pub(crate) async fn bulk(
     let filter = body.filter()?;
     let report = state.herald.bulk(tenant, action, &filter, body.dry_run).await?;
     Ok(BulkResult::new(body.dry_run, report))
+}
+
+/// Why a `send_at` that does not parse as an instant is refused: a date and time that does
+/// (`9999-12-31T23:59:59Z`, past what an instant here can hold) is out of range, as on the
+/// SQL API; anything else is not a time.
+fn send_at_refused(text: &str) -> ApiError {
+    let date_time = text.get(..19).map(|head| head.replacen(' ', "T", 1));
+    if date_time.is_some_and(|dt| dt.parse::<jiff::civil::DateTime>().is_ok()) {
+        return ApiError::invalid_field(
+            "send_at",
+            "out_of_range",
+            "send_at must be between 1970-01-01 and 9999-12-30",
+        );
+    }
+    ApiError::invalid_field(
+        "send_at",
+        "not_a_time",
+        "send_at must be an RFC 3339 time, like 2026-01-02T03:04:05Z",
+    )
 }

@@ -48,6 +48,16 @@ async fn a_refused_field_is_named_with_the_shared_reason() {
             ),
             ("max_attempts 0", with(json!({"max_attempts": 0})), "max_attempts/out_of_range"),
             ("bad send_at", with(json!({"send_at": "tomorrow"})), "send_at/not_a_time"),
+            (
+                "send_at past 9999-12-30",
+                with(json!({"send_at": "9999-12-31T23:59:59Z"})),
+                "send_at/out_of_range",
+            ),
+            (
+                "a date that does not exist",
+                with(json!({"send_at": "2030-02-30T00:00:00Z"})),
+                "send_at/not_a_time",
+            ),
             ("unknown channel", with(json!({"channel": "pigeon"})), "channel/not_configured"),
             ("not an address", with(json!({"to": "nobody"})), "to/not_an_address"),
             (
