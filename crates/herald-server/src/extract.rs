@@ -196,3 +196,22 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
         Ok(ClientAddr::of(parts))
     }
 }
+
+/// A route that takes no query parameters refuses any, after its authentication, as
+/// `GET /v1/deliveries` refuses one it does not know: a typo such as `?stat=failed` is
+/// never silently another request (issue 37).
+#[derive(Debug, Clone, Copy)]
+pub struct NoQuery;
+
+impl<S: Send + Sync> FromRequestParts<S> for NoQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        match parts.uri.query() {
+            Some(q) if !q.is_empty() => {
+                Err(ApiError::invalid("this route takes no query parameters"))
+            }
+            _ => Ok(NoQuery),
+        }
+    }
+}

@@ -2,7 +2,7 @@
 //! rotation and quota grants.
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{AdminAuth, JsonBody, PathParams};
+use crate::extract::{AdminAuth, JsonBody, NoQuery, PathParams};
 use crate::routes::path_id;
 use crate::state::AppState;
 use crate::wire::{
@@ -19,6 +19,7 @@ pub use herald_core::limits::IDEMPOTENCY_KEY_LEN_MAX;
 pub async fn create_tenant(
     State(state): State<AppState>,
     _admin: AdminAuth,
+    _: NoQuery,
     JsonBody(body): JsonBody<CreateTenant>,
 ) -> ApiResult<(StatusCode, Json<TenantCreated>)> {
     // The tenant and its first key are one transaction; a taken name is `TenantExists`,
@@ -40,6 +41,7 @@ pub async fn create_tenant(
 pub async fn create_tenant_key(
     State(state): State<AppState>,
     _admin: AdminAuth,
+    _: NoQuery,
     PathParams(tenant): PathParams<String>,
 ) -> ApiResult<(StatusCode, Json<KeyCreated>)> {
     let tenant = path_id(&tenant, "tenant")?;
@@ -59,6 +61,7 @@ pub async fn create_tenant_key(
 pub async fn revoke_tenant_key(
     State(state): State<AppState>,
     _admin: AdminAuth,
+    _: NoQuery,
     PathParams((tenant, key_id)): PathParams<(String, String)>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let tenant = path_id(&tenant, "tenant")?;
@@ -77,6 +80,7 @@ pub async fn revoke_tenant_key(
 pub async fn rotate_webhook_secret(
     State(state): State<AppState>,
     _admin: AdminAuth,
+    _: NoQuery,
     PathParams(tenant): PathParams<String>,
 ) -> ApiResult<Json<SecretRotated>> {
     let tenant = path_id(&tenant, "tenant")?;
@@ -93,6 +97,7 @@ pub async fn rotate_webhook_secret(
 pub async fn grant(
     State(state): State<AppState>,
     _admin: AdminAuth,
+    _: NoQuery,
     PathParams((tenant, quota_key)): PathParams<(String, String)>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<Grant>,

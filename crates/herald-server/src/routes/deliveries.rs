@@ -3,7 +3,7 @@
 
 use crate::cursor;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{JsonBody, PathParams, QueryParams, TenantAuth};
+use crate::extract::{JsonBody, NoQuery, PathParams, QueryParams, TenantAuth};
 use crate::routes::path_id;
 use crate::state::AppState;
 use crate::wire::{
@@ -28,6 +28,7 @@ use herald_core::limits::{CHANNEL_LEN_MAX, SUBMIT_BATCH_MAX};
 pub async fn create(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
+    _: NoQuery,
     headers: HeaderMap,
     JsonBody(body): JsonBody<CreateDelivery>,
 ) -> ApiResult<(StatusCode, Json<DeliveryView>)> {
@@ -52,6 +53,7 @@ pub async fn create(
 pub async fn create_batch(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
+    _: NoQuery,
     JsonBody(body): JsonBody<CreateDeliveryBatch>,
 ) -> ApiResult<Json<BatchResults>> {
     if body.deliveries.is_empty() {
@@ -198,6 +200,7 @@ fn submit_result(e: &herald::Error) -> &'static str {
 pub async fn show(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
+    _: NoQuery,
     PathParams(id): PathParams<String>,
 ) -> ApiResult<Json<DeliveryView>> {
     let id = path_id(&id, "delivery")?;
@@ -209,6 +212,7 @@ pub async fn show(
 pub async fn attempts(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
+    _: NoQuery,
     PathParams(id): PathParams<String>,
 ) -> ApiResult<Json<AttemptList>> {
     let id = path_id(&id, "delivery")?;
@@ -221,6 +225,7 @@ pub async fn attempts(
 pub async fn replay(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
+    _: NoQuery,
     PathParams(id): PathParams<String>,
 ) -> ApiResult<Json<DeliveryView>> {
     let id = path_id(&id, "delivery")?;
@@ -232,6 +237,7 @@ pub async fn replay(
 pub async fn cancel(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
+    _: NoQuery,
     PathParams(id): PathParams<String>,
 ) -> ApiResult<Json<DeliveryView>> {
     let id = path_id(&id, "delivery")?;
@@ -328,6 +334,7 @@ pub(crate) async fn page(
 pub async fn quotas(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
+    _: NoQuery,
 ) -> ApiResult<Json<QuotaList>> {
     let quotas = state.herald.quotas(tenant).await?;
     Ok(Json(QuotaList { quotas: quotas.into_iter().map(Into::into).collect() }))
@@ -395,6 +402,7 @@ impl BulkRequest {
 pub async fn replay_matching(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
+    _: NoQuery,
     JsonBody(body): JsonBody<BulkRequest>,
 ) -> ApiResult<Json<BulkResult>> {
     bulk(&state, tenant, BulkAction::Replay, &body).await.map(Json)
@@ -406,6 +414,7 @@ pub async fn replay_matching(
 pub async fn cancel_matching(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
+    _: NoQuery,
     JsonBody(body): JsonBody<BulkRequest>,
 ) -> ApiResult<Json<BulkResult>> {
     bulk(&state, tenant, BulkAction::Cancel, &body).await.map(Json)

@@ -179,6 +179,26 @@ async fn bad_input_is_a_json_4xx() {
             Some((100, 100, 0, 0)),
             "{b}: and reserved nothing"
         );
+        // A query parameter a route does not take is refused on every /v1 route, as on the
+        // list (issue 37): a typo is never silently another request.
+        // (Refused before any route reads the id: no delivery needs to exist.)
+        let id = "01a24276-14b2-79c1-a767-bf32a6822428";
+        for uri in [
+            "/v1/deliveries?stat=failed".to_string(),
+            "/v1/quotas?tenant=other".to_string(),
+            format!("/v1/deliveries/{id}?fields=all"),
+            format!("/v1/deliveries/{id}/attempts?limit=1"),
+        ] {
+            let r = env.api.send(get(&uri).bearer(&t.key)).await;
+            r.expect_error(BAD, "invalid_request");
+        }
+        env.api
+            .send(post("/v1/deliveries?dry_run=true").bearer(&t.key).json(&email("q2")))
+            .await
+            .expect_error(BAD, "invalid_request");
+        // After authentication, as every check: without a key it is a 401.
+        let r = env.api.send(get("/v1/quotas?tenant=other")).await;
+        r.expect_error(StatusCode::UNAUTHORIZED, "unauthorized");
         // Authentication comes before validation: a bad body without a key is a 401.
         env.api
             .send(post("/v1/deliveries").raw("application/json", b"{".to_vec()))
