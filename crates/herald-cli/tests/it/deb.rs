@@ -37,8 +37,8 @@ fn sh(cmd: &mut StdCommand, what: &str) -> String {
 
 /// Whether this machine can run the test; if not, why (a skip, refused under CI).
 fn missing() -> Option<String> {
-    let euid = StdCommand::new("id").arg("-u").output().ok()?;
-    if String::from_utf8_lossy(&euid.stdout).trim() != "0" {
+    let euid = StdCommand::new("id").arg("-u").output();
+    if !euid.is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0") {
         return Some("not root (chroot needs it)".into());
     }
     for tool in ["debootstrap", "dpkg-deb", "strip", "systemd-analyze"] {

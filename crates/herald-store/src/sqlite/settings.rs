@@ -46,6 +46,16 @@ pub(crate) async fn secret(
     name: &str,
     fresh: [u8; 32],
 ) -> Result<Vec<u8>, StoreError> {
+    // Read first: the secret is read every few seconds and written once, and a write
+    // would take SQLite's one writer lock each time.
+    let kept: Option<Vec<u8>> =
+        sqlx::query_scalar("SELECT secret FROM herald_secrets WHERE name = ?1")
+            .bind(name)
+            .fetch_optional(&mut *c)
+            .await?;
+    if let Some(kept) = kept {
+        return Ok(kept);
+    }
     Ok(sqlx::query_scalar(
         "INSERT INTO herald_secrets (name, secret, created_at) VALUES (?1, ?2, ?3)
          ON CONFLICT (name) DO UPDATE SET name = herald_secrets.name
