@@ -40,6 +40,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (10, "routines", include_str!("../migrations/postgres/0010_routines.sql")),
     (11, "striped accounts", include_str!("../migrations/postgres/0011_striped_accounts.sql")),
     (12, "secrets", include_str!("../migrations/postgres/0012_secrets.sql")),
+    (13, "reservation on row", include_str!("../migrations/postgres/0013_reservation_on_row.sql")),
 ];
 /// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
 /// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.

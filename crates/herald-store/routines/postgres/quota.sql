@@ -31,7 +31,7 @@ RETURNS void LANGUAGE sql VOLATILE AS $$
          WHERE a.tenant_id = p_tenant AND a.quota_key = p_key AND a.stripe = t.stripe
            AND t.delta <> 0
         RETURNING a.stripe, t.delta)
-    INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount, at)
+    INSERT INTO quota_movements (tenant_id, quota_key, stripe, kind, amount, at)
     SELECT p_tenant, p_key, u.stripe,
            CASE WHEN u.delta > 0 THEN 'move_in' ELSE 'move_out' END, abs(u.delta), p_at
       FROM u

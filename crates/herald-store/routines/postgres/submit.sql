@@ -2,7 +2,7 @@
 -- migrations 6-8; from here on a change is an edit of this file (herald_store::routines).
 
 -- Submits a delivery inside the caller's transaction: the claim, its payload, its
--- reservation and journal row commit or roll back with the caller's own work. Named
+-- reservation (held on the delivery row) commit or roll back with the caller's own work. Named
 -- parameters with the HTTP API's defaults (quota_key = the channel, cost = 1, send_at =
 -- now, max_attempts = the shared setting). `send_at` is RFC 3339 text, so that a bad one
 -- is an answer, not an error raised at the call.
@@ -118,7 +118,7 @@ BEGIN
         -- rights, must have been granted this tenant or every tenant; the tenant), then as
         -- the library's claim: a stripe of the account that covers the cost and that no
         -- other transaction holds locked first (none: `covered` is false), the identity
-        -- inserted, its payload, the reservation and its journal row; then the
+        -- inserted (carrying its reservation), its payload, the stripe's update; then the
         -- wake-up (`w`): at most one transaction per 20 ms takes herald_wake's row
         -- (SKIP LOCKED: the others neither wait nor notify) and notifies below.
         -- In a block of its own (a subtransaction): when no free stripe covered the cost,
@@ -148,11 +148,14 @@ BEGIN
                  d AS (
                      INSERT INTO deliveries AS d (id, tenant_id, operation_key, channel, recipient,
                          fingerprint, fingerprint_version, fingerprint_send_at_ms, quota_key, cost,
-                         state, max_attempts, next_attempt_at, created_at, updated_at)
+                         state, max_attempts, next_attempt_at, created_at, updated_at,
+                         reserve_stripe, reserve_id)
                      SELECT herald_uuid_v7(), tenant_uuid, operation_key, channel, recipient,
                          CASE WHEN from_client THEN client_print ELSE '\x' END,
                          CASE WHEN from_client THEN 3 ELSE 0 END, due_ms, qkey, cost,
-                         'pending', s.attempts, coalesce(due, now()), now(), now()
+                         'pending', s.attempts, coalesce(due, now()), now(), now(),
+                         (SELECT q.stripe FROM q),
+                         CASE WHEN cost > 0 THEN nextval('quota_movements_id_seq') END
                      FROM s
                      WHERE s.granted AND s.known AND s.attempts IS NOT NULL
                        AND (cost = 0 OR (SELECT q.stripe FROM q) IS NOT NULL)
@@ -165,10 +168,6 @@ BEGIN
                        WHERE cost > 0 AND a.tenant_id = tenant_uuid AND a.quota_key = qkey
                          AND a.stripe = (SELECT q.stripe FROM q) AND EXISTS (SELECT 1 FROM d)
                        RETURNING a.stripe),
-                 j AS (INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
-                           delivery_id, reservation_seq, at)
-                       SELECT tenant_uuid, qkey, a.stripe, 'reserve', cost, d.id, 1, now()
-                       FROM d, a),
                  w AS (UPDATE herald_wake w SET at = clock_timestamp()
                        WHERE w.id = (SELECT v.id FROM herald_wake v
                                      WHERE v.id = 1

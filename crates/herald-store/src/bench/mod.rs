@@ -52,17 +52,15 @@ pub async fn floor_submit(
     let n = sqlx::query(
         "WITH d AS (
              INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient, fingerprint,
-                 quota_key, cost, state, max_attempts, next_attempt_at)
+                 quota_key, cost, state, max_attempts, next_attempt_at, reserve_stripe,
+                 reserve_id)
              VALUES ($1, $2, $3, 'webhook', 'https://example.com/h', '\\x00', 'webhook', 1,
-                 'pending', 8, now())
+                 'pending', 8, now(), $4, nextval('quota_movements_id_seq'))
              ON CONFLICT DO NOTHING RETURNING id),
-         p AS (INSERT INTO delivery_payloads (delivery_id, payload) SELECT id, '{}' FROM d),
-         a AS (UPDATE quota_accounts SET available = available - 1, reserved = reserved + 1
-               WHERE tenant_id = $2 AND quota_key = 'webhook' AND stripe = $4 AND available >= 1
-                 AND EXISTS (SELECT 1 FROM d) RETURNING 1)
-         INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount, delivery_id,
-             reservation_seq, at)
-         SELECT $2, 'webhook', $4, 'reserve', 1, d.id, 1, now() FROM d, a",
+         p AS (INSERT INTO delivery_payloads (delivery_id, payload) SELECT id, '{}' FROM d)
+         UPDATE quota_accounts SET available = available - 1, reserved = reserved + 1
+         WHERE tenant_id = $2 AND quota_key = 'webhook' AND stripe = $4 AND available >= 1
+           AND EXISTS (SELECT 1 FROM d)",
     )
     .bind(id)
     .bind(tenant)
@@ -96,12 +94,15 @@ pub async fn floor_drain(
                AND abs(hashtext(tenant_id::text)::bigint) % $3 = $2
              ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED),
          d AS (UPDATE deliveries u SET state = 'sent', sent_at = now(), updated_at = now()
-               FROM l WHERE u.id = l.id RETURNING u.id, u.tenant_id, u.cost),
+               FROM l WHERE u.id = l.id
+               RETURNING u.id, u.tenant_id, u.cost, u.reserve_id, u.created_at),
          n AS (SELECT tenant_id, sum(cost) AS c FROM d GROUP BY tenant_id),
          a AS (UPDATE quota_accounts q SET reserved = q.reserved - n.c, spent = q.spent + n.c
                FROM n WHERE q.tenant_id = n.tenant_id AND q.quota_key = 'webhook' AND stripe = 0 RETURNING 1)
-         INSERT INTO quota_journal (tenant_id, quota_key, kind, amount, delivery_id, reservation_seq, at)
-         SELECT tenant_id, 'webhook', 'commit', cost, id, 1, now() FROM d",
+         INSERT INTO quota_movements (tenant_id, quota_key, kind, amount, delivery_id,
+             reservation_seq, at, reserve_id, reserved_at)
+         SELECT tenant_id, 'webhook', 'commit', cost, id, 1, now(), reserve_id, created_at
+         FROM d",
     )
     .bind(limit)
     .bind(part)
@@ -137,7 +138,7 @@ pub async fn count_state(conn: Conn<'_>, state: &str) -> Result<i64, StoreError>
 /// use after it holds thousands of rows — for herald's statements and the floor's alike.
 pub async fn bench_analyze(conn: Conn<'_>) -> Result<(), StoreError> {
     const TABLES: &str =
-        "ANALYZE deliveries, delivery_payloads, delivery_attempts, quota_journal, quota_accounts";
+        "ANALYZE deliveries, delivery_payloads, delivery_attempts, quota_movements, quota_accounts";
     match conn {
         Conn::MySql(c) => mysql::analyze(c).await?,
         Conn::Postgres(c) => {
@@ -158,7 +159,7 @@ pub async fn bench_reset(conn: Conn<'_>) -> Result<(), StoreError> {
         Conn::MySql(c) => mysql::reset(c).await?,
         Conn::Postgres(c) => {
             sqlx::raw_sql(
-                "TRUNCATE delivery_attempts, delivery_payloads, delivery_replays, quota_journal,
+                "TRUNCATE delivery_attempts, delivery_payloads, delivery_replays, quota_movements,
                      deliveries",
             )
             .execute(c)
@@ -356,9 +357,11 @@ pub async fn floor_submit_batch_pooled(
                             AS i (id, tenant_id, operation_key)),
                  d AS (
                      INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
-                         fingerprint, quota_key, cost, state, max_attempts, next_attempt_at)
+                         fingerprint, quota_key, cost, state, max_attempts, next_attempt_at,
+                         reserve_stripe, reserve_id)
                      SELECT id, tenant_id, operation_key, 'webhook', 'https://example.com/h',
-                         '\\x00', 'webhook', 1, 'pending', 8, now() FROM i
+                         '\\x00', 'webhook', 1, 'pending', 8, now(), 0,
+                         nextval('quota_movements_id_seq') FROM i
                      ON CONFLICT DO NOTHING RETURNING id, tenant_id),
                  p AS (INSERT INTO delivery_payloads (delivery_id, payload)
                        SELECT id, '{}' FROM d),
@@ -366,10 +369,7 @@ pub async fn floor_submit_batch_pooled(
                  a AS (UPDATE quota_accounts q SET available = q.available - s.n,
                            reserved = q.reserved + s.n
                        FROM s WHERE q.tenant_id = s.tenant_id AND q.quota_key = 'webhook' AND stripe = 0
-                       RETURNING 1),
-                 j AS (INSERT INTO quota_journal (tenant_id, quota_key, kind, amount,
-                           delivery_id, reservation_seq, at)
-                       SELECT tenant_id, 'webhook', 'reserve', 1, id, 1, now() FROM d)
+                       RETURNING 1)
                  SELECT count(*) FROM d",
             )
             .bind(&ids)

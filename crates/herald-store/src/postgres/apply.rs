@@ -1,3 +1,4 @@
+use super::quota::RESERVED_AT;
 use crate::clock::Now;
 use crate::deliveries::{AttemptEnd, StateChange, truncate_error};
 use crate::error::StoreError;
@@ -87,34 +88,35 @@ pub(crate) async fn deliveries_sent_fenced(
     now: Now,
 ) -> Result<Vec<(Uuid, i32)>, StoreError> {
     let (ids, ns): (Vec<Uuid>, Vec<i32>) = attempts.iter().copied().unzip();
-    Ok(sqlx::query_as(
+    let q = format!(
         "WITH d AS (
              UPDATE deliveries u SET state = 'sent', lease_owner = NULL, lease_until = NULL,
                  last_error = NULL, sent_at = herald_now($4), updated_at = herald_now($4)
              WHERE u.id = ANY($1) AND u.lease_owner = $3
                AND u.attempts = ($2::int4[])[array_position($1::uuid[], u.id)]
-             RETURNING u.id, u.tenant_id, u.quota_key, u.cost, u.reservation_seq, u.attempts),
-         r AS (SELECT d.id, d.tenant_id, d.quota_key, d.cost, d.reservation_seq, v.stripe
-               FROM d JOIN quota_journal v ON v.delivery_id = d.id
-                    AND v.reservation_seq = d.reservation_seq AND v.kind = 'reserve'
-               WHERE d.cost > 0),
+             RETURNING u.id, u.tenant_id, u.quota_key, u.cost, u.reservation_seq, u.attempts,
+                 u.reserve_stripe AS stripe, u.reserve_id, u.created_at),
+         r AS (SELECT d.id, d.tenant_id, d.quota_key, d.cost, d.reservation_seq, d.stripe,
+                   d.reserve_id, {RESERVED_AT} AS reserved_at
+               FROM d WHERE d.cost > 0),
          s AS (SELECT tenant_id, quota_key, stripe, sum(cost)::bigint AS cost FROM r
                GROUP BY tenant_id, quota_key, stripe),
          a AS (UPDATE quota_accounts q SET reserved = q.reserved - s.cost,
                    spent = q.spent + s.cost, updated_at = herald_now($4)
                FROM s WHERE q.tenant_id = s.tenant_id AND q.quota_key = s.quota_key
                  AND q.stripe = s.stripe),
-         j AS (INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
-                   delivery_id, reservation_seq, at)
+         j AS (INSERT INTO quota_movements (tenant_id, quota_key, stripe, kind, amount,
+                   delivery_id, reservation_seq, at, reserve_id, reserved_at)
                SELECT r.tenant_id, r.quota_key, r.stripe, 'commit', r.cost, r.id,
-                   r.reservation_seq, herald_now($4)
+                   r.reservation_seq, herald_now($4), r.reserve_id, r.reserved_at
                FROM r)
-         SELECT id, attempts FROM d",
-    )
-    .bind(ids)
-    .bind(ns)
-    .bind(worker)
-    .bind(now.pg())
-    .fetch_all(c)
-    .await?)
+         SELECT id, attempts FROM d"
+    );
+    Ok(sqlx::query_as(super::sql(q))
+        .bind(ids)
+        .bind(ns)
+        .bind(worker)
+        .bind(now.pg())
+        .fetch_all(c)
+        .await?)
 }

@@ -15,8 +15,8 @@ use std::collections::HashMap;
 /// claim inserted on short quota ever needs withdrawing. The reservation (`a`) then
 /// updates the locked stripe and carries no `available >= cost` guard of its own: if that
 /// reasoning ever failed, the balance's CHECK would abort the statement rather than commit
-/// an unbudgeted claim. `j` journals the reservation, `p` stores the payload, `n` queues
-/// the wake-up. When no free stripe covers the cost, `herald_quota_gather` waits for the
+/// an unbudgeted claim. The delivery row carries the reservation (its stripe and its id in
+/// the journal's order), `p` stores the payload, `n` queues the wake-up. When no free stripe covers the cost, `herald_quota_gather` waits for the
 /// held ones (and gathers the balance into one if none covers it alone), and the claim
 /// runs again on the stripe it returns, which this transaction holds by then.
 pub(crate) async fn delivery_claim(
@@ -78,9 +78,11 @@ async fn claim_once(
              d AS (
                  INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
                      fingerprint, fingerprint_version, quota_key, cost, state, max_attempts,
-                     next_attempt_at, created_at, updated_at)
+                     next_attempt_at, created_at, updated_at, reserve_stripe, reserve_id)
                  SELECT $1, $2, $3, $4, $5, $6, $15, $7, $8, 'pending', $9,
-                     coalesce(herald_ts($10), herald_now($11)), herald_now($11), herald_now($11)
+                     coalesce(herald_ts($10), herald_now($11)), herald_now($11), herald_now($11),
+                     (SELECT stripe FROM q),
+                     CASE WHEN $8 > 0 THEN nextval('quota_movements_id_seq') END
                  WHERE (SELECT known FROM t) AND ($8 = 0 OR (SELECT stripe FROM q) IS NOT NULL)
                  ON CONFLICT (tenant_id, operation_key, channel) DO NOTHING
                  RETURNING id, herald_ms(created_at) AS created_ms,
@@ -92,9 +94,6 @@ async fn claim_once(
                    WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7
                      AND stripe = (SELECT stripe FROM q) AND EXISTS (SELECT 1 FROM d)
                    RETURNING stripe),
-             j AS (INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
-                       delivery_id, reservation_seq, at)
-                   SELECT $2, $7, a.stripe, 'reserve', $8, $1, 1, herald_now($11) FROM a),
              n AS (SELECT pg_notify($14, '') FROM d WHERE $13)
          SELECT (SELECT created_ms FROM d), (SELECT due_ms FROM d), (SELECT known FROM t),
              $8 = 0 OR (SELECT stripe FROM q) IS NOT NULL,
@@ -139,8 +138,8 @@ type ClaimRow = (Option<i64>, Option<i64>, bool, bool, i64);
 /// for an account that has none, every stripe (as `quota_lock` does); (2) for each delivery, whether its tenant exists and
 /// its identity is taken; then the plan ([`claim_plan`]), and (3) one statement inserting
 /// every planned delivery (`ON CONFLICT DO NOTHING`: an identity committed meanwhile is
-/// skipped), their payloads, one reservation per account for what was inserted, a journal
-/// row each, and the wake-up. The balance's CHECK would abort the statement rather than
+/// skipped), their payloads, one reservation per stripe for what was inserted (each carried
+/// by its delivery row), and the wake-up. The balance's CHECK would abort the statement rather than
 /// commit an unbudgeted claim, should the plan ever be wrong.
 pub(crate) async fn deliveries_claim_many(
     c: &mut PgConnection,
@@ -242,11 +241,12 @@ pub(crate) async fn deliveries_claim_many(
              d AS (
                  INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
                      fingerprint, fingerprint_version, quota_key, cost, state, max_attempts,
-                     next_attempt_at, created_at, updated_at)
+                     next_attempt_at, created_at, updated_at, reserve_stripe, reserve_id)
                  SELECT id, tenant_id, operation_key, channel, recipient, fingerprint,
                      fingerprint_version, quota_key, cost, 'pending', max_attempts,
                      coalesce(herald_ts(send_at), herald_now($13)), herald_now($13),
-                     herald_now($13)
+                     herald_now($13), CASE WHEN cost > 0 THEN stripe END,
+                     CASE WHEN cost > 0 THEN nextval('quota_movements_id_seq') END
                  FROM i
                  ON CONFLICT (tenant_id, operation_key, channel) DO NOTHING
                  RETURNING id, tenant_id, quota_key, cost,
@@ -261,11 +261,6 @@ pub(crate) async fn deliveries_claim_many(
                    FROM s WHERE q.tenant_id = s.tenant_id AND q.quota_key = s.quota_key
                      AND q.stripe = s.stripe
                    RETURNING 1),
-             j AS (INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
-                       delivery_id, reservation_seq, at)
-                   SELECT d.tenant_id, d.quota_key, i.stripe, 'reserve', d.cost, d.id, 1,
-                       herald_now($13)
-                   FROM d JOIN i ON i.id = d.id WHERE d.cost > 0),
              n AS (SELECT pg_notify($14, '') FROM (SELECT 1 FROM d LIMIT 1) AS one WHERE $15)
          SELECT id, created_ms, due_ms, (SELECT count(*) FROM n) FROM d",
         )

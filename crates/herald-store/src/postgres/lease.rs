@@ -33,8 +33,7 @@ pub(crate) async fn deliveries_lease(
          SELECT {DELIVERY_COLS},
              (SELECT p.payload::text FROM delivery_payloads p WHERE p.delivery_id = d.id)
                  AS payload,
-             (SELECT v.stripe FROM quota_journal v WHERE v.delivery_id = d.id
-                AND v.reservation_seq = d.reservation_seq AND v.kind = 'reserve') AS stripe,
+             d.reserve_stripe AS stripe,
              d.fingerprint_send_at_ms
          FROM leased d
          ORDER BY d.next_attempt_at, d.id"

@@ -42,7 +42,7 @@ pub(crate) async fn quota_grant_lock(
         None => None,
         Some(key) => {
             sqlx::query_scalar(
-                "SELECT amount FROM quota_journal WHERE tenant_id = $1 AND quota_key = $2
+                "SELECT amount FROM quota_movements WHERE tenant_id = $1 AND quota_key = $2
                  AND kind = 'grant' AND idempotency_key = $3",
             )
             .bind(tenant)
@@ -67,7 +67,7 @@ pub(crate) async fn quota_grant_apply(
     // account's available spread evenly over its stripes (locked by quota_grant_lock).
     sqlx::query(
         "WITH j AS (
-             INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
+             INSERT INTO quota_movements (tenant_id, quota_key, stripe, kind, amount,
                  idempotency_key, at)
              VALUES ($1, $2, 0, 'grant', $3, $4, herald_now($5))
              RETURNING amount)
@@ -133,15 +133,21 @@ pub(crate) async fn quota_reserve(
         }
     };
     let Some(stripe) = stripe else { return Ok(false) };
-    let journalled = sqlx::query(
+    // The reservation goes onto the delivery row (the replay then moves the row to `seq`
+    // in the same transaction; its time is the replay's row). Only a row that holds no
+    // reservation, or an earlier one, takes it, and the stripe moves only if it does: a
+    // second reserve of one reservation, or of a delivery that is not there, moves nothing.
+    let reserved = sqlx::query(
         "WITH a AS (
              UPDATE quota_accounts SET available = available - $3,
                  reserved = reserved + $3, updated_at = herald_now($6)
              WHERE tenant_id = $1 AND quota_key = $2 AND stripe = $7 AND available >= $3
+               AND EXISTS (SELECT 1 FROM deliveries d WHERE d.id = $4
+                           AND (d.reserve_id IS NULL OR d.reservation_seq < $5))
              RETURNING stripe)
-         INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount, delivery_id,
-             reservation_seq, at)
-         SELECT $1, $2, a.stripe, 'reserve', $3, $4, $5, herald_now($6) FROM a",
+         UPDATE deliveries d SET reserve_stripe = a.stripe,
+             reserve_id = nextval('quota_movements_id_seq')
+         FROM a WHERE d.id = $4",
     )
     .bind(tenant)
     .bind(quota_key)
@@ -153,7 +159,7 @@ pub(crate) async fn quota_reserve(
     .execute(c)
     .await?
     .rows_affected();
-    Ok(journalled == 1)
+    Ok(reserved == 1)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -167,35 +173,38 @@ pub(crate) async fn quota_settle(
     settle: Settle,
     now: Now,
 ) -> Result<(), StoreError> {
-    // The journal row is inserted first and the stripe updated from it, so a second
-    // final movement of one reservation is refused by the journal's unique index (23505),
-    // before the balance CHECK could see it. The stripe is the reservation's, read from
-    // its `reserve` row (unique per reservation); none would be a NOT NULL violation.
-    const COMMIT: &str = "WITH j AS (
-             INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
-                 delivery_id, reservation_seq, at)
-             VALUES ($1, $2, (SELECT r.stripe FROM quota_journal r WHERE r.delivery_id = $4
-                                 AND r.reservation_seq = $5 AND r.kind = 'reserve'),
-                     'commit', $3, $4, $5, herald_now($6))
-             RETURNING stripe, amount)
-         UPDATE quota_accounts a SET reserved = a.reserved - j.amount,
-             spent = a.spent + j.amount, updated_at = herald_now($6)
-         FROM j WHERE a.tenant_id = $1 AND a.quota_key = $2 AND a.stripe = j.stripe";
-    const RELEASE: &str = "WITH j AS (
-             INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
-                 delivery_id, reservation_seq, at)
-             VALUES ($1, $2, (SELECT r.stripe FROM quota_journal r WHERE r.delivery_id = $4
-                                 AND r.reservation_seq = $5 AND r.kind = 'reserve'),
-                     'release', $3, $4, $5, herald_now($6))
-             RETURNING stripe, amount)
-         UPDATE quota_accounts a SET reserved = a.reserved - j.amount,
-             available = a.available + j.amount, updated_at = herald_now($6)
-         FROM j WHERE a.tenant_id = $1 AND a.quota_key = $2 AND a.stripe = j.stripe";
-    let statement = match settle {
-        Settle::Commit => COMMIT,
-        Settle::Release => RELEASE,
+    // The final row is inserted first and the stripe updated from it, so a second final
+    // movement of one reservation is refused by the final rows' unique index (23505),
+    // before the balance CHECK could see it. The stripe, id and time are the
+    // reservation's: from the delivery row while it is the current one, else from the
+    // final row it already has (which the insert then runs into); none would be a NOT
+    // NULL violation.
+    let row = |kind: &str, column: &str| {
+        format!(
+            "WITH r AS (
+                 SELECT d.reserve_stripe, d.reserve_id, {RESERVED_AT} AS reserved_at
+                 FROM deliveries d WHERE d.id = $4 AND d.reservation_seq = $5
+                 UNION ALL
+                 SELECT f.stripe, f.reserve_id, f.reserved_at FROM quota_movements f
+                 WHERE f.delivery_id = $4 AND f.reservation_seq = $5
+                   AND f.kind IN ('commit', 'release')
+                 LIMIT 1),
+             j AS (
+                 INSERT INTO quota_movements (tenant_id, quota_key, stripe, kind, amount,
+                     delivery_id, reservation_seq, at, reserve_id, reserved_at)
+                 VALUES ($1, $2, (SELECT reserve_stripe FROM r), '{kind}', $3, $4, $5,
+                     herald_now($6), (SELECT reserve_id FROM r), (SELECT reserved_at FROM r))
+                 RETURNING stripe, amount)
+             UPDATE quota_accounts a SET reserved = a.reserved - j.amount,
+                 {column} = a.{column} + j.amount, updated_at = herald_now($6)
+             FROM j WHERE a.tenant_id = $1 AND a.quota_key = $2 AND a.stripe = j.stripe"
+        )
     };
-    sqlx::query(statement)
+    let statement = match settle {
+        Settle::Commit => row("commit", "spent"),
+        Settle::Release => row("release", "available"),
+    };
+    sqlx::query(super::sql(statement))
         .bind(tenant)
         .bind(quota_key)
         .bind(cost)
@@ -290,11 +299,15 @@ pub(crate) async fn quota_lock_reservations(
     Ok(())
 }
 
-/// The stripe of each current reservation of the deliveries `$1`, from its `reserve` row.
-const RESERVATION_STRIPES: &str = "SELECT r.tenant_id, r.quota_key, r.stripe
-    FROM deliveries d JOIN quota_journal r ON r.delivery_id = d.id
-         AND r.reservation_seq = d.reservation_seq AND r.kind = 'reserve'
-    WHERE d.id = ANY($1) AND d.cost > 0";
+/// The stripe of each current reservation of the deliveries `$1`, from the delivery row.
+const RESERVATION_STRIPES: &str = "SELECT d.tenant_id, d.quota_key, d.reserve_stripe
+    FROM deliveries d WHERE d.id = ANY($1) AND d.cost > 0";
+
+/// When the current reservation of `deliveries d` was taken: its claim for the first,
+/// its replay for a later one.
+pub(crate) const RESERVED_AT: &str = "CASE WHEN d.reservation_seq = 1 THEN d.created_at
+    ELSE (SELECT x.at FROM delivery_replays x
+          WHERE x.delivery_id = d.id AND x.reservation_seq = d.reservation_seq) END";
 
 /// The stripes the current reservations of `deliveries` sit on, read unlocked.
 async fn reservation_stripes(
@@ -311,17 +324,45 @@ pub(crate) async fn quota_journal_recent(
     quota_key: &str,
     limit: usize,
 ) -> Result<Vec<(i64, JournalRow)>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT id, herald_ms(at) AS at, quota_key, kind, amount, delivery_id, reservation_seq
-         FROM quota_journal WHERE tenant_id = $1 AND quota_key = $2
-           AND kind IN ('grant', 'reserve', 'commit', 'release')
-         ORDER BY id DESC LIMIT $3",
-    )
-    .bind(tenant)
-    .bind(quota_key)
-    .bind(limit as i64)
-    .fetch_all(c)
-    .await?;
+    // The journal view's three parts, each read by an index: the account's newest
+    // movements (a range of its index); the reserve rows of the final movements among them
+    // (a reservation's id precedes its final row's, so any reserve newer than the cut has
+    // its final row in that range); and the open reservations, on the live rows only
+    // (the partial indexes of pending and sending deliveries, never the history).
+    let q = format!(
+        "WITH m AS (
+             SELECT id, at, kind, amount, delivery_id, reservation_seq, reserve_id,
+                 reserved_at
+             FROM quota_movements WHERE tenant_id = $1 AND quota_key = $2
+               AND kind IN ('grant', 'reserve', 'commit', 'release')
+             ORDER BY id DESC LIMIT $3),
+         o AS (
+             SELECT d.reserve_id AS id, {RESERVED_AT} AS at, d.cost, d.id AS delivery_id,
+                 d.reservation_seq
+             FROM (SELECT * FROM deliveries WHERE state = 'pending'
+                   UNION ALL SELECT * FROM deliveries WHERE state = 'sending') AS d
+             WHERE d.tenant_id = $1 AND d.quota_key = $2 AND d.reserve_id IS NOT NULL
+               AND NOT EXISTS (SELECT 1 FROM quota_movements f
+                               WHERE f.delivery_id = d.id
+                                 AND f.reservation_seq = d.reservation_seq
+                                 AND f.kind IN ('commit', 'release'))),
+         e AS (
+             SELECT id, at, kind, amount, delivery_id, reservation_seq FROM m
+             UNION ALL
+             SELECT reserve_id, reserved_at, 'reserve', amount, delivery_id, reservation_seq
+             FROM m WHERE reserve_id IS NOT NULL
+             UNION ALL
+             SELECT id, at, 'reserve', cost, delivery_id, reservation_seq FROM o)
+         SELECT id, herald_ms(at) AS at, $2 AS quota_key, kind, amount, delivery_id,
+             reservation_seq
+         FROM e ORDER BY id DESC LIMIT $3"
+    );
+    let rows = sqlx::query(super::sql(q))
+        .bind(tenant)
+        .bind(quota_key)
+        .bind(limit as i64)
+        .fetch_all(c)
+        .await?;
     let mut journal = Vec::with_capacity(rows.len());
     for row in rows {
         journal.push((sqlx::Row::try_get(&row, "id")?, journal_row!(row)));

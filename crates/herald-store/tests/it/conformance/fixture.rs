@@ -94,6 +94,25 @@ pub async fn claimed(db: &Db, tenant: Uuid, operation_key: &str, now: Now) -> Uu
     new.id
 }
 
+/// A delivery of `cost` on (`tenant`, `key`) that holds no reservation yet, at
+/// reservation 1: what `quota_reserve` reserves for (a claim reserves its own; a replay
+/// reserves the next). Claimed at cost 0, then given its cost.
+pub async fn unreserved(db: &Db, tenant: Uuid, key: &str, cost: i64) -> Uuid {
+    let operation_key = Uuid::now_v7().to_string();
+    let mut new = new_delivery(tenant, &operation_key);
+    new.quota_key = key;
+    new.cost = 0;
+    assert!(matches!(claim(db, &new, at(0)).await, Claim::Inserted { .. }));
+    let mut conn = db.conn().await;
+    let set = raw_execute!(
+        conn.as_conn(),
+        "UPDATE deliveries SET cost = $1 WHERE id = $2",
+        [cost, new.id]
+    );
+    assert_eq!(set.unwrap(), 1);
+    new.id
+}
+
 /// Claims `n` deliveries of [`new_delivery`] due one millisecond apart from `T0`; ids in
 /// due order.
 pub async fn due(db: &Db, tenant: Uuid, n: usize) -> Vec<Uuid> {

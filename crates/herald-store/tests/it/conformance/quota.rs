@@ -1,7 +1,7 @@
 //! The quota ledger: grants (locked, then applied, once per idempotency key), reservations
 //! that end in exactly one commit or release, the balance CHECKs, and the account lock.
-//! Reservations here belong to made-up delivery ids: the journal does not reference
-//! deliveries.
+//! Reservations here belong to deliveries that hold none yet ([`unreserved`]): on
+//! PostgreSQL a delivery's open reservation lives on its row.
 
 use super::*;
 use herald_store::quota::{
@@ -108,7 +108,7 @@ async fn a_second_grant_under_one_key_is_refused(db: &Db) {
 
 async fn a_reservation_ends_in_one_commit_or_one_release(db: &Db) {
     let t = funded(db).await;
-    let (d1, d2) = (Uuid::now_v7(), Uuid::now_v7());
+    let (d1, d2) = (unreserved(db, t, KEY, 5).await, unreserved(db, t, KEY, 3).await);
     assert!(reserve(db, t, 5, d1, 1).await);
     assert_eq!(db.balance(t).await, (95, 5, 0));
     assert!(reserve(db, t, 3, d2, 1).await);
@@ -130,36 +130,41 @@ async fn a_reservation_ends_in_one_commit_or_one_release(db: &Db) {
 
 async fn a_reserve_short_or_without_an_account_writes_nothing(db: &Db) {
     let t = funded(db).await;
-    assert!(!reserve(db, t, GRANTED + 1, Uuid::now_v7(), 1).await, "reserved past available");
+    let d = unreserved(db, t, KEY, GRANTED + 1).await;
+    assert!(!reserve(db, t, GRANTED + 1, d, 1).await, "reserved past available");
     let mut tx = db.tx().await;
-    let no_account = quota_reserve(tx.as_conn(), t, "sms", 1, Uuid::now_v7(), 1, at(0)).await;
+    let no_account = quota_reserve(tx.as_conn(), t, "sms", 1, d, 1, at(0)).await;
     assert!(!no_account.unwrap());
     tx.commit().await.unwrap();
     assert!(db.movements(t).await.is_empty());
     assert_eq!(db.balance(t).await, (GRANTED, 0, 0));
     assert!(db.account(t, "sms").await.is_none());
 
-    let exact = Uuid::now_v7();
+    let exact = unreserved(db, t, KEY, GRANTED).await;
     assert!(reserve(db, t, GRANTED, exact, 1).await, "all that is available");
     assert_eq!(db.balance(t).await, (0, GRANTED, 0));
 }
 
 async fn a_second_reserve_of_one_reservation_is_refused_and_holds_nothing(db: &Db) {
     let t = funded(db).await;
-    let d = Uuid::now_v7();
+    let d = unreserved(db, t, KEY, 5).await;
     assert!(reserve(db, t, 5, d, 1).await);
-    let refused = refused_then_committed(db, |c| {
-        Box::pin(async move { quota_reserve(c, t, KEY, 5, d, 1, at(1)).await.map(drop) })
-    })
-    .await;
-    assert!(refused.is_unique_violation(), "{refused:?}");
+    // Refused by the journal's unique index where the reservation is a journal row; on
+    // PostgreSQL, where it is the delivery row's, answered "not reserved" (the row holds
+    // one already) — either way nothing moves, even when the caller commits anyway.
+    let mut tx = db.tx().await;
+    match quota_reserve(tx.as_conn(), t, KEY, 5, d, 1, at(1)).await {
+        Ok(reserved) => assert!(!reserved, "reserved twice"),
+        Err(refused) => assert!(refused.is_unique_violation(), "{refused:?}"),
+    }
+    let _ = tx.commit().await;
     assert_eq!(db.balance(t).await, (GRANTED - 5, 5, 0), "the refused reserve holds units");
     assert_eq!(db.movements(t).await, vec![moved("reserve", 5, d, 1)]);
 }
 
 async fn a_second_final_movement_of_the_only_reservation_fails_on_the_unique_index(db: &Db) {
     let t = funded(db).await;
-    let d = Uuid::now_v7();
+    let d = unreserved(db, t, KEY, 5).await;
     assert!(reserve(db, t, 5, d, 1).await);
     settle(db, t, 5, d, Settle::Commit).await;
     for again in [Settle::Commit, Settle::Release] {
@@ -175,7 +180,7 @@ async fn a_second_final_movement_of_the_only_reservation_fails_on_the_unique_ind
 
 async fn an_over_settlement_is_refused_and_journals_nothing(db: &Db) {
     let t = funded(db).await;
-    let d = Uuid::now_v7();
+    let d = unreserved(db, t, KEY, 3).await;
     assert!(reserve(db, t, 3, d, 1).await);
     let refused = refused_then_committed(db, |c| {
         Box::pin(quota_settle(c, t, KEY, 5, d, 1, Settle::Commit, at(1)))
@@ -216,6 +221,7 @@ async fn the_balance_checks_refuse_an_unbalanced_or_negative_account(db: &Db) {
 /// SQLite: the writer's lock already holds every account.
 async fn quota_lock_holds_the_accounts_until_commit(db: &Db) {
     let t = funded(db).await;
+    let waiting = unreserved(db, t, KEY, 1).await;
     let mut holder = db.tx().await;
     quota_lock(holder.as_conn(), &[]).await.unwrap();
     let accounts = [(t, KEY.to_string()), (t, KEY.to_string()), (t, "missing".to_string())];
@@ -225,7 +231,7 @@ async fn quota_lock_holds_the_accounts_until_commit(db: &Db) {
     match db.backend() {
         Backend::Postgres | Backend::MySql => {
             let mut other = db.tx_waiting(wait_max).await.unwrap();
-            let waited = quota_reserve(other.as_conn(), t, KEY, 1, Uuid::now_v7(), 1, at(0)).await;
+            let waited = quota_reserve(other.as_conn(), t, KEY, 1, waiting, 1, at(0)).await;
             assert_eq!(
                 waited.expect_err("reserved on a locked account").class(),
                 ErrorClass::WaitTimeout
@@ -238,7 +244,10 @@ async fn quota_lock_holds_the_accounts_until_commit(db: &Db) {
         }
     }
     holder.commit().await.unwrap();
-    assert!(reserve(db, t, 1, Uuid::now_v7(), 1).await, "the lock outlived its transaction");
+    assert!(
+        reserve(db, t, 1, unreserved(db, t, KEY, 1).await, 1).await,
+        "the lock outlived its transaction"
+    );
 }
 
 async fn accounts_are_listed_by_key_and_reserved_units_summed_per_tenant(db: &Db) {
@@ -246,9 +255,10 @@ async fn accounts_are_listed_by_key_and_reserved_units_summed_per_tenant(db: &Db
     grant(db, acme, "a-sms", 10).await;
     let globex = tenant(db, "globex").await;
     grant(db, globex, KEY, 10).await;
-    assert!(reserve(db, acme, 4, Uuid::now_v7(), 1).await);
+    assert!(reserve(db, acme, 4, unreserved(db, acme, KEY, 4).await, 1).await);
+    let two = unreserved(db, acme, "a-sms", 2).await;
     let mut tx = db.tx().await;
-    assert!(quota_reserve(tx.as_conn(), acme, "a-sms", 2, Uuid::now_v7(), 1, at(0)).await.unwrap());
+    assert!(quota_reserve(tx.as_conn(), acme, "a-sms", 2, two, 1, at(0)).await.unwrap());
     tx.commit().await.unwrap();
 
     let mut conn = db.conn().await;
