@@ -170,8 +170,11 @@ async function main() {
       + document.cookie + document.documentElement.outerHTML);
     assert.ok(!kept.includes(ADMIN_KEY), 'the key is kept nowhere in the page');
     const cookies = await admin.cookies();
-    const session = cookies.find((c) => c.name === 'herald_ui');
+    // On a loopback host the browser keeps Secure cookies: a __Host- cookie, which no
+    // page on a sibling subdomain can set (cookie tossing).
+    const session = cookies.find((c) => c.name === '__Host-herald_ui');
     assert.ok(session && session.httpOnly && session.sameSite === 'Strict', JSON.stringify(cookies));
+    assert.ok(session.secure && session.path === '/', JSON.stringify(session));
     assert.ok(!session.value.includes(ADMIN_KEY));
   });
 
@@ -319,6 +322,18 @@ async function main() {
     await tp.goto(`${BASE}/ui#/quotas`);
     await tp.locator('#quotas tr[data-quota-key="webhook"]').waitFor();
     await shot(tp, 'tenant-quotas');
+    await ctx.close();
+  });
+
+  await step('a second session cookie tossed in by another page is named, not read', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const tp = watch(await ctx.newPage(), 'tossed');
+    await signIn(tp, other.api_key);
+    // What a page on another port of this host could set: a plain cookie under /ui.
+    await ctx.addCookies([{ name: 'herald_ui', value: 'v1.a.1.x.y', domain: '127.0.0.1', path: '/ui', httpOnly: true }]);
+    await tp.goto(`${BASE}/ui`);
+    await tp.locator('#sign-in').waitFor({ state: 'visible' });
+    assert.match(await tp.locator('#sign-in-error').textContent(), /2 herald session cookies/);
     await ctx.close();
   });
 

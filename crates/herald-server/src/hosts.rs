@@ -70,6 +70,17 @@ impl AllowedHosts {
     }
 }
 
+/// Whether a `Host` names this machine's loopback: `localhost` (or a name under it),
+/// 127.0.0.0/8 or `[::1]` — where browsers keep Secure cookies over plain HTTP.
+pub fn is_loopback_host(host: &str) -> bool {
+    let Some(name) = normalize(host) else { return false };
+    if name == "localhost" || name.ends_with(".localhost") {
+        return true;
+    }
+    let literal = name.trim_start_matches('[').trim_end_matches(']');
+    literal.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// `HERALD_PUBLIC_URL`'s origin and host (`https://herald.example.com/x` →
 /// `https://herald.example.com`, `herald.example.com`), lowercase.
 fn public_host(url: &str) -> Result<(String, String), String> {
@@ -140,6 +151,24 @@ pub async fn check(State(state): State<AppState>, request: Request, next: Next) 
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_hosts_are_told_apart() {
+        for host in [
+            "localhost",
+            "LOCALHOST:8080",
+            "app.localhost",
+            "127.0.0.1:80",
+            "127.9.9.9",
+            "[::1]:8080",
+        ] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in ["", "herald", "10.0.0.1", "[::2]", "localhost.example.com", "127.0.0.1.nip.io"]
+        {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
 
     #[test]
     fn loopback_names_and_addresses_pass_and_other_names_need_the_list() {

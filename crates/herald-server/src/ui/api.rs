@@ -14,7 +14,7 @@ use crate::wire::{AttemptView, BulkRequest, BulkResult, DeliveryList, DeliveryVi
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use herald::{BulkAction, DeliveryId, DeliveryState, TenantId};
 use serde::Deserialize;
@@ -135,12 +135,12 @@ pub async fn sign_in(
     };
     let session = Session { who, csrf: signing.csrf_of(&value) };
     let body = describe(&state, &session).await?;
-    let cookie = session::set_cookie(Some(&value), &headers);
-    Ok(([(header::SET_COOKIE, cookie)], Json(body)).into_response())
+    Ok((session::set_cookies(Some(&value), &headers), Json(body)).into_response())
 }
 
 /// `GET /ui/api/session`: who is signed in, and the session's CSRF token; `{"role": null}`
-/// when no one is (a 200, so the page's first question is not logged as a failed load).
+/// when no one is (a 200, so the page's first question is not logged as a failed load),
+/// with `problem` saying why when the request carried conflicting session cookies.
 pub async fn session(
     State(state): State<AppState>,
     request: axum::extract::Request,
@@ -149,14 +149,16 @@ pub async fn session(
     match session::from_parts(&parts, &state).await {
         Ok(s) => describe(&state, &s).await.map(Json),
         Err(e) if e.status == StatusCode::UNAUTHORIZED => Ok(Json(json!({"role": null}))),
+        Err(e) if e.code == "session_cookie_conflict" => {
+            Ok(Json(json!({"role": null, "problem": e.message})))
+        }
         Err(e) => Err(e),
     }
 }
 
 /// `DELETE /ui/api/session`: signs out (clears the cookie).
 pub async fn sign_out(_actor: Actor, headers: HeaderMap) -> Response {
-    let cookie = session::set_cookie(None, &headers);
-    (StatusCode::NO_CONTENT, [(header::SET_COOKIE, cookie)]).into_response()
+    (StatusCode::NO_CONTENT, session::set_cookies(None, &headers)).into_response()
 }
 
 /// `GET /ui/api/tenants`.

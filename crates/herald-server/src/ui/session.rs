@@ -1,8 +1,14 @@
 //! The dashboard's sessions. Signing in exchanges a key (the admin key, or a tenant's API
-//! key) for a cookie, `herald_ui`: HttpOnly (the page's script cannot read it),
-//! SameSite=Strict (no other site's request carries it), Path=/ui, and Secure when the
-//! request arrived over HTTPS (`X-Forwarded-Proto: https` from the proxy in front). The
-//! key itself is never kept: not in the cookie, not in the page.
+//! key) for a cookie: HttpOnly (the page's script cannot read it), SameSite=Strict (no
+//! other site's request carries it). Where the browser keeps Secure cookies — the request
+//! arrived over HTTPS (`X-Forwarded-Proto: https` from the proxy in front) or names a
+//! loopback host — it is `__Host-herald_ui`: Secure, Path=/, no Domain, so a page on a
+//! sibling subdomain cannot set one that shadows it ("cookie tossing"). Elsewhere (plain
+//! HTTP to another name) it is `herald_ui`, Path=/ui. A request carrying more than one
+//! session cookie, of either name, is refused as `session_cookie_conflict` with what to
+//! do, never read as the first one (which let a tossed cookie lock an operator out, or
+//! swap them into another tenant). The key itself is never kept: not in the cookie, not
+//! in the page.
 //!
 //! The cookie is signed, not stored: `v1.<who>.<expiry>.<nonce>.<mac>`, the MAC an
 //! HMAC-SHA256 under the server's own random secret, kept in the database
@@ -26,7 +32,8 @@ use crate::hosts::AllowedHosts;
 use crate::keys;
 use crate::state::AppState;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, StatusCode, header};
+use axum::response::AppendHeaders;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -36,7 +43,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// How long a session lasts after signing in.
 pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
 
-pub const COOKIE: &str = "herald_ui";
+/// The session cookie where the browser keeps Secure cookies (HTTPS, loopback).
+pub const COOKIE: &str = "__Host-herald_ui";
+/// The session cookie over plain HTTP to a name that is not loopback.
+pub const COOKIE_PLAIN: &str = "herald_ui";
 pub const CSRF_HEADER: &str = "x-herald-csrf";
 
 /// The secret sessions are signed with: a snapshot of [`SessionKeys`].
@@ -170,15 +180,42 @@ fn verify(key: &SessionKey, value: &str) -> Option<Session> {
     Some(Session { who, csrf: key.csrf_of(value) })
 }
 
-/// The `herald_ui` cookie's value in a request.
-fn cookie(headers: &HeaderMap) -> Option<&str> {
-    headers
+/// The session cookie's value in a request: none, or exactly one of either name.
+fn cookie(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let mut found = headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find_map(|(name, value)| (name == COOKIE).then_some(value))
+        .filter(|(name, _)| *name == COOKIE || *name == COOKIE_PLAIN)
+        .map(|(_, value)| value);
+    let first = found.next();
+    let more = found.count();
+    if more > 0 {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "session_cookie_conflict",
+            format!(
+                "this request carries {} herald session cookies: another page on this \
+                 domain or host set one. Clear this site's cookies, sign in again, and serve \
+                 the dashboard on a host name of its own",
+                more + 1
+            ),
+        ));
+    }
+    Ok(first)
+}
+
+/// Whether the browser keeps a Secure cookie for this request: over HTTPS (as the proxy
+/// in front says), or to a loopback host, which browsers treat as a secure context.
+fn secure_context(headers: &HeaderMap) -> bool {
+    let https = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|p| p.eq_ignore_ascii_case("https"));
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    https || crate::hosts::is_loopback_host(host)
 }
 
 /// Whether a browser says the request came from another site, or names another origin
@@ -199,20 +236,27 @@ pub fn cross_site(headers: &HeaderMap, hosts: &AllowedHosts) -> bool {
     origin == "null" || origin_host != host
 }
 
-/// The `Set-Cookie` value for a new session, or for ending one (`None`).
-pub fn set_cookie(value: Option<&str>, headers: &HeaderMap) -> String {
-    let secure = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|p| p.eq_ignore_ascii_case("https"));
-    let secure = if secure { "; Secure" } else { "" };
-    match value {
-        Some(v) => format!(
-            "{COOKIE}={v}; HttpOnly; SameSite=Strict; Path=/ui; Max-Age={}{secure}",
-            SESSION_TTL.as_secs()
-        ),
-        None => format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/ui; Max-Age=0{secure}"),
-    }
+/// The `Set-Cookie` headers for a new session, or for ending one (`None`): this
+/// context's cookie, and the other name's expired — so a session from the other context
+/// (an older herald's `herald_ui` on a loopback host) is not left to conflict with it.
+pub fn set_cookies(
+    value: Option<&str>,
+    headers: &HeaderMap,
+) -> AppendHeaders<[(HeaderName, String); 2]> {
+    let secure = secure_context(headers);
+    let (value, age) = match value {
+        Some(v) => (v, SESSION_TTL.as_secs()),
+        None => ("", 0),
+    };
+    let cookie = |secure: bool, value: &str, age: u64| {
+        let (name, path, flag) =
+            if secure { (COOKIE, "/", "; Secure") } else { (COOKIE_PLAIN, "/ui", "") };
+        format!("{name}={value}; HttpOnly; SameSite=Strict; Path={path}; Max-Age={age}{flag}")
+    };
+    AppendHeaders([
+        (header::SET_COOKIE, cookie(secure, value, age)),
+        (header::SET_COOKIE, cookie(!secure, "", 0)),
+    ])
 }
 
 fn signed_out() -> ApiError {
@@ -222,7 +266,7 @@ fn signed_out() -> ApiError {
 /// The request's session: signed by us, unexpired, and (a tenant's) made from a key that
 /// is still valid.
 pub async fn from_parts(parts: &Parts, state: &AppState) -> Result<Session, ApiError> {
-    let value = cookie(&parts.headers).ok_or_else(signed_out)?;
+    let value = cookie(&parts.headers)?.ok_or_else(signed_out)?;
     let key = state.session_keys.current(&state.herald).await?;
     let session = verify(&key, value).ok_or_else(signed_out)?;
     if let Who::Tenant { tenant, key_id } = &session.who {

@@ -676,7 +676,7 @@
     try {
       const me = await api('GET', '/ui/api/session');
       if (me && me.role) await signedIn(me);
-      else signedOut();
+      else signedOut(me && me.problem);
     } catch (e) {
       signedOut(e.message);
     }

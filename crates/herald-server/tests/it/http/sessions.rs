@@ -87,3 +87,68 @@ async fn failed_keys_for_one_key_id_are_limited() {
     api.send(get("/v1/quotas").bearer(&a.key)).await.expect(OK);
     api.send(get("/v1/quotas").bearer(&other.key)).await.expect(OK);
 }
+
+/// Cookie tossing (issue 37, defect 5): where the browser keeps Secure cookies (loopback,
+/// HTTPS behind a proxy) the session is a `__Host-` cookie, which a page on a sibling
+/// subdomain cannot set; elsewhere the plain one. A request carrying two session cookies
+/// is refused saying so — before, the first one was read, so a tossed cookie locked the
+/// operator out ("That key is not valid.") or swapped them into another tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_session_cookie_cannot_be_tossed_in() {
+    let env = envs().await.remove(0);
+    let api = &env.api;
+    let a = api.tenant("acme").await;
+    let b = api.tenant("globex").await;
+    let signed_in = |host: &'static str, https: bool, key: String| async move {
+        let mut request = post("/ui/api/session").header("host", host).json(&json!({"key": key}));
+        if https {
+            request = request.header("x-forwarded-proto", "https");
+        }
+        let r = api.send(request).await;
+        r.expect(OK);
+        let set: Vec<String> = r
+            .headers
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .collect();
+        assert_eq!(set.len(), 2, "{set:?}");
+        set
+    };
+    for (host, https) in [("127.0.0.1:8080", false), ("localhost", false), ("herald:8080", true)] {
+        let set = signed_in(host, https, a.key.clone()).await;
+        assert!(set[0].starts_with("__Host-herald_ui=v1."), "{host}: {set:?}");
+        for attribute in ["; Secure", "; Path=/;", "; HttpOnly", "; SameSite=Strict"] {
+            assert!(set[0].contains(attribute), "{host}: {attribute}: {set:?}");
+        }
+        assert!(!set[0].contains("Domain"), "{host}: {set:?}");
+        assert!(set[1].starts_with("herald_ui=;") && set[1].contains("Max-Age=0"), "{set:?}");
+    }
+    // Plain HTTP to a name the browser would not keep a Secure cookie for.
+    let set = signed_in("herald:8080", false, a.key.clone()).await;
+    assert!(set[0].starts_with("herald_ui=v1.") && set[0].contains("Path=/ui"), "{set:?}");
+    assert!(!set[0].contains("Secure"), "{set:?}");
+    assert!(set[1].starts_with("__Host-herald_ui=;") && set[1].contains("Max-Age=0"), "{set:?}");
+
+    let own = sign_in(api, &a.key).await;
+    let tossed = sign_in(api, &b.key).await;
+    let value = |c: &str| c.split_once('=').unwrap().1.to_string();
+    for cookies in [
+        format!("__Host-herald_ui={}; herald_ui={}", value(&own), value(&tossed)),
+        format!("herald_ui={}; herald_ui={}", value(&tossed), value(&own)),
+        format!("herald_ui={}; herald_ui=x", value(&own)),
+    ] {
+        let r = api.send(get("/ui/api/tenants").header("cookie", &cookies)).await;
+        r.expect_error(StatusCode::BAD_REQUEST, "session_cookie_conflict");
+        let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains("2 herald session cookies"), "{message}");
+        // The page's first question: no one is signed in, and why.
+        let r = api.send(get("/ui/api/session").header("cookie", &cookies)).await;
+        let me = r.expect(OK);
+        assert_eq!((me["role"].clone(), me["problem"].as_str()), (json!(null), Some(&*message)));
+    }
+    // One cookie, of either name, is a session; another cookie beside it is no matter.
+    let one = format!("theme=dark; __Host-herald_ui={}", value(&own));
+    let r = api.send(get("/ui/api/session").header("cookie", &one)).await;
+    assert_eq!(r.expect(OK)["role"], "tenant");
+}
