@@ -325,6 +325,32 @@ async function main() {
     await ctx.close();
   });
 
+  await step('the admin lists the sessions and ends one: that browser is signed out', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const tp = watch(await ctx.newPage(), 'ended');
+    await signIn(tp, other.api_key);
+    const own = await (await tp.request.get(`${BASE}/ui/api/sessions`)).json();
+    const mine = own.sessions.find((x) => x.current);
+    assert.ok(mine && mine.role === 'tenant', JSON.stringify(own));
+    await page.goto(`${BASE}/ui#/sessions`);
+    await page.locator(`#sessions tr[data-session="${mine.id}"]`).waitFor();
+    await shot(page, 'sessions');
+    await page.locator(`button[data-end="${mine.id}"]`).click();
+    await page.locator(`#sessions tr[data-session="${mine.id}"]`).waitFor({ state: 'detached' });
+    await tp.goto(`${BASE}/ui`);
+    await tp.locator('#sign-in').waitFor({ state: 'visible' });
+    assert.equal((await tp.request.get(`${BASE}/ui/api/overview`)).status(), 401);
+    await ctx.close();
+  });
+
+  await step('the audit log shows the tenant\'s grant and the replay made from the page', async () => {
+    await page.goto(`${BASE}/ui#/audit`);
+    await page.locator('#audit tr[data-action="replay"]').first().waitFor();
+    await page.locator('#audit tr[data-action="grant"]').first().waitFor();
+    assert.match(await page.locator('#audit tr[data-action="replay"]').first().textContent(), /admin/);
+    await shot(page, 'audit');
+  });
+
   await step('a second session cookie tossed in by another page is named, not read', async () => {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     const tp = watch(await ctx.newPage(), 'tossed');
@@ -347,6 +373,8 @@ async function main() {
       ['#/deliveries', '#deliveries', 'phone-deliveries'],
       [`#/deliveries/${flaky.id}`, '#attempts li[data-outcome="sent"]', 'phone-delivery'],
       ['#/quotas', '#quotas', 'phone-quotas'],
+      ['#/sessions', '#sessions', 'phone-sessions'],
+      ['#/audit', '#audit', 'phone-audit'],
     ]) {
       await phone.goto(`${BASE}/ui${hash}`);
       await phone.locator(ready).first().waitFor();

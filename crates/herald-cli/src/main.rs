@@ -82,6 +82,14 @@ enum Command {
         #[command(subcommand)]
         cmd: ops::SettingsCmd,
     },
+    /// The audit log: sign-ins, replays, cancels, bulk actions, tenants, keys, grants and
+    /// secrets — who, on which tenant, how many, when — newest first.
+    AuditLog {
+        #[command(flatten)]
+        db: ops::Db,
+        #[command(flatten)]
+        args: ops::AuditLogArgs,
+    },
     /// Who may submit through the SQL API (PostgreSQL, MariaDB), for which tenants.
     Sql {
         #[command(flatten)]
@@ -189,6 +197,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Deliveries { db, cmd } => ops::deliveries(db, cmd).await,
         Command::Settings { db, cmd } => ops::settings(db, cmd).await,
         Command::Sql { db, cmd } => ops::sql(db, cmd).await,
+        Command::AuditLog { db, args } => ops::audit_log(db, args).await,
         Command::Demo(args) => demo::run(args).await,
         Command::Bench(args) => bench::run(args).await,
         // main() runs the audit before the runtime starts (it has exit codes of its own);

@@ -3,7 +3,8 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 use herald::{
-    BulkAction, BulkFilter, Delivery, DeliveryFilter, DeliveryId, DeliveryState, Herald, TenantId,
+    AuditActor, AuditEntry, BulkAction, BulkFilter, Delivery, DeliveryFilter, DeliveryId,
+    DeliveryState, Herald, TenantId,
 };
 use herald_core::limits::OPERATOR_LIST_MAX;
 use uuid::Uuid;
@@ -172,6 +173,19 @@ async fn open(db: &Db) -> Result<Herald> {
     Ok(Herald::open(&db.db).await?)
 }
 
+/// Writes the audit entry of an operator's action, which has already happened: a failure
+/// is said, not made the command's.
+async fn logged(herald: &Herald, entry: AuditEntry) {
+    if let Err(e) = herald.audit(entry).await {
+        eprintln!("warning: the audit entry was not written: {e}");
+    }
+}
+
+/// An operator's `action` on `tenant`.
+fn by_operator(tenant: Option<TenantId>, action: &'static str) -> AuditEntry {
+    AuditEntry::new(AuditActor::Operator, tenant, action)
+}
+
 pub async fn tenant(db: Db, cmd: TenantCmd) -> Result<()> {
     let herald = open(&db).await?;
     match cmd {
@@ -179,6 +193,8 @@ pub async fn tenant(db: Db, cmd: TenantCmd) -> Result<()> {
             // The tenant and its first key are one transaction: a failure leaves neither.
             let tenant = herald.tenant_create(&name).await?;
             let key = &tenant.api_key;
+            let entry = by_operator(Some(tenant.id), "tenant_create");
+            logged(&herald, entry.target(key.key_id.to_string())).await;
             if db.json {
                 println!(
                     "{}",
@@ -207,7 +223,10 @@ pub async fn key(db: Db, cmd: KeyCmd) -> Result<()> {
     let herald = open(&db).await?;
     match cmd {
         KeyCmd::Create { tenant } => {
-            let key = new_key(&herald, uuid("tenant", &tenant)?).await?;
+            let tenant = uuid("tenant", &tenant)?;
+            let key = new_key(&herald, tenant).await?;
+            logged(&herald, by_operator(Some(tenant), "key_create").target(key.key_id.to_string()))
+                .await;
             if db.json {
                 println!(
                     "{}",
@@ -226,6 +245,7 @@ pub async fn key(db: Db, cmd: KeyCmd) -> Result<()> {
             if !herald.api_key_revoke(tenant, &key).await? {
                 bail!("no key {key_id:?} for tenant {tenant}");
             }
+            logged(&herald, by_operator(Some(tenant), "key_revoke").target(key.as_str())).await;
             if db.json {
                 println!("{}", serde_json::json!({"key_id": key_id, "revoked": true}));
             } else {
@@ -263,7 +283,10 @@ pub async fn quota(db: Db, cmd: QuotaCmd) -> Result<()> {
                 herald::Error::UnknownTenant => anyhow!("no tenant {tenant_id}"),
                 e => e.into(),
             })?;
-        if !applied && !db.json {
+        if applied {
+            let entry = by_operator(Some(tenant_id), "grant").target(quota_key.as_str());
+            logged(&herald, entry.count(amount)).await;
+        } else if !db.json {
             println!("(already granted under this idempotency key; nothing added)");
         }
     }
@@ -382,14 +405,16 @@ pub async fn deliveries(db: Db, cmd: DeliveriesCmd) -> Result<()> {
         }
         DeliveriesCmd::Replay { id: Some(id), .. } => {
             let id = uuid("delivery", &id)?;
-            let d =
-                herald.replay(tenant_of(&herald, id).await?, id).await.context("replay refused")?;
+            let tenant = tenant_of(&herald, id).await?;
+            let d = herald.replay(tenant, id).await.context("replay refused")?;
+            logged(&herald, by_operator(Some(tenant), "replay").target(id.to_string())).await;
             print_delivery(&d, db.json);
         }
         DeliveriesCmd::Cancel { id: Some(id), .. } => {
             let id = uuid("delivery", &id)?;
-            let d =
-                herald.cancel(tenant_of(&herald, id).await?, id).await.context("cancel refused")?;
+            let tenant = tenant_of(&herald, id).await?;
+            let d = herald.cancel(tenant, id).await.context("cancel refused")?;
+            logged(&herald, by_operator(Some(tenant), "cancel").target(id.to_string())).await;
             print_delivery(&d, db.json);
         }
         DeliveriesCmd::Replay { id: None, matching } => {
@@ -424,6 +449,13 @@ async fn bulk(herald: &Herald, action: BulkAction, m: Matching, json: bool) -> R
         error_code: m.error_code,
     };
     let r = herald.bulk(tenant, action, &filter, m.dry_run).await?;
+    if !m.dry_run {
+        let name = match action {
+            BulkAction::Replay => "bulk_replay",
+            BulkAction::Cancel => "bulk_cancel",
+        };
+        logged(herald, by_operator(Some(tenant), name).count(r.changed as i64)).await;
+    }
     if json {
         println!(
             "{}",
@@ -460,6 +492,7 @@ pub async fn settings(db: Db, cmd: SettingsCmd) -> Result<()> {
     let settings = match cmd {
         SettingsCmd::RotateSessionSecret => {
             herald.ui_session_secret_rotate().await?;
+            logged(&herald, by_operator(None, "session_secret_rotate")).await;
             match db.json {
                 true => println!("{}", serde_json::json!({"rotated": "ui_session"})),
                 false => println!("rotated: every dashboard session ends (within 10 s)"),
@@ -527,5 +560,58 @@ pub async fn sql(db: Db, cmd: SqlCmd) -> Result<()> {
             if what == "granted" { "granted already" } else { "not granted" }
         );
     }
+    Ok(())
+}
+
+/// `herald audit-log`: the audit log, newest first.
+#[derive(Debug, clap::Args)]
+pub struct AuditLogArgs {
+    /// One tenant's entries only (its id).
+    #[arg(long)]
+    tenant: Option<String>,
+    /// Entries older than this id (the next page: the smallest id shown).
+    #[arg(long)]
+    before: Option<i64>,
+    /// At most this many.
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
+}
+
+pub async fn audit_log(db: Db, args: AuditLogArgs) -> Result<()> {
+    let tenant: Option<TenantId> = args.tenant.as_deref().map(|t| uuid("tenant", t)).transpose()?;
+    if !(1..=OPERATOR_LIST_MAX).contains(&args.limit) {
+        bail!("--limit must be 1 to {OPERATOR_LIST_MAX}");
+    }
+    let herald = open(&db).await?;
+    let entries = herald.audit_log(tenant, args.before, args.limit).await?;
+    let at = |ms: i64| {
+        jiff::Timestamp::from_millisecond(ms).map_or_else(|_| ms.to_string(), |t| t.to_string())
+    };
+    if db.json {
+        let rows: Vec<_> = entries
+            .iter()
+            .map(|e| {
+                serde_json::json!({"id": e.id, "at": at(e.at), "actor": e.actor, "key_id": e.key_id,
+                "tenant": e.tenant.map(|t| t.to_string()), "action": e.action, "target": e.target,
+                "count": e.count, "address": e.address})
+            })
+            .collect();
+        println!("{}", serde_json::json!({"entries": rows}));
+    } else {
+        for e in &entries {
+            println!(
+                "{:>6}  {}  {:<9} {:<16} {:<22} {:<36} {} {}",
+                e.id,
+                at(e.at),
+                e.actor,
+                e.key_id.as_deref().unwrap_or("-"),
+                e.action,
+                e.tenant.map_or("-".to_string(), |t| t.to_string()),
+                e.target.as_deref().unwrap_or("-"),
+                e.count.map_or(String::new(), |c| c.to_string()),
+            );
+        }
+    }
+    herald.close().await;
     Ok(())
 }

@@ -104,6 +104,9 @@ pub struct Settings {
     /// The URL users reach herald at behind a proxy (`https://herald.example.com`): its host is allowed, and the dashboard takes requests from its origin [default: none]
     #[arg(long, env = "HERALD_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// A dashboard session unused this long is over (sessions also end when signed out, revoked, or 8 hours after signing in); 1m to 8h [default: 30m]
+    #[arg(long, env = "HERALD_UI_IDLE_TIMEOUT")]
+    pub ui_idle_timeout: Option<String>,
 }
 
 /// Typed, validated settings.
@@ -184,6 +187,10 @@ impl Settings {
                 limits::QUEUE_WAIT_MAX
             );
         }
+        let ui_idle = duration(&self.ui_idle_timeout, "ui_idle_timeout", herald::UI_SESSION_IDLE)?;
+        if !(Duration::from_secs(60)..=herald::UI_SESSION_TTL).contains(&ui_idle) {
+            bail!("HERALD_UI_IDLE_TIMEOUT: {ui_idle:?} is not from 1m to 8h");
+        }
         let listen_raw = get(&self.listen, "listen").unwrap_or_else(|| "127.0.0.1:8080".into());
         let listen = listen_raw.parse::<SocketAddr>().map_err(|_| {
             anyhow!("HERALD_LISTEN: {listen_raw:?} is not an address like 127.0.0.1:8080")
@@ -259,6 +266,7 @@ impl Settings {
                 get(&self.public_url, "public_url").as_deref(),
             )
             .map_err(|e| anyhow!(e))?,
+            ui_idle,
             ..HttpOptions::default()
         };
         let reconcile_every =
@@ -357,6 +365,7 @@ impl Settings {
             "queue_wait",
             "allowed_hosts",
             "public_url",
+            "ui_idle_timeout",
         ];
         let mut out = BTreeMap::new();
         for (key, value) in table {
@@ -408,6 +417,7 @@ impl std::fmt::Debug for Settings {
             .field("queue_wait", &self.queue_wait)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("public_url", &self.public_url)
+            .field("ui_idle_timeout", &self.ui_idle_timeout)
             .finish()
     }
 }

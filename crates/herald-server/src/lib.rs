@@ -2,6 +2,7 @@
 //! errors, metrics and the OpenAPI document. `serve` runs the router next to workers, the
 //! reconciler and retention in one process.
 
+pub mod audit;
 pub mod cursor;
 #[cfg(test)]
 mod debug_tests;
@@ -56,6 +57,7 @@ pub const BATCH_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
         routes::admin::revoke_tenant_key,
         routes::admin::rotate_webhook_secret,
         routes::admin::grant,
+        audit::list,
         routes::system::healthz,
         routes::system::readyz,
         routes::system::metrics,
@@ -91,6 +93,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/tenants/{tenant}/keys/{key_id}", delete(admin::revoke_tenant_key))
         .route("/v1/tenants/{tenant}/webhook-secret/rotate", post(admin::rotate_webhook_secret))
         .route("/v1/tenants/{tenant}/quotas/{quota_key}/grant", post(admin::grant))
+        .route("/v1/audit", get(audit::list))
         .route("/healthz", get(system::healthz))
         .route("/readyz", get(system::readyz))
         .route("/metrics", get(system::metrics))

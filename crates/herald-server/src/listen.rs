@@ -73,6 +73,8 @@ pub struct HttpOptions {
     /// The names a request's `Host` may give besides loopback names and IP addresses
     /// (`HERALD_ALLOWED_HOSTS`, `HERALD_PUBLIC_URL`; [`crate::hosts`]).
     pub allowed_hosts: crate::hosts::AllowedHosts,
+    /// A dashboard session unused this long is over (`HERALD_UI_IDLE_TIMEOUT`).
+    pub ui_idle: Duration,
 }
 
 impl Default for HttpOptions {
@@ -84,6 +86,7 @@ impl Default for HttpOptions {
             connections_max: CONNECTIONS_MAX_DEFAULT,
             shutdown_grace: herald_core::limits::SHUTDOWN_GRACE_DEFAULT,
             allowed_hosts: crate::hosts::AllowedHosts::default(),
+            ui_idle: herald::UI_SESSION_IDLE,
         }
     }
 }

@@ -347,6 +347,7 @@ fn add_security(doc: &mut Value) {
         // One tag per kind of caller, rather than utoipa's module paths.
         let tag = match path.as_str() {
             p if p.starts_with("/v1/tenants") => "admin",
+            "/v1/audit" => "audit",
             p if p.starts_with("/v1/") => "deliveries",
             _ => "system",
         };

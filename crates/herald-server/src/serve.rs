@@ -79,6 +79,7 @@ pub fn state(herald: &Herald, config: &ServeConfig) -> AppState {
         session_keys: crate::ui::session::SessionKeys::default(),
         allowed_hosts: config.http.allowed_hosts.clone(),
         guesses: Arc::new(crate::guesses::Guesses::default()),
+        ui_idle: config.http.ui_idle,
     }
 }
 

@@ -25,6 +25,8 @@ pub struct AppState {
     pub allowed_hosts: crate::hosts::AllowedHosts,
     /// Failed keys by client address and key id (`guesses`).
     pub guesses: Arc<crate::guesses::Guesses>,
+    /// A dashboard session unused this long is over.
+    pub ui_idle: std::time::Duration,
 }
 
 impl std::fmt::Debug for AppState {

@@ -23,6 +23,7 @@ macro_rules! per_backend {
 }
 pub(crate) use per_backend;
 
+pub mod audit;
 pub mod bench;
 pub mod clock;
 pub mod conn;
@@ -45,6 +46,7 @@ mod sqlite;
 pub mod store;
 pub mod tenants;
 pub mod tx;
+pub mod ui_sessions;
 pub mod url;
 pub mod workers;
 

@@ -26,6 +26,8 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (5, "operators", include_str!("../migrations/sqlite/0005_operators.sql")),
     (6, "striped accounts", include_str!("../migrations/sqlite/0006_striped_accounts.sql")),
     (7, "secrets", include_str!("../migrations/sqlite/0007_secrets.sql")),
+    (8, "ui sessions", include_str!("../migrations/sqlite/0008_ui_sessions.sql")),
+    (9, "audit", include_str!("../migrations/sqlite/0009_audit.sql")),
 ];
 const POSTGRES: &[(i64, &str, &str)] = &[
     (1, "foundation", include_str!("../migrations/postgres/0001_foundation.sql")),
@@ -41,6 +43,8 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (11, "striped accounts", include_str!("../migrations/postgres/0011_striped_accounts.sql")),
     (12, "secrets", include_str!("../migrations/postgres/0012_secrets.sql")),
     (13, "reservation on row", include_str!("../migrations/postgres/0013_reservation_on_row.sql")),
+    (14, "ui sessions", include_str!("../migrations/postgres/0014_ui_sessions.sql")),
+    (15, "audit", include_str!("../migrations/postgres/0015_audit.sql")),
 ];
 /// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
 /// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.
@@ -52,6 +56,8 @@ const MYSQL: &[(i64, &str, &str)] = &[
     (5, "striped accounts", include_str!("../migrations/mysql/0005_striped_accounts.sql")),
     (6, "client fingerprint", include_str!("../migrations/mysql/0006_client_fingerprint.sql")),
     (7, "secrets", include_str!("../migrations/mysql/0007_secrets.sql")),
+    (8, "ui sessions", include_str!("../migrations/mysql/0008_ui_sessions.sql")),
+    (9, "audit", include_str!("../migrations/mysql/0009_audit.sql")),
 ];
 
 /// The newest schema version this build knows.

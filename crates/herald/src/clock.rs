@@ -39,6 +39,12 @@ impl Clock {
         self.now_ms().map_or(herald_store::Now::Database, herald_store::Now::At)
     }
 
+    /// Unix milliseconds by this clock: a manual clock's reading, else this process's
+    /// system clock (for what the library judges itself: dashboard sessions, audit times).
+    pub fn wall_ms(&self) -> i64 {
+        self.now_ms().unwrap_or_else(herald_store::clock::system_ms)
+    }
+
     /// A manual clock's reading in Unix milliseconds; `None` for the database's clock.
     pub fn now_ms(&self) -> Option<i64> {
         self.manual

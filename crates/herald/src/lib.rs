@@ -14,6 +14,7 @@
 
 mod admin;
 pub mod alerts;
+mod audit;
 #[doc(hidden)]
 pub mod bench;
 mod bulk;
@@ -43,10 +44,12 @@ mod settings;
 mod sql_api;
 mod submit;
 mod tx;
+mod ui_sessions;
 mod wake;
 mod worker;
 
 pub use admin::{Tenant, new_webhook_secret};
+pub use audit::{AuditActor, AuditEntry, AuditRecord};
 pub use bulk::{BULK_MAX, BulkAction, BulkFilter, BulkReport};
 pub use channel::{Channel, Leased, Outcome};
 pub use clock::Clock;
@@ -75,6 +78,7 @@ pub use runner::{Committed, TxOptions};
 pub use settings::{SETTINGS_REFRESH, Settings};
 pub use sql_api::SqlGrant;
 pub use submit::{SubmitRequest, Submitted};
+pub use ui_sessions::{UI_SESSION_IDLE, UI_SESSION_TTL, UiSession, UiSessionEnd};
 pub use worker::{RELEASE_DEFAULT, RunReport, Worker, WorkerOptions, WorkerStats};
 
 /// A cancellation token: background loops stop when it is cancelled.

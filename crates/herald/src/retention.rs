@@ -64,8 +64,12 @@ impl Retention {
             report.deliveries += pruned.deliveries;
             report.receipts += pruned.receipts;
             if pruned.deliveries < limit as u64 && pruned.receipts < limit as u64 {
-                // The dashboard's per-minute counts go with the deliveries they counted.
+                // The dashboard's per-minute counts go with the deliveries they counted,
+                // its ended sessions a day after they ended.
                 self.herald.rollup_prune(keep).await?;
+                while self.herald.ui_sessions_prune(limit).await? == limit as u64 {}
+                // The audit log keeps the same window.
+                while self.herald.audit_prune(keep, limit).await? == limit as u64 {}
                 return Ok(report);
             }
         }

@@ -1,8 +1,9 @@
 //! Admin calls (the `HERALD_ADMIN_KEY` only): tenants, their API keys, webhook-secret
 //! rotation and quota grants.
 
+use crate::audit::{self, By};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{AdminAuth, JsonBody, NoQuery, PathParams};
+use crate::extract::{AdminAuth, ClientAddr, JsonBody, NoQuery, PathParams};
 use crate::routes::path_id;
 use crate::state::AppState;
 use crate::wire::{
@@ -20,11 +21,14 @@ pub async fn create_tenant(
     State(state): State<AppState>,
     _admin: AdminAuth,
     _: NoQuery,
+    client: ClientAddr,
     JsonBody(body): JsonBody<CreateTenant>,
 ) -> ApiResult<(StatusCode, Json<TenantCreated>)> {
     // The tenant and its first key are one transaction; a taken name is `TenantExists`,
     // a 409 (error.rs).
     let tenant = state.herald.tenant_create(&body.name).await?;
+    let entry = By::admin(client).entry(Some(tenant.id), "tenant_create");
+    audit::record(&state, entry.target(tenant.api_key.key_id.to_string())).await;
     Ok((
         StatusCode::CREATED,
         Json(TenantCreated {
@@ -42,6 +46,7 @@ pub async fn create_tenant_key(
     State(state): State<AppState>,
     _admin: AdminAuth,
     _: NoQuery,
+    client: ClientAddr,
     PathParams(tenant): PathParams<String>,
 ) -> ApiResult<(StatusCode, Json<KeyCreated>)> {
     let tenant = path_id(&tenant, "tenant")?;
@@ -49,6 +54,8 @@ pub async fn create_tenant_key(
         Err(herald::Error::UnknownTenant) => return Err(ApiError::not_found("tenant")),
         other => other?,
     };
+    let entry = By::admin(client).entry(Some(tenant), "key_create");
+    audit::record(&state, entry.target(key.key_id.to_string())).await;
     Ok((
         StatusCode::CREATED,
         Json(KeyCreated { key_id: key.key_id.to_string(), api_key: key.plaintext }),
@@ -62,6 +69,7 @@ pub async fn revoke_tenant_key(
     State(state): State<AppState>,
     _admin: AdminAuth,
     _: NoQuery,
+    client: ClientAddr,
     PathParams((tenant, key_id)): PathParams<(String, String)>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let tenant = path_id(&tenant, "tenant")?;
@@ -72,6 +80,8 @@ pub async fn revoke_tenant_key(
     }
     // This server refuses it at once; others within keys::KEY_CACHE_TTL.
     state.key_cache.forget(key_id.as_str());
+    let entry = By::admin(client).entry(Some(tenant), "key_revoke");
+    audit::record(&state, entry.target(key_id.as_str())).await;
     Ok(Json(serde_json::json!({"key_id": key_id.as_str(), "revoked": true})))
 }
 
@@ -81,11 +91,16 @@ pub async fn rotate_webhook_secret(
     State(state): State<AppState>,
     _admin: AdminAuth,
     _: NoQuery,
+    client: ClientAddr,
     PathParams(tenant): PathParams<String>,
 ) -> ApiResult<Json<SecretRotated>> {
     let tenant = path_id(&tenant, "tenant")?;
     match state.herald.webhook_secret_rotate(tenant).await {
-        Ok(webhook_secret) => Ok(Json(SecretRotated { webhook_secret })),
+        Ok(webhook_secret) => {
+            let entry = By::admin(client).entry(Some(tenant), "webhook_secret_rotate");
+            audit::record(&state, entry).await;
+            Ok(Json(SecretRotated { webhook_secret }))
+        }
         Err(herald::Error::NotFound) => Err(ApiError::not_found("tenant")),
         Err(e) => Err(e.into()),
     }
@@ -98,6 +113,7 @@ pub async fn grant(
     State(state): State<AppState>,
     _admin: AdminAuth,
     _: NoQuery,
+    client: ClientAddr,
     PathParams((tenant, quota_key)): PathParams<(String, String)>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<Grant>,
@@ -125,6 +141,10 @@ pub async fn grant(
         Err(herald::Error::UnknownTenant) => return Err(ApiError::not_found("tenant")),
         other => other?,
     };
+    if applied {
+        let entry = By::admin(client).entry(Some(tenant), "grant");
+        audit::record(&state, entry.target(quota_key.as_str()).count(body.amount)).await;
+    }
     let quotas = state.herald.quotas(tenant).await?;
     let quota = quotas
         .into_iter()

@@ -1,9 +1,10 @@
 //! `/v1/deliveries` and `/v1/quotas`: a tenant's own view. Another tenant's delivery is a
 //! 404, never a 403 — the wall does not say what is behind it.
 
+use crate::audit::{self, By};
 use crate::cursor;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{JsonBody, NoQuery, PathParams, QueryParams, TenantAuth};
+use crate::extract::{ClientAddr, JsonBody, NoQuery, PathParams, QueryParams, TenantAuth};
 use crate::routes::path_id;
 use crate::state::AppState;
 use crate::wire::{
@@ -226,10 +227,15 @@ pub async fn replay(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
     _: NoQuery,
+    client: ClientAddr,
+    headers: HeaderMap,
     PathParams(id): PathParams<String>,
 ) -> ApiResult<Json<DeliveryView>> {
     let id = path_id(&id, "delivery")?;
-    Ok(Json(state.herald.replay(tenant, id).await?.into()))
+    let replayed = state.herald.replay(tenant, id).await?;
+    let by = By::tenant(&headers, client);
+    audit::record(&state, by.entry(Some(tenant), "replay").target(id.to_string())).await;
+    Ok(Json(replayed.into()))
 }
 
 #[utoipa::path(post, path = "/v1/deliveries/{id}/cancel", params(("id" = String, Path)),
@@ -238,10 +244,15 @@ pub async fn cancel(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
     _: NoQuery,
+    client: ClientAddr,
+    headers: HeaderMap,
     PathParams(id): PathParams<String>,
 ) -> ApiResult<Json<DeliveryView>> {
     let id = path_id(&id, "delivery")?;
-    Ok(Json(state.herald.cancel(tenant, id).await?.into()))
+    let cancelled = state.herald.cancel(tenant, id).await?;
+    let by = By::tenant(&headers, client);
+    audit::record(&state, by.entry(Some(tenant), "cancel").target(id.to_string())).await;
+    Ok(Json(cancelled.into()))
 }
 
 /// `GET /v1/deliveries` query.
@@ -403,9 +414,12 @@ pub async fn replay_matching(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
     _: NoQuery,
+    client: ClientAddr,
+    headers: HeaderMap,
     JsonBody(body): JsonBody<BulkRequest>,
 ) -> ApiResult<Json<BulkResult>> {
-    bulk(&state, tenant, BulkAction::Replay, &body).await.map(Json)
+    let by = By::tenant(&headers, client);
+    bulk(&state, tenant, BulkAction::Replay, &body, &by).await.map(Json)
 }
 
 #[utoipa::path(post, path = "/v1/deliveries/cancel", request_body = BulkRequest,
@@ -415,21 +429,34 @@ pub async fn cancel_matching(
     State(state): State<AppState>,
     TenantAuth(tenant): TenantAuth,
     _: NoQuery,
+    client: ClientAddr,
+    headers: HeaderMap,
     JsonBody(body): JsonBody<BulkRequest>,
 ) -> ApiResult<Json<BulkResult>> {
-    bulk(&state, tenant, BulkAction::Cancel, &body).await.map(Json)
+    let by = By::tenant(&headers, client);
+    bulk(&state, tenant, BulkAction::Cancel, &body, &by).await.map(Json)
 }
 
-/// A bulk replay or cancel for one tenant, as the API and the dashboard run it.
+/// A bulk replay or cancel for one tenant, as the API and the dashboard run it; what it
+/// changed goes into the audit log (a dry run changes nothing and is not logged).
 pub(crate) async fn bulk(
     state: &AppState,
     tenant: herald::TenantId,
     action: BulkAction,
     body: &BulkRequest,
+    by: &By,
 ) -> ApiResult<BulkResult> {
     let filter = body.filter()?;
     let report = state.herald.bulk(tenant, action, &filter, body.dry_run).await?;
-    Ok(BulkResult::new(body.dry_run, report))
+    let result = BulkResult::new(body.dry_run, report);
+    if !body.dry_run {
+        let name = match action {
+            BulkAction::Replay => "bulk_replay",
+            BulkAction::Cancel => "bulk_cancel",
+        };
+        audit::record(state, by.entry(Some(tenant), name).count(result.changed as i64)).await;
+    }
+    Ok(result)
 }
 
 /// Why a `send_at` that does not parse as an instant is refused: a date and time that does

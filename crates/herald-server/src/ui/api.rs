@@ -4,8 +4,9 @@
 //! its CSRF token (`session::for_action`).
 
 use super::session::{self, Session, Who};
+use crate::audit::{self, By};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{JsonBody, PathParams, QueryParams};
+use crate::extract::{ClientAddr, JsonBody, PathParams, QueryParams};
 use crate::keys;
 use crate::routes::deliveries::{PageQuery, page};
 use crate::routes::path_id;
@@ -16,7 +17,7 @@ use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use herald::{BulkAction, DeliveryId, DeliveryState, TenantId};
+use herald::{AuditActor, BulkAction, DeliveryId, DeliveryState, TenantId, UiSessionEnd};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -48,6 +49,23 @@ impl FromRequestParts<AppState> for Actor {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         session::for_action(parts, state).await.map(Actor)
+    }
+}
+
+/// Who a session's request is, as the audit log says it.
+fn by(s: &Session, client: ClientAddr) -> By {
+    let actor = match &s.who {
+        Who::Admin => AuditActor::Admin,
+        Who::Tenant { key_id, .. } => AuditActor::Tenant { key_id: key_id.clone() },
+    };
+    By::new(actor, client)
+}
+
+/// The tenant a session is of (`None`: the admin's).
+fn own_tenant(s: &Session) -> Option<TenantId> {
+    match &s.who {
+        Who::Admin => None,
+        Who::Tenant { tenant, .. } => Some(*tenant),
     }
 }
 
@@ -105,35 +123,55 @@ pub async fn sign_in(
     let sources =
         crate::extract::guess_sources(client.0, parsed.as_ref().map(|(id, _)| id.as_str()));
     state.guesses.check(&sources)?;
-    let failed = || {
-        state.guesses.failed(&sources, "ui");
-        ApiError::unauthorized()
-    };
-    if key.is_empty() || key.len() > keys::KEY_LEN_MAX {
-        return Err(failed());
-    }
-    let who = if state.admin_key_sha256.is_some_and(|admin| keys::same(&admin, &keys::digest(key)))
-    {
-        Who::Admin
+    let named = parsed.as_ref().map(|(id, _)| id.as_str().to_string());
+    let who = if key.is_empty() || key.len() > keys::KEY_LEN_MAX {
+        None
+    } else if state.admin_key_sha256.is_some_and(|admin| keys::same(&admin, &keys::digest(key))) {
+        Some(Who::Admin)
     } else {
-        let (key_id, hash) = parsed.ok_or_else(failed)?;
-        match state.herald.api_key(&key_id).await? {
-            Some(row) if !row.revoked && keys::same(&row.secret_sha256, &hash) => Who::Tenant {
-                tenant: TenantId::from_uuid(row.tenant_id),
-                key_id: key_id.as_str().to_string(),
+        match &parsed {
+            None => None,
+            Some((key_id, hash)) => match state.herald.api_key(key_id).await? {
+                Some(row) if !row.revoked && keys::same(&row.secret_sha256, hash) => {
+                    Some(Who::Tenant {
+                        tenant: TenantId::from_uuid(row.tenant_id),
+                        key_id: key_id.as_str().to_string(),
+                    })
+                }
+                _ => None,
             },
-            _ => return Err(failed()),
         }
     };
+    let Some(who) = who else {
+        state.guesses.failed(&sources, "ui");
+        let anonymous = By::new(AuditActor::Anonymous { key_id: named }, client);
+        audit::record(&state, anonymous.entry(None, "sign_in_failed")).await;
+        return Err(ApiError::unauthorized());
+    };
     let signing = state.session_keys.current(&state.herald).await?;
-    let Some(value) = session::issue(&signing, &who) else {
+    // A session this browser already had is replaced, not kept beside the new one (a
+    // cookie planted before the sign-in is never the session after it).
+    let previous = session::named(&headers, &state).await.ok().flatten();
+    let owner = match &who {
+        Who::Admin => None,
+        Who::Tenant { tenant, key_id } => Some((*tenant, key_id.as_str())),
+    };
+    let address = client.0.map(|ip| ip.to_string());
+    let agent = headers.get(axum::http::header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let started = state.herald.ui_session_start(owner, address.as_deref(), agent).await?;
+    if let Some(previous) = previous {
+        state.herald.ui_session_end(&previous, None, UiSessionEnd::Replaced).await?;
+    }
+    let Some(value) = session::issue(&signing, &started.id) else {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
             "sessions cannot be signed on this server",
         ));
     };
-    let session = Session { who, csrf: signing.csrf_of(&value) };
+    let session = Session { id: started.id, who, csrf: signing.csrf_of(&value) };
+    let entry = by(&session, client).entry(own_tenant(&session), "sign_in");
+    audit::record(&state, entry.target(session.id.as_str())).await;
     let body = describe(&state, &session).await?;
     Ok((session::set_cookies(Some(&value), &headers), Json(body)).into_response())
 }
@@ -156,9 +194,82 @@ pub async fn session(
     }
 }
 
-/// `DELETE /ui/api/session`: signs out (clears the cookie).
-pub async fn sign_out(_actor: Actor, headers: HeaderMap) -> Response {
-    (StatusCode::NO_CONTENT, session::set_cookies(None, &headers)).into_response()
+/// `DELETE /ui/api/session`: signs out — ends the session's row, so a copy of the cookie
+/// is worth nothing — and clears the cookie.
+pub async fn sign_out(
+    State(state): State<AppState>,
+    Actor(s): Actor,
+    client: ClientAddr,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    state.herald.ui_session_end(&s.id, None, UiSessionEnd::SignedOut).await?;
+    let entry = by(&s, client).entry(own_tenant(&s), "sign_out");
+    audit::record(&state, entry.target(s.id.as_str())).await;
+    Ok((StatusCode::NO_CONTENT, session::set_cookies(None, &headers)).into_response())
+}
+
+/// Most sessions the list shows.
+const SESSIONS_SHOWN: usize = 500;
+
+/// `GET /ui/api/sessions`: the live sessions, newest first — an admin's of every tenant
+/// and the admin's own (or one tenant's, named), a tenant's of its own tenant.
+pub async fn sessions(
+    State(state): State<AppState>,
+    Reader(s): Reader,
+    QueryParams(q): QueryParams<TenantQuery>,
+) -> ApiResult<Json<Value>> {
+    let tenant = scope(&s, q.tenant.as_deref())?;
+    let list: Vec<Value> = state
+        .herald
+        .ui_sessions(tenant, state.ui_idle, SESSIONS_SHOWN)
+        .await?
+        .into_iter()
+        .map(|u| {
+            json!({
+                "id": u.id,
+                "role": if u.tenant.is_some() { "tenant" } else { "admin" },
+                "tenant": u.tenant.as_ref().map(|(t, _)| t.to_string()),
+                "key_id": u.tenant.as_ref().map(|(_, k)| k),
+                "created_at": rfc3339_ms(u.created_at),
+                "seen_at": rfc3339_ms(u.seen_at),
+                "expires_at": rfc3339_ms(u.expires_at),
+                "address": u.address,
+                "agent": u.agent,
+                "current": u.id == s.id,
+            })
+        })
+        .collect();
+    Ok(Json(json!({"sessions": list})))
+}
+
+/// `DELETE /ui/api/sessions/{id}`: ends a session — any, for the admin; one of its own
+/// tenant's, for a tenant (another's is a 404, as it is not there for it).
+pub async fn session_end(
+    State(state): State<AppState>,
+    Actor(s): Actor,
+    client: ClientAddr,
+    PathParams(id): PathParams<String>,
+) -> ApiResult<Response> {
+    let tenant = own_tenant(&s);
+    if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(ApiError::not_found("session"));
+    }
+    if !state.herald.ui_session_end(&id, tenant, UiSessionEnd::Revoked).await? {
+        return Err(ApiError::not_found("session"));
+    }
+    audit::record(&state, by(&s, client).entry(tenant, "session_end").target(id)).await;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `GET /ui/api/audit`: the audit log, newest first — the admin's of every tenant (or the
+/// one named), a tenant's of its own.
+pub async fn audit_log(
+    State(state): State<AppState>,
+    Reader(s): Reader,
+    QueryParams(q): QueryParams<audit::AuditQuery>,
+) -> ApiResult<Json<Value>> {
+    let entries = audit::read(&state, own_tenant(&s), &q).await?;
+    Ok(Json(json!({"entries": entries})))
 }
 
 /// `GET /ui/api/tenants`.
@@ -336,35 +447,39 @@ pub async fn delivery(
 pub async fn replay(
     State(state): State<AppState>,
     Actor(s): Actor,
+    client: ClientAddr,
     PathParams(id): PathParams<String>,
     QueryParams(q): QueryParams<TenantQuery>,
 ) -> ApiResult<Json<Value>> {
-    act(&state, &s, &id, &q, BulkAction::Replay).await
+    act(&state, &s, client, &id, &q, BulkAction::Replay).await
 }
 
 /// `POST /ui/api/deliveries/{id}/cancel`.
 pub async fn cancel(
     State(state): State<AppState>,
     Actor(s): Actor,
+    client: ClientAddr,
     PathParams(id): PathParams<String>,
     QueryParams(q): QueryParams<TenantQuery>,
 ) -> ApiResult<Json<Value>> {
-    act(&state, &s, &id, &q, BulkAction::Cancel).await
+    act(&state, &s, client, &id, &q, BulkAction::Cancel).await
 }
 
 /// Replays or cancels one delivery the session may see, as `/v1` does.
 async fn act(
     state: &AppState,
     s: &Session,
+    client: ClientAddr,
     id: &str,
     q: &TenantQuery,
     action: BulkAction,
 ) -> ApiResult<Json<Value>> {
     let (tenant, id) = visible(state, s, id, q.tenant.as_deref()).await?;
-    let delivery = match action {
-        BulkAction::Replay => state.herald.replay(tenant, id).await?,
-        BulkAction::Cancel => state.herald.cancel(tenant, id).await?,
+    let (delivery, name) = match action {
+        BulkAction::Replay => (state.herald.replay(tenant, id).await?, "replay"),
+        BulkAction::Cancel => (state.herald.cancel(tenant, id).await?, "cancel"),
     };
+    audit::record(state, by(s, client).entry(Some(tenant), name).target(id.to_string())).await;
     Ok(Json(json!({"delivery": DeliveryView::from(delivery)})))
 }
 
@@ -386,6 +501,7 @@ pub struct BulkCall {
 pub async fn bulk(
     State(state): State<AppState>,
     Actor(s): Actor,
+    client: ClientAddr,
     JsonBody(body): JsonBody<BulkCall>,
 ) -> ApiResult<Json<BulkResult>> {
     let tenant = tenant_of(&s, body.tenant.as_deref())?;
@@ -402,7 +518,9 @@ pub async fn bulk(
         error_code: body.error_code,
         dry_run: body.dry_run,
     };
-    crate::routes::deliveries::bulk(&state, tenant, action, &request).await.map(Json)
+    crate::routes::deliveries::bulk(&state, tenant, action, &request, &by(&s, client))
+        .await
+        .map(Json)
 }
 
 /// `GET /ui/api/quotas`: the tenant's accounts and the newest of its journal.

@@ -51,6 +51,9 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/api/deliveries/{id}/cancel", post(api::cancel))
         .route("/ui/api/bulk", post(api::bulk))
         .route("/ui/api/quotas", get(api::quotas))
+        .route("/ui/api/sessions", get(api::sessions))
+        .route("/ui/api/audit", get(api::audit_log))
+        .route("/ui/api/sessions/{id}", axum::routing::delete(api::session_end))
 }
 
 /// The security headers, on every answer of the router (the outermost layer, so the

@@ -10,16 +10,20 @@
 //! swap them into another tenant). The key itself is never kept: not in the cookie, not
 //! in the page.
 //!
-//! The cookie is signed, not stored: `v1.<who>.<expiry>.<nonce>.<mac>`, the MAC an
-//! HMAC-SHA256 under the server's own random secret, kept in the database
-//! (`Herald::ui_session_secret`), so every server on it accepts the sessions of the
-//! others. It is never derived from a credential: under HMAC(admin key, a constant), as it
-//! once was, a tenant holding its own cookie could guess the admin key offline and forge
-//! an admin session. `herald settings rotate-session-secret` replaces it, which ends every
-//! session (a running server reads it again within `SETTINGS_REFRESH`). A tenant session
-//! names the API key it was made from,
-//! and each request checks that key is still unrevoked: revoking it ends the session.
-//! Sessions last [`SESSION_TTL`]; signing out clears the cookie.
+//! Each sign-in is a row (`Herald::ui_session_start`, issue 37 defect 4) that the cookie
+//! names: `v2.<session id>.<mac>`, the MAC an HMAC-SHA256 under the server's own random
+//! secret, kept in the database (`Herald::ui_session_secret`), so every server on it
+//! accepts the sessions of the others, and a row's id alone (the admin sees them listed)
+//! forges nothing. The secret is never derived from a credential: under HMAC(admin key, a
+//! constant), as it once was, a tenant holding its own cookie could guess the admin key
+//! offline and forge an admin session. `herald settings rotate-session-secret` replaces
+//! it, which ends every session (a running server reads it again within
+//! `SETTINGS_REFRESH`). A session is over when its user signs out, when an operator ends
+//! it (the admin any, a tenant its own: `GET`/`DELETE /ui/api/sessions`), when a new
+//! sign-in from the same browser replaces it, when it goes unused for the idle timeout
+//! (`HERALD_UI_IDLE_TIMEOUT`), and [`SESSION_TTL`] after signing in. A tenant session
+//! names the API key it was made from, and each request checks that key is still
+//! unrevoked: revoking it ends the session.
 //!
 //! CSRF: every state-changing call must carry `X-Herald-CSRF`, a second MAC of the cookie
 //! that only the page (reading it from `GET /ui/api/session`, same origin) can learn; a
@@ -38,10 +42,10 @@ use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// How long a session lasts after signing in.
-pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
+pub const SESSION_TTL: Duration = herald::UI_SESSION_TTL;
 
 /// The session cookie where the browser keeps Secure cookies (HTTPS, loopback).
 pub const COOKIE: &str = "__Host-herald_ui";
@@ -125,35 +129,26 @@ pub enum Who {
 /// A verified session.
 #[derive(Debug, Clone)]
 pub struct Session {
+    /// Its row's id.
+    pub id: String,
     pub who: Who,
     /// The anti-CSRF token for this session.
     pub csrf: String,
 }
 
-fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// A new session's cookie value.
-pub fn issue(key: &SessionKey, who: &Who) -> Option<String> {
+/// The cookie value naming the session `id`.
+pub fn issue(key: &SessionKey, id: &str) -> Option<String> {
     if !key.usable() {
         return None;
     }
-    let who = match who {
-        Who::Admin => "a".to_string(),
-        Who::Tenant { tenant, key_id } => format!("t:{tenant}:{key_id}"),
-    };
-    let mut nonce = [0u8; 12];
-    getrandom::fill(&mut nonce).ok()?;
-    let nonce = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(nonce);
-    let expires = unix_now() + SESSION_TTL.as_secs();
-    let body = format!("v1.{who}.{expires}.{nonce}");
+    let body = format!("v2.{id}");
     let mac = key.mac(b"session\0", &body);
     Some(format!("{body}.{mac}"))
 }
 
-/// The session a cookie value stands for, if it is ours, intact and unexpired.
-fn verify(key: &SessionKey, value: &str) -> Option<Session> {
+/// The session id a cookie value names, if we signed it. (A `v1` cookie, signed but
+/// stored nowhere, could not be ended: it is no longer a session.)
+fn verify(key: &SessionKey, value: &str) -> Option<String> {
     if !key.usable() || value.len() > 512 {
         return None;
     }
@@ -161,23 +156,16 @@ fn verify(key: &SessionKey, value: &str) -> Option<Session> {
     if !keys::same(key.mac(b"session\0", body).as_bytes(), mac.as_bytes()) {
         return None;
     }
-    let mut parts = body.split('.');
-    let (version, who, expires) = (parts.next()?, parts.next()?, parts.next()?);
-    if version != "v1" {
-        return None;
-    }
-    if expires.parse::<u64>().ok()? <= unix_now() {
-        return None;
-    }
-    let who = match who.split(':').collect::<Vec<_>>().as_slice() {
-        ["a"] => Who::Admin,
-        ["t", tenant, key_id] => Who::Tenant {
-            tenant: herald::TenantId::from_uuid(uuid::Uuid::try_parse(tenant).ok()?),
-            key_id: (*key_id).to_string(),
-        },
-        _ => return None,
-    };
-    Some(Session { who, csrf: key.csrf_of(value) })
+    let id = body.strip_prefix("v2.")?;
+    (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id.to_string())
+}
+
+/// The id of the session a request's cookie names, if it is one we signed (live or not);
+/// an error when the request carries conflicting session cookies.
+pub async fn named(headers: &HeaderMap, state: &AppState) -> Result<Option<String>, ApiError> {
+    let Some(value) = cookie(headers)? else { return Ok(None) };
+    let key = state.session_keys.current(&state.herald).await?;
+    Ok(verify(&key, value))
 }
 
 /// The session cookie's value in a request: none, or exactly one of either name.
@@ -263,20 +251,25 @@ fn signed_out() -> ApiError {
     ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "sign in first")
 }
 
-/// The request's session: signed by us, unexpired, and (a tenant's) made from a key that
-/// is still valid.
+/// The request's session: signed by us, live (not ended, not idle, not expired), and (a
+/// tenant's) made from a key that is still valid.
 pub async fn from_parts(parts: &Parts, state: &AppState) -> Result<Session, ApiError> {
     let value = cookie(&parts.headers)?.ok_or_else(signed_out)?;
     let key = state.session_keys.current(&state.herald).await?;
-    let session = verify(&key, value).ok_or_else(signed_out)?;
-    if let Who::Tenant { tenant, key_id } = &session.who {
-        let key_id = herald::KeyId::parse(key_id).ok_or_else(signed_out)?;
-        match state.herald.api_key(&key_id).await? {
-            Some(row) if !row.revoked && row.tenant_id == tenant.as_uuid() => {}
-            _ => return Err(signed_out()),
+    let id = verify(&key, value).ok_or_else(signed_out)?;
+    let row = state.herald.ui_session_live(&id, state.ui_idle).await?.ok_or_else(signed_out)?;
+    let who = match row.tenant {
+        None => Who::Admin,
+        Some((tenant, key_id)) => {
+            let parsed = herald::KeyId::parse(&key_id).ok_or_else(signed_out)?;
+            match state.herald.api_key(&parsed).await? {
+                Some(k) if !k.revoked && k.tenant_id == tenant.as_uuid() => {}
+                _ => return Err(signed_out()),
+            }
+            Who::Tenant { tenant, key_id }
         }
-    }
-    Ok(session)
+    };
+    Ok(Session { csrf: key.csrf_of(value), id, who })
 }
 
 /// For a state-changing call: the session, with its CSRF token presented and the request
@@ -302,28 +295,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_session_is_verified_only_as_issued() {
+    fn a_cookie_is_verified_only_as_issued() {
         let key = SessionKey([7; 32]);
-        let tenant = herald::TenantId::new_v7();
-        let who = Who::Tenant { tenant, key_id: "0123456789abcdef".into() };
-        let value = issue(&key, &who).unwrap();
-        let session = verify(&key, &value).unwrap();
-        assert_eq!(session.who, who);
-        assert_eq!(verify(&SessionKey([7; 32]), &value).unwrap().csrf, session.csrf);
+        let id = "0123456789abcdef0123456789abcdef";
+        let value = issue(&key, id).unwrap();
+        assert_eq!(verify(&key, &value).as_deref(), Some(id));
         assert!(verify(&SessionKey([8; 32]), &value).is_none(), "another secret");
-        let forged = value.replacen("t:", "a:", 1);
-        assert!(verify(&key, &forged).is_none(), "an edited cookie");
-        let admin = issue(&key, &Who::Admin).unwrap();
-        assert_ne!(verify(&key, &admin).unwrap().csrf, session.csrf, "one token per session");
-        assert!(verify(&key, "v1.a.99999999999.x.y").is_none());
-        assert!(verify(&key, "").is_none());
+        let edited = value.replacen("01234", "01235", 1);
+        assert!(verify(&key, &edited).is_none(), "an edited cookie");
+        let other = issue(&key, "ffffffffffffffffffffffffffffffff").unwrap();
+        assert_ne!(key.csrf_of(&other), key.csrf_of(&value), "one token per session");
+        assert!(issue(&SessionKey([0; 32]), id).is_none(), "no secret, no session");
+        for bad in ["", "v2.", "v2.xyz", "v2.0123456789abcdef0123456789abcdeg"] {
+            let signed = format!("{bad}.{}", key.mac(b"session\0", bad));
+            assert!(verify(&key, &signed).is_none(), "{bad:?}");
+        }
     }
 
     #[test]
-    fn an_expired_session_is_refused() {
+    fn a_v1_cookie_is_no_longer_a_session() {
+        // Signed but stored nowhere, it could not be ended: refused even when intact.
         let key = SessionKey([7; 32]);
-        let body = format!("v1.a.{}.nonce", unix_now() - 1);
-        let value = format!("{body}.{}", key.mac(b"session\0", &body));
+        let body = "v1.a.99999999999.nonce";
+        let value = format!("{body}.{}", key.mac(b"session\0", body));
         assert!(verify(&key, &value).is_none());
     }
 

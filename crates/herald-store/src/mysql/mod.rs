@@ -18,6 +18,7 @@
 //! - placeholders are positional (`?`), so a value used twice is bound twice.
 
 pub(crate) mod apply;
+pub(crate) mod audit;
 pub(crate) mod bench;
 pub(crate) mod claim;
 pub mod dialect;
@@ -31,6 +32,7 @@ pub(crate) mod retention;
 pub(crate) mod rollup;
 pub(crate) mod settings;
 pub(crate) mod tenants;
+pub(crate) mod ui_sessions;
 pub(crate) mod workers;
 
 use crate::clock::Now;

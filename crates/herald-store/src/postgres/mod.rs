@@ -5,6 +5,7 @@
 //! ([`crate::clock::Now::Database`]). A step is one statement where writing CTEs allow it.
 
 pub(crate) mod apply;
+pub(crate) mod audit;
 pub(crate) mod claim;
 pub(crate) mod keys;
 pub(crate) mod lease;
@@ -16,6 +17,7 @@ pub(crate) mod retention;
 pub(crate) mod rollup;
 pub(crate) mod settings;
 pub(crate) mod tenants;
+pub(crate) mod ui_sessions;
 pub(crate) mod workers;
 
 /// The columns of a [`crate::deliveries::DeliveryRow`], from `deliveries d`.

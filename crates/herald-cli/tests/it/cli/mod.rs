@@ -200,6 +200,43 @@ fn the_session_secret_rotates() {
     assert_eq!(expect_success(&json, "--json").trim(), r#"{"rotated":"ui_session"}"#);
 }
 
+/// An operator's actions go into the audit log as `operator`, and `herald audit-log`
+/// reads it, newest first, all or one tenant's (issue 37, defect 7).
+#[test]
+fn operator_actions_are_in_the_audit_log() {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let db = cwd.path().join("h.db").display().to_string();
+    let run = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--json", "--db", &db]);
+        let run = herald_in(cwd.path(), &all);
+        parse_json(expect_success(&run, &args.join(" ")), &args.join(" "))
+    };
+    let acme = run(&["tenant", "create", "acme"]);
+    let tenant = acme["id"].as_str().unwrap().to_string();
+    run(&["quota", "grant", &tenant, "email", "5"]);
+    let key = run(&["key", "create", &tenant]);
+    run(&["key", "revoke", &tenant, key["key_id"].as_str().unwrap()]);
+    run(&["settings", "rotate-session-secret"]);
+    let log = run(&["audit-log"]);
+    let entries = log["entries"].as_array().unwrap();
+    let actions: Vec<&str> = entries.iter().map(|e| e["action"].as_str().unwrap()).collect();
+    assert_eq!(
+        actions,
+        ["session_secret_rotate", "key_revoke", "key_create", "grant", "tenant_create"],
+        "{log}"
+    );
+    assert!(entries.iter().all(|e| e["actor"] == "operator"), "{log}");
+    assert_eq!(entries[3]["count"], 5, "{log}");
+    let own = run(&["audit-log", "--tenant", &tenant, "--limit", "2"]);
+    assert_eq!(own["entries"].as_array().unwrap().len(), 2, "{own}");
+    assert_eq!(own["entries"][0]["tenant"], tenant.as_str(), "{own}");
+    let text = herald_in(cwd.path(), &["audit-log", "--db", &db]);
+    assert!(expect_success(&text, "audit-log").contains("tenant_create"));
+    let bad = herald_in(cwd.path(), &["audit-log", "--tenant", "nope", "--db", &db]);
+    assert!(expect_error_line(&bad, "a bad tenant").contains("not a UUID"));
+}
+
 // ---------------------------------------------------------------------------------------
 // 3. unreachable PostgreSQL
 

@@ -10,7 +10,7 @@
 (() => {
   const STATES = ['pending', 'sending', 'sent', 'failed', 'cancelled'];
   const SERIES = ['sent', 'retried', 'failed', 'lost'];
-  const REFRESH_MS = { overview: 5000, deliveries: 1000, delivery: 1000, quotas: 5000 };
+  const REFRESH_MS = { overview: 5000, deliveries: 1000, delivery: 1000, quotas: 5000, sessions: 5000, audit: 5000 };
 
   const app = { me: null, tenants: [], tenant: '', view: 0, timer: null };
   const $ = (id) => document.getElementById(id);
@@ -194,7 +194,7 @@
     const parts = path.split('/').filter(Boolean);
     const params = Object.fromEntries(new URLSearchParams(search || ''));
     if (parts[0] === 'deliveries' && parts[1]) return { page: 'delivery', id: decodeURIComponent(parts[1]), params };
-    if (['overview', 'deliveries', 'quotas'].includes(parts[0])) return { page: parts[0], params };
+    if (['overview', 'deliveries', 'quotas', 'sessions', 'audit'].includes(parts[0])) return { page: parts[0], params };
     return { page: 'overview', params };
   }
 
@@ -230,7 +230,7 @@
     const root = $('view');
     root.hidden = false;
     root.replaceChildren();
-    const pages = { overview, deliveries, delivery, quotas };
+    const pages = { overview, deliveries, delivery, quotas, sessions, audit };
     pages[route.page](root, view, route);
   }
 
@@ -665,6 +665,62 @@
           el('td', { class: 'mono' }, j.delivery_id
             ? el('a', { href: `#/deliveries/${encodeURIComponent(j.delivery_id)}`, text: j.delivery_id.slice(0, 8) }) : '—')))))
         : el('p', { class: 'muted', text: 'Nothing in the journal yet.' }));
+    });
+  }
+
+  // ---- sessions -----------------------------------------------------------------------
+
+  /** The live sessions: every one for the admin, the tenant's own for a tenant; each can be ended. */
+  function sessions(root, view) {
+    const list = el('div', { class: 'scroll' });
+    root.append(el('h1', { text: 'Sessions' }),
+      el('div', { class: 'card' }, list,
+        el('p', { class: 'muted', text: 'Signed-in dashboard sessions. A session ends when it signs out, is ended here, signs in again, or goes unused for the idle timeout.' })));
+    const load = async () => {
+      const q = await api('GET', `/ui/api/sessions${query(undefined, false)}`);
+      if (view !== app.view) return;
+      list.replaceChildren(q.sessions.length ? el('table', { id: 'sessions' },
+        el('thead', {}, el('tr', {}, ['Who', 'Signed in', 'Last seen', 'Address', 'Browser', '']
+          .map((t) => el('th', { text: t })))),
+        el('tbody', {}, q.sessions.map((s) => el('tr', { 'data-session': s.id },
+          el('td', { class: 'mono', text: s.role === 'admin' ? 'admin' : `tenant ${s.tenant.slice(-12)}` }),
+          el('td', {}, time(s.created_at)), el('td', {}, time(s.seen_at)),
+          el('td', { class: 'mono', text: s.address || '—' }), el('td', { text: s.agent || '—' }),
+          el('td', {}, s.current ? el('span', { class: 'muted', text: 'this one' })
+            : el('button', { type: 'button', class: 'quiet', 'data-end': s.id, text: 'End',
+              onclick: async () => {
+                try {
+                  await api('DELETE', `/ui/api/sessions/${encodeURIComponent(s.id)}`);
+                  flash('Session ended.');
+                } catch (e) { flash(e.message, true); }
+                await load();
+              } }))))))
+        : el('p', { class: 'muted', text: 'No sessions.' }));
+    };
+    refresh(view, REFRESH_MS.sessions, load);
+  }
+
+  // ---- audit ---------------------------------------------------------------------------
+
+  /** The audit log, newest 100: who did what to which tenant, how many, from where. */
+  function audit(root, view) {
+    const list = el('div', { class: 'scroll' });
+    root.append(el('h1', { text: 'Audit log' }), el('div', { class: 'card' }, list));
+    refresh(view, REFRESH_MS.audit, async () => {
+      const q = await api('GET', `/ui/api/audit${query()}`);
+      if (view !== app.view) return;
+      list.replaceChildren(q.entries.length ? el('table', { id: 'audit' },
+        el('thead', {}, el('tr', {}, ['At', 'Who', 'Action', 'Tenant', 'Target', 'Count', 'Address']
+          .map((t, i) => el('th', { text: t, class: i === 5 ? 'num' : null })))),
+        el('tbody', {}, q.entries.map((e) => el('tr', { 'data-action': e.action },
+          el('td', {}, time(e.at)),
+          el('td', { class: 'mono', text: e.key_id ? `${e.actor} ${e.key_id}` : e.actor }),
+          el('td', { text: e.action }),
+          el('td', { class: 'mono', text: e.tenant ? e.tenant.slice(-12) : '—' }),
+          el('td', { class: 'mono', text: e.target || '—' }),
+          el('td', { class: 'num', text: e.count === null ? '' : fmtNum(e.count) }),
+          el('td', { class: 'mono', text: e.address || '—' })))))
+        : el('p', { class: 'muted', text: 'Nothing in the audit log yet.' }));
     });
   }
 

@@ -29,6 +29,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/v1/tenants/{tenant}/keys/{key_id}"),
     ("POST", "/v1/tenants/{tenant}/webhook-secret/rotate"),
     ("POST", "/v1/tenants/{tenant}/quotas/{quota_key}/grant"),
+    ("GET", "/v1/audit"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
@@ -50,6 +51,7 @@ fn ids(list: &[Value]) -> Vec<String> {
 }
 
 mod admin;
+mod audit;
 mod bad_input;
 mod batch;
 mod deliveries;

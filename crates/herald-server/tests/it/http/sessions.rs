@@ -1,10 +1,11 @@
-//! The dashboard's session secret (issue 37, defect 1): random, the server's own, kept in
-//! the database — never derived from the admin key, so a tenant holding its own cookie
-//! cannot work back to the admin key and forge an admin session; shared by every server
-//! on the database; rotated by the operator, which ends every session.
+//! The dashboard's sessions (issue 37). Defect 1: the session secret is random, the
+//! server's own, kept in the database — never derived from the admin key, so a tenant
+//! holding its own cookie cannot work back to the admin key and forge an admin session;
+//! shared by every server on the database; rotated by the operator, which ends every
+//! session. Defect 4: sessions are rows that end. Defect 5: cookie tossing.
 
 use crate::common::*;
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use serde_json::json;
@@ -117,7 +118,7 @@ async fn a_session_cookie_cannot_be_tossed_in() {
     };
     for (host, https) in [("127.0.0.1:8080", false), ("localhost", false), ("herald:8080", true)] {
         let set = signed_in(host, https, a.key.clone()).await;
-        assert!(set[0].starts_with("__Host-herald_ui=v1."), "{host}: {set:?}");
+        assert!(set[0].starts_with("__Host-herald_ui=v2."), "{host}: {set:?}");
         for attribute in ["; Secure", "; Path=/;", "; HttpOnly", "; SameSite=Strict"] {
             assert!(set[0].contains(attribute), "{host}: {attribute}: {set:?}");
         }
@@ -126,7 +127,7 @@ async fn a_session_cookie_cannot_be_tossed_in() {
     }
     // Plain HTTP to a name the browser would not keep a Secure cookie for.
     let set = signed_in("herald:8080", false, a.key.clone()).await;
-    assert!(set[0].starts_with("herald_ui=v1.") && set[0].contains("Path=/ui"), "{set:?}");
+    assert!(set[0].starts_with("herald_ui=v2.") && set[0].contains("Path=/ui"), "{set:?}");
     assert!(!set[0].contains("Secure"), "{set:?}");
     assert!(set[1].starts_with("__Host-herald_ui=;") && set[1].contains("Max-Age=0"), "{set:?}");
 
@@ -151,4 +152,111 @@ async fn a_session_cookie_cannot_be_tossed_in() {
     let one = format!("theme=dark; __Host-herald_ui={}", value(&own));
     let r = api.send(get("/ui/api/session").header("cookie", &one)).await;
     assert_eq!(r.expect(OK)["role"], "tenant");
+}
+
+/// A signed-in browser's cookie and CSRF token, signing in with `key` (and carrying
+/// `cookie`, the browser's session before, if any).
+async fn browser(api: &Api, key: &str, cookie: Option<&str>) -> (String, String) {
+    let mut r = post("/ui/api/session").json(&json!({"key": key}));
+    if let Some(cookie) = cookie {
+        r = r.header("cookie", cookie);
+    }
+    let r = api.send(r).await;
+    let v = r.expect(OK);
+    let set = r.headers.get(header::SET_COOKIE).unwrap().to_str().unwrap();
+    (set.split(';').next().unwrap().to_string(), v["csrf"].as_str().unwrap().to_string())
+}
+
+async fn status_of(api: &Api, cookie: &str) -> StatusCode {
+    api.send(get("/ui/api/tenants").header("cookie", cookie)).await.status
+}
+
+/// Sessions are rows (issue 37, defect 4): before, sign-out only cleared the browser's
+/// cookie, and a copy of it worked for its whole 8 hours. Now a session ends when it is
+/// signed out, when a new sign-in from the same browser replaces it, when an operator ends
+/// it (the admin any, a tenant its own tenant's), and when it goes unused for the idle
+/// timeout; the live ones are listed, the admin's to the admin only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_session_ends_when_signed_out_replaced_revoked_or_idle() {
+    for env in envs().await {
+        let (b, api) = (env.backend, &env.api);
+        let a = api.tenant("acme").await;
+        let other = api.tenant("globex").await;
+
+        let (copied, csrf) = browser(api, &a.key, None).await;
+        assert_eq!(status_of(api, &copied).await, OK, "{b}");
+        let out = req(Method::DELETE, "/ui/api/session")
+            .header("cookie", &copied)
+            .header("x-herald-csrf", &csrf);
+        assert_eq!(api.send(out).await.status, StatusCode::NO_CONTENT, "{b}");
+        assert_eq!(status_of(api, &copied).await, UNAUTHORIZED, "{b}: a copy after sign-out");
+
+        let (first, _) = browser(api, &a.key, None).await;
+        let (second, _) = browser(api, &a.key, Some(&first)).await;
+        assert_eq!(status_of(api, &first).await, UNAUTHORIZED, "{b}: replaced on sign-in");
+        assert_eq!(status_of(api, &second).await, OK, "{b}");
+        let (theirs, _) = browser(api, &other.key, None).await;
+
+        let (admin, admin_csrf) = browser(api, ADMIN_KEY, None).await;
+        let listed = |cookie: &str, query: &str| {
+            let r = get(format!("/ui/api/sessions{query}")).header("cookie", cookie);
+            async move {
+                let v = api.send(r).await.expect(OK);
+                v["sessions"].as_array().unwrap().clone()
+            }
+        };
+        let all = listed(&admin, "").await;
+        let roles: Vec<(&str, bool)> = all
+            .iter()
+            .map(|s| (s["role"].as_str().unwrap(), s["current"].as_bool().unwrap()))
+            .collect();
+        assert_eq!(roles, [("admin", true), ("tenant", false), ("tenant", false)], "{b}: {all:?}");
+        let (tenant_csrf, tenant_cookie) = (browser_csrf(api, &second).await, second.clone());
+        let own = listed(&tenant_cookie, "").await;
+        assert_eq!(own.len(), 1, "{b}: a tenant sees its own tenant's sessions: {own:?}");
+        assert_eq!(own[0]["tenant"], a.id.to_string(), "{b}");
+        assert_eq!(own[0]["current"], true, "{b}");
+        assert!(own[0]["created_at"].as_str().is_some_and(is_rfc3339), "{b}: {own:?}");
+        let scoped = listed(&admin, &format!("?tenant={}", other.id)).await;
+        assert_eq!(scoped.len(), 1, "{b}: {scoped:?}");
+
+        // A tenant cannot end the admin's session or another tenant's: not there for it.
+        let end = |cookie: &str, csrf: &str, id: &str| {
+            req(Method::DELETE, format!("/ui/api/sessions/{id}"))
+                .header("cookie", cookie)
+                .header("x-herald-csrf", csrf)
+        };
+        let admin_id = all[0]["id"].as_str().unwrap();
+        let theirs_id = scoped[0]["id"].as_str().unwrap();
+        for id in [admin_id, theirs_id, "nope", "ffffffffffffffffffffffffffffffff"] {
+            let r = api.send(end(&tenant_cookie, &tenant_csrf, id)).await;
+            r.expect_error(StatusCode::NOT_FOUND, "not_found");
+        }
+        assert_eq!(status_of(api, &admin).await, OK, "{b}");
+        // The admin ends a tenant's session: that browser is signed out at its next call.
+        let r = api.send(end(&admin, &admin_csrf, theirs_id)).await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT, "{b}");
+        assert_eq!(status_of(api, &theirs).await, UNAUTHORIZED, "{b}: revoked");
+        let r = api.send(end(&admin, &admin_csrf, theirs_id)).await;
+        r.expect_error(StatusCode::NOT_FOUND, "not_found");
+
+        // Idle: a server whose timeout is 400 ms; a session used every 100 ms lives on,
+        // one left alone for 600 ms is over.
+        let mut config = config(Some(ADMIN_KEY), None);
+        config.http.ui_idle = std::time::Duration::from_millis(400);
+        let quick = env.api_with(&config);
+        let (used, _) = browser(&quick, &a.key, None).await;
+        let (left, _) = browser(&quick, &a.key, None).await;
+        for _ in 0..6 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            assert_eq!(status_of(&quick, &used).await, OK, "{b}: a session in use");
+        }
+        assert_eq!(status_of(&quick, &left).await, UNAUTHORIZED, "{b}: idle");
+    }
+}
+
+/// The CSRF token of the session `cookie` names.
+async fn browser_csrf(api: &Api, cookie: &str) -> String {
+    let v = api.send(get("/ui/api/session").header("cookie", cookie)).await.expect(OK);
+    v["csrf"].as_str().unwrap().to_string()
 }

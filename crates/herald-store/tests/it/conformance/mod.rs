@@ -20,6 +20,7 @@ use std::time::Duration;
 mod fixture;
 
 mod apply;
+mod audit;
 mod claim;
 mod keys;
 mod lease;
