@@ -28,10 +28,9 @@ pub async fn record(state: &AppState, entry: AuditEntry) {
 
 /// The id of the API key a request's bearer token names (already verified by
 /// [`TenantAuth`] when a handler asks).
-pub fn bearer_key_id(parts_headers: &axum::http::HeaderMap) -> Option<String> {
-    let value = parts_headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
-    let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer "))?;
-    keys::parse(token.trim()).map(|(id, _)| id.as_str().to_string())
+pub fn bearer_key_id(headers: &axum::http::HeaderMap) -> Option<String> {
+    let token = crate::extract::bearer_token(headers)?;
+    keys::parse(token).map(|(id, _)| id.as_str().to_string())
 }
 
 /// The caller of a `/v1` call that either key may make, with what the log says of it.

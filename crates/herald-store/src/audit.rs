@@ -22,9 +22,6 @@ pub struct AuditRow {
     pub address: Option<String>,
 }
 
-pub(crate) const AUDIT_COLS: &str =
-    "id, at_ms, actor, key_id, tenant_id, action, target, count, address";
-
 pub(crate) type AuditTuple = (
     i64,
     i64,
@@ -41,6 +38,62 @@ pub(crate) fn audit_row(t: AuditTuple) -> AuditRow {
     let (id, at_ms, actor, key_id, tenant_id, action, target, count, address) = t;
     AuditRow { id, at_ms, actor, key_id, tenant_id, action, target, count, address }
 }
+
+/// The statements of a backend, in its placeholders, every parameter bound once and in
+/// the order the functions below bind it.
+pub(crate) struct AuditSql {
+    /// at_ms, actor, key_id, tenant_id, action, target, count, address.
+    pub insert: &'static str,
+    /// tenant (or any when NULL), before (or none when NULL), limit.
+    pub list: &'static str,
+    /// before_ms, limit.
+    pub prune: &'static str,
+}
+
+/// A backend's functions of this module over its connection type and its [`AuditSql`].
+macro_rules! audit_fns {
+    ($conn:ty, $sql:expr) => {
+        use crate::audit::{AuditRow, AuditTuple, audit_row};
+        use crate::error::StoreError;
+        use sqlx::types::Uuid;
+
+        pub(crate) async fn audit_insert(c: &mut $conn, row: &AuditRow) -> Result<(), StoreError> {
+            sqlx::query($sql.insert)
+                .bind(row.at_ms)
+                .bind(&row.actor)
+                .bind(&row.key_id)
+                .bind(row.tenant_id)
+                .bind(&row.action)
+                .bind(&row.target)
+                .bind(row.count)
+                .bind(&row.address)
+                .execute(c)
+                .await?;
+            Ok(())
+        }
+
+        pub(crate) async fn audit_list(
+            c: &mut $conn,
+            tenant: Option<Uuid>,
+            before: Option<i64>,
+            limit: i64,
+        ) -> Result<Vec<AuditRow>, StoreError> {
+            let q = sqlx::query_as($sql.list).bind(tenant).bind(before).bind(limit);
+            let rows: Vec<AuditTuple> = q.fetch_all(c).await?;
+            Ok(rows.into_iter().map(audit_row).collect())
+        }
+
+        pub(crate) async fn audit_prune(
+            c: &mut $conn,
+            before_ms: i64,
+            limit: i64,
+        ) -> Result<u64, StoreError> {
+            let q = sqlx::query($sql.prune).bind(before_ms).bind(limit);
+            Ok(q.execute(c).await?.rows_affected())
+        }
+    };
+}
+pub(crate) use audit_fns;
 
 /// Appends `row` (its `id` is the log's to give).
 pub async fn audit_insert(conn: Conn<'_>, row: &AuditRow) -> Result<(), StoreError> {

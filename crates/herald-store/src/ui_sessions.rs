@@ -28,10 +28,6 @@ pub struct UiSessionRow {
     pub agent: Option<String>,
 }
 
-/// The columns of a [`UiSessionRow`] in order, as every backend reads them.
-pub(crate) const UI_SESSION_COLS: &str = "id, tenant_id, key_id, created_ms, seen_ms, \
-    expires_ms, ended_ms, ended_why, address, agent";
-
 pub(crate) type UiSessionTuple = (
     String,
     Option<Uuid>,
@@ -59,6 +55,101 @@ pub(crate) fn ui_session_row(t: UiSessionTuple) -> UiSessionRow {
         agent,
     }
 }
+
+/// The statements of a backend, in its placeholders, every parameter bound once and in
+/// the order the functions below bind it (so one body serves every backend).
+pub(crate) struct UiSessionSql {
+    /// id, tenant_id, key_id, created_ms, seen_ms, expires_ms, address, agent.
+    pub insert: &'static str,
+    /// id.
+    pub get: &'static str,
+    /// seen_ms, id.
+    pub touch: &'static str,
+    /// ended_ms, why, id, tenant (the row's, or any when NULL).
+    pub end: &'static str,
+    /// now_ms, tenant (or any when NULL), limit.
+    pub open: &'static str,
+    /// before_ms, limit.
+    pub prune: &'static str,
+}
+
+/// A backend's functions of this module over its connection type and its [`UiSessionSql`]:
+/// the same binds in the same order, the statements its own.
+macro_rules! ui_session_fns {
+    ($conn:ty, $sql:expr) => {
+        use crate::error::StoreError;
+        use crate::ui_sessions::{UiSessionRow, UiSessionTuple, ui_session_row};
+        use sqlx::types::Uuid;
+
+        pub(crate) async fn ui_session_insert(
+            c: &mut $conn,
+            row: &UiSessionRow,
+        ) -> Result<(), StoreError> {
+            sqlx::query($sql.insert)
+                .bind(&row.id)
+                .bind(row.tenant_id)
+                .bind(&row.key_id)
+                .bind(row.created_ms)
+                .bind(row.seen_ms)
+                .bind(row.expires_ms)
+                .bind(&row.address)
+                .bind(&row.agent)
+                .execute(c)
+                .await?;
+            Ok(())
+        }
+
+        pub(crate) async fn ui_session_get(
+            c: &mut $conn,
+            id: &str,
+        ) -> Result<Option<UiSessionRow>, StoreError> {
+            let row: Option<UiSessionTuple> =
+                sqlx::query_as($sql.get).bind(id).fetch_optional(c).await?;
+            Ok(row.map(ui_session_row))
+        }
+
+        pub(crate) async fn ui_session_touch(
+            c: &mut $conn,
+            id: &str,
+            seen_ms: i64,
+        ) -> Result<(), StoreError> {
+            sqlx::query($sql.touch).bind(seen_ms).bind(id).execute(c).await?;
+            Ok(())
+        }
+
+        pub(crate) async fn ui_session_end(
+            c: &mut $conn,
+            id: &str,
+            tenant: Option<Uuid>,
+            ended_ms: i64,
+            why: &str,
+        ) -> Result<bool, StoreError> {
+            let q = sqlx::query($sql.end).bind(ended_ms).bind(why).bind(id).bind(tenant);
+            Ok(q.execute(c).await?.rows_affected() == 1)
+        }
+
+        pub(crate) async fn ui_sessions_open(
+            c: &mut $conn,
+            tenant: Option<Uuid>,
+            now_ms: i64,
+            limit: i64,
+        ) -> Result<Vec<UiSessionRow>, StoreError> {
+            let q = sqlx::query_as($sql.open).bind(now_ms).bind(tenant).bind(limit);
+            let rows: Vec<UiSessionTuple> = q.fetch_all(c).await?;
+            Ok(rows.into_iter().map(ui_session_row).collect())
+        }
+
+        pub(crate) async fn ui_sessions_prune(
+            c: &mut $conn,
+            before_ms: i64,
+            limit: i64,
+        ) -> Result<u64, StoreError> {
+            let q = sqlx::query($sql.prune).bind(before_ms).bind(limit);
+            Ok(q.execute(c).await?.rows_affected())
+        }
+    };
+}
+pub(crate) use ui_session_fns;
 
 /// Writes a new session's row.
 pub async fn ui_session_insert(conn: Conn<'_>, row: &UiSessionRow) -> Result<(), StoreError> {
