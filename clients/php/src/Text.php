@@ -26,9 +26,12 @@ final class Text
             throw new InvalidSubmission($field, 'not_utf8', "herald refused {$field}: its bytes are not UTF-8");
         }
         // A name (key, channel, recipient, quota key, scope, operation id) holds no control
-        // character at all (Unicode Cc, as herald's text rule); a payload no NUL, the one a
-        // driver would cut at (herald's JSON rules refuse the rest of them).
-        $pattern = $name ? '/[\x{00}-\x{1f}\x{7f}-\x{9f}]/u' : '/\x{00}/u';
+        // character at all (Unicode Cc, as herald's text rule) nor bidirectional formatting
+        // character (it reorders the text around it when shown); a payload no NUL, the one
+        // a driver would cut at (herald's JSON rules refuse the rest of them).
+        $pattern = $name
+            ? '/[\x{00}-\x{1f}\x{7f}-\x{9f}\x{061c}\x{200e}\x{200f}\x{202a}-\x{202e}\x{2066}-\x{2069}]/u'
+            : '/\x{00}/u';
         if (preg_match($pattern, $value) === 1) {
             throw new InvalidSubmission($field, 'control_character', "herald refused {$field}: it holds a control character");
         }

@@ -146,6 +146,7 @@ final class SubmitTest extends TestCase
                 ['operationKey' => "{$key}\0-b"],
                 ['operationKey' => "{$key}\xE2\x82"],
                 ['operationKey' => "{$key}\xED\xA0\x80"],
+                ['operationKey' => "{$key}\u{202E}gpj.exe"],
                 ['channel' => "webhook\0"],
                 ['to' => "{$to}\0"],
                 ['to' => "{$to}\xC0\x80"],
@@ -181,7 +182,7 @@ final class SubmitTest extends TestCase
         });
         $this->assertSame([
             'operation_key:control_character', 'operation_key:control_character',
-            'operation_key:not_utf8', 'operation_key:not_utf8',
+            'operation_key:not_utf8', 'operation_key:not_utf8', 'operation_key:control_character',
             'channel:control_character', 'to:control_character', 'to:not_utf8',
             'quota_key:control_character',
             'payload:not_utf8', 'payload:not_utf8', 'payload:control_character',

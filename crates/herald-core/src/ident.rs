@@ -37,9 +37,25 @@ impl IdentError {
     }
 }
 
+/// The bidirectional formatting characters (Unicode Bidi_Control): shown, they reorder the
+/// text around them, so `order-17\u{202E}gpj.exe` reads as another key in a log line or on
+/// the dashboard than the one stored. Text that names something refuses them with the
+/// control characters.
+pub const BIDI_CONTROLS: &[char] = &[
+    '\u{061C}', '\u{200E}', '\u{200F}', '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}',
+    '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}',
+];
+
+/// Whether text that names something may not hold `c`: a control character (Unicode Cc)
+/// or a bidirectional formatting character ([`BIDI_CONTROLS`]).
+pub fn is_refused_in_names(c: char) -> bool {
+    c.is_control() || BIDI_CONTROLS.contains(&c)
+}
+
 /// herald's rule for text that names something (a key, a recipient, a quota key): not
 /// empty, at most `max` bytes, and no control character (Unicode Cc, NUL included: some
-/// drivers cut a string at NUL, which would make two keys one identity).
+/// drivers cut a string at NUL, which would make two keys one identity) nor bidirectional
+/// formatting character (display and log spoofing), both answered `control_character`.
 pub fn check(what: &'static str, value: &str, max: usize) -> Result<(), IdentError> {
     if value.is_empty() {
         return Err(IdentError::Empty { what });
@@ -47,7 +63,7 @@ pub fn check(what: &'static str, value: &str, max: usize) -> Result<(), IdentErr
     if value.len() > max {
         return Err(IdentError::TooLong { what, len: value.len(), max });
     }
-    if value.chars().any(char::is_control) {
+    if value.chars().any(is_refused_in_names) {
         return Err(IdentError::ControlCharacter { what });
     }
     Ok(())
@@ -196,6 +212,12 @@ mod tests {
             ("a\nb", Err(IdentError::ControlCharacter { what: "operation_id" })),
             // A driver that cuts strings at NUL would make "evt\0-1" and "evt\0-2" one id.
             ("evt\u{0}-1", Err(IdentError::ControlCharacter { what: "operation_id" })),
+            // Shown, a bidirectional override makes "evt-17\u{202E}gpj.exe" read "evt-17exe.jpg".
+            ("evt-17\u{202E}gpj.exe", Err(IdentError::ControlCharacter { what: "operation_id" })),
+            ("evt\u{2067}-1", Err(IdentError::ControlCharacter { what: "operation_id" })),
+            ("evt\u{061C}-1", Err(IdentError::ControlCharacter { what: "operation_id" })),
+            // Other format characters and any other script are text like the rest.
+            ("évt-😀-\u{200D}-עברית", Ok(())),
         ];
         for (input, expect) in cases {
             assert_eq!(&OperationId::new(*input).map(|_| ()), expect, "input {input:?}");

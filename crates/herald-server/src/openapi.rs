@@ -24,8 +24,10 @@ use herald_core::{AttemptOutcome, DeliveryState};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
-/// No control character (Unicode Cc: what `char::is_control` refuses).
-pub const NO_CONTROL: &str = r"^[^\u0000-\u001f\u007f-\u009f]+$";
+/// No control character (Unicode Cc) nor bidirectional formatting character: what
+/// `herald_core::ident::is_refused_in_names` refuses.
+pub const NO_CONTROL: &str =
+    r"^[^\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+$";
 
 /// An `http(s)` URL that every URL parser reads the same way: DNS-style host names
 /// whose last label starts with a letter (so it is never read as an IPv4 number), no

@@ -13,12 +13,19 @@ pub struct CreateDelivery {
     /// The caller's stable identity for this effect: 1 to 255 bytes of UTF-8 without
     /// control characters (the document's 63 characters can never be more bytes). The
     /// `Idempotency-Key` header may stand for it; when both are sent they must be equal.
-    #[schema(min_length = 1, max_length = 63, pattern = r"^[^\u0000-\u001f\u007f-\u009f]+$")]
+    #[schema(
+        min_length = 1,
+        max_length = 63,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+$"
+    )]
     pub operation_key: Option<String>,
     pub channel: String,
     /// The recipient: 1 to 2048 bytes without control characters; what it must be
     /// depends on the channel.
-    #[schema(min_length = 1, pattern = r"^[^\u0000-\u001f\u007f-\u009f]+$")]
+    #[schema(
+        min_length = 1,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+$"
+    )]
     pub to: String,
     /// Any JSON value, at most 64 KiB as sent, kept and delivered byte for byte. herald's
     /// JSON rules apply (ARCHITECTURE.md, "The fingerprint"): no duplicate keys, no
@@ -27,7 +34,11 @@ pub struct CreateDelivery {
     #[schema(value_type = Object)]
     pub payload: Box<serde_json::value::RawValue>,
     /// Defaults to the channel's name. 1 to 100 bytes without control characters.
-    #[schema(min_length = 1, max_length = 25, pattern = r"^[^\u0000-\u001f\u007f-\u009f]+$")]
+    #[schema(
+        min_length = 1,
+        max_length = 25,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+$"
+    )]
     pub quota_key: Option<String>,
     /// Units reserved on the quota account; default 1, 0 needs no account.
     #[serde(default, deserialize_with = "integral::opt_i64")]
@@ -203,7 +214,7 @@ pub struct CreateTenant {
     #[schema(
         min_length = 1,
         max_length = 50,
-        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\u0000-\u001f\u007f-\u009f]*$"
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]*[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069][^\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]*$"
     )]
     pub name: String,
 }
@@ -325,7 +336,11 @@ pub struct BulkRequest {
     pub state: Option<String>,
     /// 1 to 50 bytes without control characters (the document's 12 characters can never
     /// be more bytes).
-    #[schema(min_length = 1, max_length = 12, pattern = r"^[^\u0000-\u001f\u007f-\u009f]+$")]
+    #[schema(
+        min_length = 1,
+        max_length = 12,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+$"
+    )]
     pub channel: Option<String>,
     /// Created at or after (RFC 3339); before `to` when both are given.
     #[schema(format = DateTime, pattern = r"^(197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-")]
@@ -335,7 +350,11 @@ pub struct BulkRequest {
     pub to: Option<String>,
     /// The error code of the delivery's latest attempt (e.g. `http_500`): 1 to 100 bytes
     /// without control characters (the document's 25 characters can never be more bytes).
-    #[schema(min_length = 1, max_length = 25, pattern = r"^[^\u0000-\u001f\u007f-\u009f]+$")]
+    #[schema(
+        min_length = 1,
+        max_length = 25,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+$"
+    )]
     pub error_code: Option<String>,
     /// Only count the matches; change nothing.
     #[serde(default)]

@@ -16,11 +16,13 @@ use sqlx::{AssertSqlSafe, Row};
 
 /// (name, SQL) per backend, in the order they run. SQLite has no routines.
 const POSTGRES: &[(&str, &str)] = &[
+    ("text", include_str!("../routines/postgres/text.sql")),
     ("quota", include_str!("../routines/postgres/quota.sql")),
     ("submit", include_str!("../routines/postgres/submit.sql")),
 ];
 const MYSQL: &[(&str, &str)] = &[
     ("utf8", include_str!("../routines/mysql/utf8.sql")),
+    ("text", include_str!("../routines/mysql/text.sql")),
     ("quota", include_str!("../routines/mysql/quota.sql")),
     ("submit", include_str!("../routines/mysql/submit.sql")),
     ("receipt", include_str!("../routines/mysql/receipt.sql")),

@@ -83,7 +83,7 @@ pub struct AuditRecord {
 
 /// Text a client gave, as the log keeps it: no control characters, at most `max` chars.
 fn kept(text: &str, max: usize) -> String {
-    text.chars().filter(|c| !c.is_control()).take(max).collect()
+    text.chars().filter(|c| !herald_core::ident::is_refused_in_names(*c)).take(max).collect()
 }
 
 impl Herald {

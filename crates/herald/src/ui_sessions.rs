@@ -92,7 +92,7 @@ fn new_id() -> Result<String, Error> {
 
 /// A client-given text kept for display: control characters dropped, cut to `max` chars.
 fn shown(text: &str, max: usize) -> String {
-    text.chars().filter(|c| !c.is_control()).take(max).collect()
+    text.chars().filter(|c| !herald_core::ident::is_refused_in_names(*c)).take(max).collect()
 }
 
 impl Herald {

@@ -364,7 +364,9 @@ pub(crate) fn parse_state(raw: Option<&str>) -> ApiResult<Option<DeliveryState>>
 /// A `channel` filter: 1 to `CHANNEL_LEN_MAX` printable characters.
 pub(crate) fn check_channel(raw: Option<&str>) -> ApiResult<()> {
     if raw.is_some_and(|c| {
-        c.is_empty() || c.len() > CHANNEL_LEN_MAX || c.chars().any(char::is_control)
+        c.is_empty()
+            || c.len() > CHANNEL_LEN_MAX
+            || c.chars().any(herald_core::ident::is_refused_in_names)
     }) {
         return Err(ApiError::invalid(format!(
             "channel must be 1 to {CHANNEL_LEN_MAX} printable characters"
@@ -391,7 +393,9 @@ impl BulkRequest {
     pub(crate) fn filter(&self) -> ApiResult<BulkFilter> {
         check_channel(self.channel.as_deref())?;
         if self.error_code.as_deref().is_some_and(|c| {
-            c.is_empty() || c.len() > ERROR_CODE_LEN_MAX || c.chars().any(char::is_control)
+            c.is_empty()
+                || c.len() > ERROR_CODE_LEN_MAX
+                || c.chars().any(herald_core::ident::is_refused_in_names)
         }) {
             return Err(ApiError::invalid(format!(
                 "error_code must be 1 to {ERROR_CODE_LEN_MAX} printable characters"

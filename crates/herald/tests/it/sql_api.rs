@@ -123,6 +123,7 @@ async fn no_answer_poisons_the_applications_transaction() {
         (t.as_str(), "b", r#"{"x":1,"x":2}"#),               // invalid payload
         (t.as_str(), "b", deep.as_str()),                    // invalid payload
         (t.as_str(), "", "{}"),                              // invalid operation key
+        (t.as_str(), "x\u{202E}y", "{}"),                    // a bidirectional override
         ("not-a-uuid", "c", "{}"),                           // invalid tenant
         ("01900000-0000-7000-8000-000000000009", "c", "{}"), // unknown tenant
         (t.as_str(), "c", "{}"),                             // created
@@ -154,6 +155,7 @@ async fn no_answer_poisons_the_applications_transaction() {
             "invalid/payload/duplicate_key",
             "invalid/payload/too_deep",
             "invalid/operation_key/empty",
+            "invalid/operation_key/control_character",
             "invalid/tenant/not_a_uuid",
             "invalid/tenant/unknown_tenant",
             "created//",
@@ -163,7 +165,7 @@ async fn no_answer_poisons_the_applications_transaction() {
     );
     let orders: i64 =
         sqlx::query_scalar("SELECT count(*) FROM app_orders").fetch_one(&pool).await.unwrap();
-    assert_eq!(orders, 11, "every write of the application committed");
+    assert_eq!(orders, 12, "every write of the application committed");
     let deliveries: i64 =
         sqlx::query_scalar("SELECT count(*) FROM deliveries").fetch_one(&pool).await.unwrap();
     assert_eq!(deliveries, 3, "a, c and d; nothing for the refused ones");

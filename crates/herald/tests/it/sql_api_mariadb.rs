@@ -222,8 +222,11 @@ async fn bytes_that_are_not_utf8_and_nul_are_answered_never_raised() {
     sqlx::raw_sql("BEGIN").execute(&mut *app).await.unwrap();
     let good: [&[u8]; 5] = [t.as_bytes(), b"order-7", b"webhook", TO.as_bytes(), b"{}"];
     // (field index, bytes, expected "field/code")
-    let cases: [(usize, &[u8], &str); 9] = [
+    let cases: [(usize, &[u8], &str); 11] = [
         (1, b"order-7\xE2\x82", "operation_key/not_utf8"),
+        // U+202E (a bidirectional override) and U+2069, refused as control characters.
+        (1, b"order-17\xE2\x80\xAEgpj.exe", "operation_key/control_character"),
+        (3, b"https://example.com/\xE2\x81\xA9", "to/control_character"),
         (1, b"order-\xED\xA0\x80", "operation_key/not_utf8"),
         (1, b"order-7\x00-a", "operation_key/control_character"),
         (1, b"order-\xC0\x80", "operation_key/not_utf8"),

@@ -687,7 +687,7 @@
           el('td', {}, time(s.created_at)), el('td', {}, time(s.seen_at)),
           el('td', { class: 'mono', text: s.address || '—' }), el('td', { text: s.agent || '—' }),
           el('td', {}, s.current ? el('span', { class: 'muted', text: 'this one' })
-            : el('button', { type: 'button', class: 'quiet', 'data-end': s.id, text: 'End',
+            : el('button', { type: 'button', class: 'secondary', 'data-end': s.id, text: 'End',
               onclick: async () => {
                 try {
                   await api('DELETE', `/ui/api/sessions/${encodeURIComponent(s.id)}`);

@@ -26,6 +26,16 @@ async fn a_refused_field_is_named_with_the_shared_reason() {
             ),
             ("NUL in to", with(json!({"to": "ada@example.com\u{0}"})), "to/control_character"),
             (
+                "RLO in operation_key",
+                with(json!({"operation_key": "order-17\u{202E}gpj.exe"})),
+                "operation_key/control_character",
+            ),
+            (
+                "LRM in quota_key",
+                with(json!({"quota_key": "email\u{200E}"})),
+                "quota_key/control_character",
+            ),
+            (
                 "NUL in quota_key",
                 with(json!({"quota_key": "email\u{0}x"})),
                 "quota_key/control_character",

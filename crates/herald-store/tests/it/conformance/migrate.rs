@@ -53,8 +53,10 @@ async fn a_schema_the_search_path_names_is_created(db: &Db) {
 async fn a_routine_whose_text_changed_runs_again(db: &Db) {
     let (routines, submit, schema): (&[&str], _, _) = match db.backend() {
         Backend::Sqlite => return,
-        Backend::MySql => (&["quota", "receipt", "submit", "utf8"], "submit_v1", "DATABASE()"),
-        Backend::Postgres => (&["quota", "submit"], "herald_submit_v1", "current_schema()"),
+        Backend::MySql => {
+            (&["quota", "receipt", "submit", "text", "utf8"], "submit_v1", "DATABASE()")
+        }
+        Backend::Postgres => (&["quota", "submit", "text"], "herald_submit_v1", "current_schema()"),
     };
     let mut conn = db.conn().await;
     let recorded: Vec<(String,)> = raw_query_as!(

@@ -145,6 +145,18 @@ async fn bad_input_is_refused_writes_nothing_and_leaves_the_transaction_usable()
                 "operation_key/control_character",
                 SubmitRequest { operation_key: "order-7\u{0}-a".into(), ..base.clone() },
             ),
+            // A bidirectional override shows "order-17exe.gpj" as "order-17jpg.exe": refused
+            // with the control characters, on every face (issue 37).
+            (
+                "RLO in operation_key",
+                "operation_key/control_character",
+                SubmitRequest { operation_key: "order-17\u{202E}gpj.exe".into(), ..base.clone() },
+            ),
+            (
+                "isolate in to",
+                "to/control_character",
+                SubmitRequest { to: "ada@example.com\u{2066}".into(), ..base.clone() },
+            ),
             (
                 "NUL in channel",
                 "channel/control_character",
