@@ -53,14 +53,39 @@
     return typeof n === 'number' ? n.toLocaleString('en-US') : '—';
   }
 
+  /** An instant in the browser's zone, the zone named: "Dec 4, 2026, 11:14:37 PM UTC". */
   function fmtTime(iso) {
     if (!iso) return '—';
     const d = new Date(iso);
-    return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
+    return Number.isNaN(d.getTime()) ? iso : d.toLocaleString(undefined, {
+      year: 'numeric', month: 'short', day: 'numeric',
+      hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short',
+    });
   }
 
+  const relative = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
+
+  /** How long ago (or how soon) an instant is: "3 minutes ago", "in 2 hours". */
+  function fmtRelative(iso) {
+    const ms = new Date(iso).getTime() - Date.now();
+    if (Number.isNaN(ms)) return '';
+    const s = Math.round(ms / 1000);
+    for (const [unit, size] of [['day', 86400], ['hour', 3600], ['minute', 60]]) {
+      if (Math.abs(s) >= size) return relative.format(Math.round(s / size), unit);
+    }
+    return relative.format(s, 'second');
+  }
+
+  /** An instant: how long ago, then when, in the browser's named zone (the UTC text on hover). */
   function time(iso) {
-    return el('time', { datetime: iso || null, title: iso || null, text: fmtTime(iso) });
+    if (!iso) return el('time', { text: '—' });
+    return el('time', { datetime: iso, title: iso, text: `${fmtRelative(iso)} · ${fmtTime(iso)}` });
+  }
+
+  /** A delivery id as the list shows it: its random tail, which differs from row to row
+   * (a UUIDv7 begins with its creation time, the same for a minute's deliveries). */
+  function shortId(id) {
+    return id.slice(-12);
   }
 
   function fmtAge(ms) {
@@ -484,7 +509,7 @@
           .map((t, i) => el('th', { text: t, class: i === 6 ? 'num' : ([1, 3, 4, 7].includes(i) ? 'hide-narrow' : null) })))),
       el('tbody', {}, rows.map((d) => el('tr', { 'data-id': d.id, 'data-state': d.state },
         el('td', {}, time(d.created_at)),
-        el('td', { class: 'mono hide-narrow' }, el('a', { href: `#/deliveries/${encodeURIComponent(d.id)}`, text: d.id.slice(0, 8) })),
+        el('td', { class: 'mono hide-narrow' }, el('a', { href: `#/deliveries/${encodeURIComponent(d.id)}`, title: d.id, text: shortId(d.id) })),
         el('td', { class: 'clip' }, el('a', { href: `#/deliveries/${encodeURIComponent(d.id)}`, text: d.operation_key })),
         el('td', { class: 'hide-narrow', text: d.channel }),
         el('td', { class: 'clip hide-narrow', text: d.to, title: d.to }),
@@ -663,7 +688,7 @@
           el('td', {}, time(j.at)), el('td', { class: 'mono', text: j.quota_key }),
           el('td', { text: j.kind }), el('td', { class: 'num', text: fmtNum(j.amount) }),
           el('td', { class: 'mono' }, j.delivery_id
-            ? el('a', { href: `#/deliveries/${encodeURIComponent(j.delivery_id)}`, text: j.delivery_id.slice(0, 8) }) : '—')))))
+            ? el('a', { href: `#/deliveries/${encodeURIComponent(j.delivery_id)}`, title: j.delivery_id, text: shortId(j.delivery_id) }) : '—')))))
         : el('p', { class: 'muted', text: 'Nothing in the journal yet.' }));
     });
   }
