@@ -267,9 +267,17 @@ async function main() {
     await page.locator('#bulk-error-code').fill('http_503');
     await page.locator('#bulk-count').click();
     await page.locator('#bulk-result', { hasText: '5 deliveries match' }).waitFor();
+    assert.match(await page.locator('#bulk-confirm').textContent(), /^Replay at most 5 deliveries of tenant acme$/);
     await shot(page, 'deliveries-bulk');
+    // One more fails the same way between the count and the confirmation: the confirmed
+    // 5 are a bound, so it is not taken (it was created after the dry run's newest match).
+    outage = true;
+    const late = await submit(acme, { operation_key: 'outage-late', to: hook('/outage/late'), payload: { late: true }, max_attempts: 1 });
+    await until('the late delivery to fail', async () => (await call('GET', `/v1/deliveries/${late.id}`, acme.api_key)).state === 'failed');
+    outage = false;
     await page.locator('#bulk-confirm').click();
     await page.locator('#bulk-result', { hasText: '5 replayed, 0 skipped' }).waitFor();
+    assert.equal((await call('GET', `/v1/deliveries/${late.id}`, acme.api_key)).state, 'failed', 'not counted, not replayed');
     await until('the replayed deliveries to be sent', async () => {
       const states = await Promise.all(outageIds.map((id) => call('GET', `/v1/deliveries/${id}`, acme.api_key)));
       return states.every((d) => d.state === 'sent');

@@ -447,6 +447,8 @@ async fn bulk(herald: &Herald, action: BulkAction, m: Matching, json: bool) -> R
         from: time(m.from, "from")?,
         to: time(m.to, "to")?,
         error_code: m.error_code,
+        through: None,
+        max: None,
     };
     let r = herald.bulk(tenant, action, &filter, m.dry_run).await?;
     if !m.dry_run {

@@ -356,6 +356,14 @@ pub struct BulkRequest {
         pattern = r"^[^\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+$"
     )]
     pub error_code: Option<String>,
+    /// Only deliveries up to this id (created no later): a dry run's `through`, so that
+    /// confirming it never takes a delivery created since.
+    #[schema(format = "uuid")]
+    pub through: Option<String>,
+    /// At most this many: a dry run's `matched`, so that confirming it never does more
+    /// than it counted.
+    #[schema(minimum = 0, maximum = 10_000)]
+    pub max: Option<u64>,
     /// Only count the matches; change nothing.
     #[serde(default)]
     pub dry_run: bool,
@@ -372,6 +380,9 @@ pub struct BulkResult {
     pub skipped: u64,
     /// More matched than one call handles: call again for the rest.
     pub more: bool,
+    /// The newest delivery matched: send it back as `through`, with `max` = `matched`, to
+    /// act on exactly what a dry run counted.
+    pub through: Option<String>,
 }
 
 impl BulkResult {
@@ -382,6 +393,7 @@ impl BulkResult {
             changed: r.changed,
             skipped: r.skipped,
             more: r.more,
+            through: r.through.map(|t| t.to_string()),
         }
     }
 }

@@ -29,6 +29,13 @@ pub struct BulkFilter {
     pub to: Option<Timestamp>,
     /// The error code of the delivery's latest attempt.
     pub error_code: Option<String>,
+    /// Only deliveries up to this one (ids are UUIDv7: created no later): what a dry run
+    /// reported as its newest match, so a confirmation never takes one created since.
+    pub through: Option<herald_core::DeliveryId>,
+    /// At most this many matches: what a dry run counted, so a confirmation never does
+    /// more than it said (a delivery that came to match since may take the place of one
+    /// that no longer does, never add to them).
+    pub max: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +55,9 @@ pub struct BulkReport {
     pub skipped: u64,
     /// More than `BULK_MAX` matched: call again for the rest.
     pub more: bool,
+    /// The newest delivery matched: pass it as [`BulkFilter::through`] (with
+    /// [`BulkFilter::max`] = `matched`) to act on what a dry run counted.
+    pub through: Option<herald_core::DeliveryId>,
 }
 
 /// The smallest UUIDv7 of millisecond `at`: ids are UUIDv7, so "created at or after `at`"
@@ -74,14 +84,25 @@ impl Herald {
         }
         let mut report = BulkReport::default();
         let mut after = None;
+        // "Up to `through`" is "before the next id", within the filter's own `to`.
+        let through =
+            filter.through.map(|t| Uuid::from_u128(t.as_uuid().as_u128().saturating_add(1)));
+        let to = match (filter.to.map(uuid_at), through) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let most = filter.max.map_or(BULK_MAX, |m| (m as usize).min(BULK_MAX));
+        if most == 0 {
+            return Ok(report);
+        }
         loop {
-            let want = (BULK_MAX - report.matched as usize).min(PAGE) + 1;
+            let want = (most - report.matched as usize).min(PAGE) + 1;
             let select = SelectFilter {
                 tenant: tenant.as_uuid(),
                 state: filter.state,
                 channel: filter.channel.as_deref(),
                 from: filter.from.map(uuid_at),
-                to: filter.to.map(uuid_at),
+                to,
                 error_code: filter.error_code.as_deref(),
                 after,
                 limit: want,
@@ -96,6 +117,7 @@ impl Herald {
             after = ids.last().copied();
             for id in ids {
                 report.matched += 1;
+                report.through = Some(herald_core::DeliveryId::from_uuid(id));
                 if dry_run {
                     continue;
                 }
@@ -115,8 +137,9 @@ impl Herald {
             if !full {
                 return Ok(report);
             }
-            if report.matched as usize >= BULK_MAX {
-                report.more = true;
+            if report.matched as usize >= most {
+                // Past a confirmation's bound there is nothing more it asked for.
+                report.more = most == BULK_MAX && filter.max.is_none();
                 return Ok(report);
             }
         }

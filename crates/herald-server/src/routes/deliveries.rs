@@ -407,6 +407,18 @@ impl BulkRequest {
             from: parse_time(self.from.as_deref(), "from")?,
             to: parse_time(self.to.as_deref(), "to")?,
             error_code: self.error_code.clone(),
+            through: self.through.as_deref().map(|t| path_id(t, "through")).transpose().map_err(
+                |_| ApiError::invalid("through must be a delivery id (a dry run's `through`)"),
+            )?,
+            max: match self.max {
+                Some(m) if m > herald::BULK_MAX as u64 => {
+                    return Err(ApiError::invalid(format!(
+                        "max must be at most {}",
+                        herald::BULK_MAX
+                    )));
+                }
+                other => other,
+            },
         })
     }
 }

@@ -493,11 +493,14 @@ pub struct BulkCall {
     from: Option<String>,
     to: Option<String>,
     error_code: Option<String>,
+    through: Option<String>,
+    max: Option<u64>,
     #[serde(default)]
     dry_run: bool,
 }
 
-/// `POST /ui/api/bulk`: replay or cancel what a filter matches, or count it.
+/// `POST /ui/api/bulk`: replay or cancel what a filter matches, or count it; a
+/// confirmation carries the dry run's `through` and `max`, so it acts on what was counted.
 pub async fn bulk(
     State(state): State<AppState>,
     Actor(s): Actor,
@@ -516,6 +519,8 @@ pub async fn bulk(
         from: body.from,
         to: body.to,
         error_code: body.error_code,
+        through: body.through,
+        max: body.max,
         dry_run: body.dry_run,
     };
     crate::routes::deliveries::bulk(&state, tenant, action, &request, &by(&s, client))

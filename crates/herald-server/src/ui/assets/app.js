@@ -524,10 +524,14 @@
       el('option', { value: 'replay', text: 'replay' }), el('option', { value: 'cancel', text: 'cancel' }));
     const code = el('input', { id: 'bulk-error-code', name: 'error_code', placeholder: 'e.g. http_503' });
     const confirmButton = el('button', { type: 'button', class: 'danger', id: 'bulk-confirm', hidden: true });
+    // What the dry run counted: the confirmation acts on those deliveries only (none
+    // created since, never more than the count), whatever matches by then.
+    let counted = null;
     const body = (dryRun) => ({
       action: action.value, state: p.state || null, channel: p.channel || null, from: p.from || null,
       to: p.to || null, error_code: code.value.trim() || null, dry_run: dryRun,
       tenant: app.me.role === 'admin' ? app.tenant : null,
+      through: dryRun ? null : counted.through, max: dryRun ? null : counted.matched,
     });
     const count = el('button', { type: 'button', class: 'secondary', id: 'bulk-count', text: 'Count matches (dry run)' });
     const reset = () => { confirmButton.hidden = true; result.textContent = ''; };
@@ -537,9 +541,11 @@
       reset();
       try {
         const r = await api('POST', '/ui/api/bulk', body(true));
+        counted = r;
         result.textContent = `${fmtNum(r.matched)}${r.more ? '+' : ''} deliveries match; nothing changed yet.`;
         if (r.matched) {
-          confirmButton.textContent = `${action.value === 'replay' ? 'Replay' : 'Cancel'} ${fmtNum(r.matched)} deliveries`;
+          const tenant = app.me.role === 'admin' ? `tenant ${$('tenant').selectedOptions[0]?.textContent || app.tenant}` : 'this tenant';
+          confirmButton.textContent = `${action.value === 'replay' ? 'Replay' : 'Cancel'} at most ${fmtNum(r.matched)} deliveries of ${tenant}`;
           confirmButton.hidden = false;
         }
       } catch (e) {

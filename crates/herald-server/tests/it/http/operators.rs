@@ -56,9 +56,22 @@ async fn bulk_replay_and_cancel_take_what_the_filter_matches() {
             .expect(OK);
         assert_eq!(
             dry,
-            json!({"dry_run": true, "matched": 4, "changed": 0, "skipped": 0, "more": false}),
-            "{b}: dry run"
+            json!({"dry_run": true, "matched": 4, "changed": 0, "skipped": 0, "more": false,
+                   "through": late}),
+            "{b}: dry run, its newest match named"
         );
+        // A confirmation carries the dry run's bound: nothing created after its newest
+        // match, never more than it counted.
+        let bounded = [
+            (json!({"state": "failed", "through": failed[1], "dry_run": true}), 2, &failed[1]),
+            (json!({"state": "failed", "max": 2, "dry_run": true}), 2, &failed[1]),
+            (json!({"state": "failed", "through": late, "max": 9, "dry_run": true}), 4, &late),
+        ];
+        for (body, matched, through) in bounded {
+            let v = bulk("/v1/deliveries/replay", body.clone()).await.expect(OK);
+            assert_eq!((v["matched"].clone(), v["more"].clone()), (json!(matched), json!(false)));
+            assert_eq!(v["through"], through.as_str(), "{b}: {body}: {v}");
+        }
         assert_eq!(env.api.quota(&t.key, "sms").await, Some((10, 10, 0, 0)), "{b}: dry run");
         let narrowed = [
             (json!({"state": "failed", "channel": "email", "dry_run": true}), 0),
@@ -107,6 +120,9 @@ async fn bulk_replay_and_cancel_take_what_the_filter_matches() {
             json!({"channel": ""}),
             json!({"dry_run": "yes"}),
             json!({"colour": "red"}),
+            json!({"through": "nope"}),
+            json!({"max": 10_001}),
+            json!({"max": -1}),
         ] {
             bulk("/v1/deliveries/replay", body).await.expect_error(BAD, "invalid_request");
         }
