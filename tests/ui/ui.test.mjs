@@ -278,6 +278,9 @@ async function main() {
     await page.locator('#bulk-confirm').click();
     await page.locator('#bulk-result', { hasText: '5 replayed, 0 skipped' }).waitFor();
     assert.equal((await call('GET', `/v1/deliveries/${late.id}`, acme.api_key)).state, 'failed', 'not counted, not replayed');
+    // Its one attempt was a retryable 503, and the attempts ran out: the timeline says so.
+    await page.goto(`${BASE}/ui#/deliveries/${late.id}`);
+    await page.locator('#attempts li[data-outcome="transient"] [data-exhausted]').waitFor();
     await until('the replayed deliveries to be sent', async () => {
       const states = await Promise.all(outageIds.map((id) => call('GET', `/v1/deliveries/${id}`, acme.api_key)));
       return states.every((d) => d.state === 'sent');
@@ -397,6 +400,22 @@ async function main() {
     await page.locator('#sign-out').click();
     await page.locator('#sign-in').waitFor({ state: 'visible' });
     assert.equal((await page.request.get(`${BASE}/ui/api/overview`)).status(), 401);
+  });
+
+  await step('a lost server is said plainly, not shown as a page that is still fresh', async () => {
+    // A page of its own, not watched: its failed requests are the point, not errors.
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const lost = await ctx.newPage();
+    await signIn(lost, ADMIN_KEY);
+    await lost.locator('#tenant').selectOption({ label: 'acme' });
+    await lost.goto(`${BASE}/ui#/deliveries`);
+    await lost.locator('#deliveries').waitFor();
+    assert.equal(await lost.locator('#lost').isHidden(), true);
+    server.kill('SIGKILL');
+    await lost.locator('#lost').waitFor({ state: 'visible', timeout: 5000 });
+    assert.match(await lost.locator('#lost').textContent(), /Lost contact with herald/);
+    await shot(lost, 'lost');
+    await ctx.close();
   });
 
   assert.deepEqual(consoleErrors, [], 'no console errors in any page');

@@ -53,14 +53,17 @@
     return typeof n === 'number' ? n.toLocaleString('en-US') : '—';
   }
 
-  /** An instant in the browser's zone, the zone named: "Dec 4, 2026, 11:14:37 PM UTC". */
+  /** An instant in the browser's zone, the zone named, the date only when not today:
+   * "11:14:37 PM UTC", "Dec 3, 11:14:37 PM UTC", "Dec 3, 2025, 11:14:37 PM UTC". */
   function fmtTime(iso) {
     if (!iso) return '—';
     const d = new Date(iso);
-    return Number.isNaN(d.getTime()) ? iso : d.toLocaleString(undefined, {
-      year: 'numeric', month: 'short', day: 'numeric',
-      hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short',
-    });
+    if (Number.isNaN(d.getTime())) return iso;
+    const now = new Date();
+    const shown = { hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short' };
+    if (d.toDateString() !== now.toDateString()) Object.assign(shown, { month: 'short', day: 'numeric' });
+    if (d.getFullYear() !== now.getFullYear()) shown.year = 'numeric';
+    return d.toLocaleString(undefined, shown);
   }
 
   const relative = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
@@ -123,7 +126,18 @@
       init.body = JSON.stringify(body);
     }
     if (method !== 'GET' && app.me) init.headers['x-herald-csrf'] = app.me.csrf;
-    const response = await fetch(path, init);
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (e) {
+      // No answer at all: the server is down or unreachable, said plainly until it answers.
+      if ($('lost').hidden) {
+        $('lost').textContent = `Lost contact with herald at ${new Date().toLocaleTimeString()}: what this page shows may be stale; it keeps trying.`;
+        $('lost').hidden = false;
+      }
+      throw new ApiError(0, 'unreachable', 'herald did not answer');
+    }
+    $('lost').hidden = true;
     const text = await response.text();
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
@@ -636,7 +650,8 @@
         el('button', { type: 'button', id: 'cancel', class: 'danger', text: 'Cancel', disabled: d.state !== 'pending',
           onclick: () => act('cancel') }));
       payload.textContent = pretty(body);
-      timeline.replaceChildren(...(attempts.length ? attempts.map(attemptItem)
+      timeline.replaceChildren(...(attempts.length ? folded(attempts).map((run, i, all) =>
+        attemptItem(run, d.state === 'failed' && i === all.length - 1))
         : [el('li', { class: 'muted', text: 'No attempt yet.' })]));
     };
     refresh(view, REFRESH_MS.delivery, load);
@@ -653,16 +668,40 @@
     try { return JSON.stringify(JSON.parse(body), null, 2); } catch (_) { return body; }
   }
 
-  function attemptItem(a) {
-    const took = a.finished_at ? new Date(a.finished_at) - new Date(a.started_at) : null;
+  /** Consecutive attempts that ended alike (outcome, error code and message) as one run:
+   * [{...the first attempt, last: the last of the run, count}]. */
+  function folded(attempts) {
+    const runs = [];
+    for (const a of attempts) {
+      const prev = runs[runs.length - 1];
+      const alike = prev && a.outcome && a.outcome !== 'sent' && prev.outcome === a.outcome
+        && prev.error_code === a.error_code && prev.error_message === a.error_message;
+      if (alike) {
+        prev.last = a;
+        prev.count += 1;
+      } else {
+        runs.push({ ...a, last: a, count: 1 });
+      }
+    }
+    return runs;
+  }
+
+  /** One run of attempts; `exhausted`: the delivery failed after it (its attempts ran out). */
+  function attemptItem(a, exhausted) {
+    const end = a.last || a;
+    const took = end.finished_at ? new Date(end.finished_at) - new Date(a.started_at) : null;
+    const name = a.count > 1 ? `Attempts ${a.n}–${end.n}` : `Attempt ${a.n}`;
     return el('li', { class: a.outcome || 'running', 'data-n': a.n, 'data-outcome': a.outcome || '' },
-      el('div', { class: 'head' }, el('strong', { text: `Attempt ${a.n}` }), badge(a.outcome || 'running'),
+      el('div', { class: 'head' }, el('strong', { text: name }), badge(a.outcome || 'running'),
+        a.count > 1 ? el('span', { class: 'folded', 'data-folded': a.count, text: `× ${a.count}, the same error` }) : null,
+        exhausted && end.outcome !== 'terminal'
+          ? el('span', { class: 'badge failed', 'data-exhausted': '', text: 'failed: attempts exhausted' }) : null,
         a.error_code ? el('code', { text: a.error_code }) : null),
       el('div', { class: 'meta' },
         'worker ', el('span', { class: 'mono', text: a.worker }),
         ' · release ', el('span', { class: 'mono release', text: a.release || 'unrecorded' })),
       el('div', { class: 'meta' }, time(a.started_at),
-        a.finished_at ? [' → ', time(a.finished_at), ` (${fmtAge(took)})`] : ' → running'),
+        end.finished_at ? [' → ', time(end.finished_at), ` (${fmtAge(took)})`] : ' → running'),
       a.error_message ? el('pre', { class: 'error-message', text: a.error_message }) : null);
   }
 
