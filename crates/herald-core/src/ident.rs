@@ -52,6 +52,12 @@ pub fn is_refused_in_names(c: char) -> bool {
     c.is_control() || BIDI_CONTROLS.contains(&c)
 }
 
+/// Text a client gave (a `User-Agent`, an address), as herald keeps it to show: what
+/// names may not hold dropped, at most `max` characters.
+pub fn shown(text: &str, max: usize) -> String {
+    text.chars().filter(|c| !is_refused_in_names(*c)).take(max).collect()
+}
+
 /// herald's rule for text that names something (a key, a recipient, a quota key): not
 /// empty, at most `max` bytes, and no control character (Unicode Cc, NUL included: some
 /// drivers cut a string at NUL, which would make two keys one identity) nor bidirectional

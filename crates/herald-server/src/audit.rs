@@ -5,7 +5,6 @@
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{AdminAuth, ClientAddr, QueryParams, TenantAuth};
 use crate::keys;
-use crate::routes::path_id;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
@@ -115,8 +114,7 @@ impl From<AuditRecord> for AuditView {
     fn from(r: AuditRecord) -> AuditView {
         AuditView {
             id: r.id,
-            at: jiff::Timestamp::from_millisecond(r.at)
-                .map_or_else(|_| r.at.to_string(), |t| t.to_string()),
+            at: crate::wire::rfc3339_ms(r.at),
             actor: r.actor,
             key_id: r.key_id,
             tenant: r.tenant.map(|t| t.to_string()),
@@ -153,13 +151,7 @@ pub async fn read(
     caller_tenant: Option<TenantId>,
     q: &AuditQuery,
 ) -> ApiResult<Vec<AuditView>> {
-    let named = q.tenant.as_deref().map(|t| path_id::<TenantId>(t, "tenant")).transpose()?;
-    let tenant = match (caller_tenant, named) {
-        (None, named) => named,
-        (Some(own), None) => Some(own),
-        (Some(own), Some(named)) if named == own => Some(own),
-        (Some(_), Some(_)) => return Err(ApiError::not_found("tenant")),
-    };
+    let tenant = crate::routes::scoped(caller_tenant, q.tenant.as_deref())?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=AUDIT_PAGE_MAX).contains(&limit) {
         return Err(ApiError::invalid("limit must be from 1 to 500"));

@@ -397,3 +397,9 @@ impl BulkResult {
         }
     }
 }
+
+/// Unix milliseconds as RFC 3339 (UTC); the number itself if it is past what a timestamp
+/// holds.
+pub fn rfc3339_ms(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms).map_or_else(|_| ms.to_string(), |t| t.to_string())
+}

@@ -81,11 +81,6 @@ pub struct AuditRecord {
     pub address: Option<String>,
 }
 
-/// Text a client gave, as the log keeps it: no control characters, at most `max` chars.
-fn kept(text: &str, max: usize) -> String {
-    text.chars().filter(|c| !herald_core::ident::is_refused_in_names(*c)).take(max).collect()
-}
-
 impl Herald {
     /// Appends `entry` to the audit log.
     pub async fn audit(&self, entry: AuditEntry) -> Result<(), Error> {
@@ -99,12 +94,12 @@ impl Herald {
             id: 0,
             at_ms: self.clock().wall_ms(),
             actor: actor.to_string(),
-            key_id: key_id.map(|k| kept(&k, 64)),
+            key_id: key_id.map(|k| herald_core::ident::shown(&k, 64)),
             tenant_id: entry.tenant.map(|t| t.as_uuid()),
             action: entry.action.to_string(),
-            target: entry.target.map(|t| kept(&t, 200)),
+            target: entry.target.map(|t| herald_core::ident::shown(&t, 200)),
             count: entry.count,
-            address: entry.address.map(|a| kept(&a, 64)),
+            address: entry.address.map(|a| herald_core::ident::shown(&a, 64)),
         };
         self.autocommit(|conn, _| {
             let row = row.clone();

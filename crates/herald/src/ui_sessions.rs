@@ -90,11 +90,6 @@ fn new_id() -> Result<String, Error> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// A client-given text kept for display: control characters dropped, cut to `max` chars.
-fn shown(text: &str, max: usize) -> String {
-    text.chars().filter(|c| !herald_core::ident::is_refused_in_names(*c)).take(max).collect()
-}
-
 impl Herald {
     /// Starts a session: the admin's (`tenant` `None`) or a tenant's, made from its API key
     /// `key_id`. `address` and `agent` are kept to be shown in the list of sessions.
@@ -113,8 +108,8 @@ impl Herald {
             seen_ms: now,
             expires_ms: now + UI_SESSION_TTL.as_millis() as i64,
             ended: None,
-            address: address.map(|a| shown(a, 64)),
-            agent: agent.map(|a| shown(a, 200)),
+            address: address.map(|a| herald_core::ident::shown(a, 64)),
+            agent: agent.map(|a| herald_core::ident::shown(a, 200)),
         };
         let insert = row.clone();
         self.autocommit(|conn, _| {

@@ -72,13 +72,7 @@ fn own_tenant(s: &Session) -> Option<TenantId> {
 /// The tenant a call is about: a tenant session's own (naming another is a 404), or the
 /// one an admin names (`None`: the admin named none).
 fn scope(session: &Session, named: Option<&str>) -> ApiResult<Option<TenantId>> {
-    let named = named.map(|raw| path_id::<TenantId>(raw, "tenant")).transpose()?;
-    match (&session.who, named) {
-        (Who::Admin, named) => Ok(named),
-        (Who::Tenant { tenant, .. }, None) => Ok(Some(*tenant)),
-        (Who::Tenant { tenant, .. }, Some(named)) if named == *tenant => Ok(Some(named)),
-        (Who::Tenant { .. }, Some(_)) => Err(ApiError::not_found("tenant")),
-    }
+    crate::routes::scoped(own_tenant(session), named)
 }
 
 /// As `scope`, where a tenant is required.
@@ -296,9 +290,7 @@ pub struct TenantQuery {
     tenant: Option<String>,
 }
 
-fn rfc3339_ms(ms: i64) -> String {
-    jiff::Timestamp::from_millisecond(ms).map_or_else(|_| ms.to_string(), |t| t.to_string())
-}
+use crate::wire::rfc3339_ms;
 
 /// `GET /ui/api/overview`: counts by state and channel, the last hour per minute (from
 /// the rollup), queue age, reconciler losses and operator alerts.
