@@ -41,7 +41,7 @@ pub struct CreateDelivery {
     )]
     pub quota_key: Option<String>,
     /// Units reserved on the quota account; default 1, 0 needs no account.
-    #[serde(default, deserialize_with = "integral::opt_i64")]
+    #[serde(default, deserialize_with = "integral::opt")]
     #[schema(minimum = 0, maximum = 1_000_000)]
     pub cost: Option<i64>,
     /// RFC 3339; not before this time. Between 1970-01-02 and 9999-12-29 (in any offset).
@@ -49,7 +49,7 @@ pub struct CreateDelivery {
     pub send_at: Option<String>,
     /// Attempts before the delivery fails; default the database's shared setting
     /// (`herald settings`, seeded from the first server's `HERALD_MAX_ATTEMPTS`, 8).
-    #[serde(default, deserialize_with = "integral::opt_u32")]
+    #[serde(default, deserialize_with = "integral::opt")]
     #[schema(minimum = 1, maximum = 100)]
     pub max_attempts: Option<u32>,
 }
@@ -264,7 +264,7 @@ pub struct Granted {
 /// Integer fields that also take an integral JSON number written as a float (`2120.0`,
 /// `1e3`): JSON Schema's `integer` is any number without a fractional part, and clients
 /// that hold numbers as doubles send them so.
-mod integral {
+pub(crate) mod integral {
     use serde::de::{Deserialize, Deserializer, Error};
 
     fn whole<E: Error>(n: &serde_json::Number) -> Result<i64, E> {
@@ -284,14 +284,11 @@ mod integral {
         whole(&serde_json::Number::deserialize(d)?)
     }
 
-    pub fn opt_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-        Option::<serde_json::Number>::deserialize(d)?.map(|n| whole(&n)).transpose()
-    }
-
-    pub fn opt_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    /// An optional field of any integer type (`i64`, `u32`, `u64`): out of its range is an error.
+    pub fn opt<'de, D: Deserializer<'de>, T: TryFrom<i64>>(d: D) -> Result<Option<T>, D::Error> {
         match Option::<serde_json::Number>::deserialize(d)? {
             None => Ok(None),
-            Some(n) => u32::try_from(whole::<D::Error>(&n)?)
+            Some(n) => T::try_from(whole::<D::Error>(&n)?)
                 .map(Some)
                 .map_err(|_| D::Error::custom(format!("{n} is out of range"))),
         }
@@ -362,6 +359,7 @@ pub struct BulkRequest {
     pub through: Option<String>,
     /// At most this many: a dry run's `matched`, so that confirming it never does more
     /// than it counted.
+    #[serde(default, deserialize_with = "integral::opt")]
     #[schema(minimum = 0, maximum = 10_000)]
     pub max: Option<u64>,
     /// Only count the matches; change nothing.

@@ -486,6 +486,7 @@ pub struct BulkCall {
     to: Option<String>,
     error_code: Option<String>,
     through: Option<String>,
+    #[serde(default, deserialize_with = "crate::wire::integral::opt")]
     max: Option<u64>,
     #[serde(default)]
     dry_run: bool,

@@ -360,5 +360,12 @@ async fn integral_numbers_written_as_floats_are_integers() {
             body[field] = serde_json::from_str(value).unwrap();
             api.submit(&t.key, &body).await.expect_error(BAD, "invalid_request");
         }
+        let count = |max: &str| {
+            let max: Value = serde_json::from_str(max).unwrap();
+            post("/v1/deliveries/cancel").bearer(&t.key).json(&json!({"max": max, "dry_run": true}))
+        };
+        let v = api.send(count("353.0")).await.expect(OK);
+        assert_eq!(v["matched"], 1, "{b}: {v}");
+        api.send(count("0.5")).await.expect_error(BAD, "invalid_request");
     }
 }
