@@ -56,6 +56,18 @@ pub const RECIPIENT_LEN_MAX: usize = 2048;
 /// file transfers; a larger body belongs in object storage with a link in the payload.
 pub const PAYLOAD_BYTES_MAX: usize = 64 * 1024;
 
+/// Largest payload of the `email` channel, in bytes: room for a message a framework's
+/// mailer rendered whole (`{"raw": …}`: headers, parts and attachments, which base64
+/// grows by a third), as mail relays take them (a few MiB). Larger files belong in
+/// object storage with a link in the message.
+pub const EMAIL_PAYLOAD_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// The payload limit of a channel: [`EMAIL_PAYLOAD_BYTES_MAX`] for `email`, else
+/// [`PAYLOAD_BYTES_MAX`]. Every face checks this (the SQL API's routines by the same rule).
+pub fn payload_bytes_max(channel: &str) -> usize {
+    if channel == "email" { EMAIL_PAYLOAD_BYTES_MAX } else { PAYLOAD_BYTES_MAX }
+}
+
 /// Deepest nesting of arrays and objects in a payload: the most MariaDB's JSON functions
 /// read (their parser refuses a 32nd level), and the SQL API computes the fingerprint
 /// with them. (32 until the MariaDB SQL API: measured then, against MariaDB 10.11.)

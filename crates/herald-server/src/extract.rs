@@ -36,8 +36,9 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
         JsonRejection::JsonDataError(e) => ApiError::invalid(e.body_text()),
         JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             ApiError::too_large(format!(
-                "the body is larger than {} bytes ({} for a batch)",
+                "the body is larger than {} bytes ({} for a submit, {} for a batch)",
                 crate::BODY_BYTES_MAX,
+                crate::SUBMIT_BODY_BYTES_MAX,
                 crate::BATCH_BODY_BYTES_MAX
             ))
         }

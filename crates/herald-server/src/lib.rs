@@ -31,6 +31,10 @@ use utoipa::OpenApi;
 
 /// Largest request body, in bytes: the payload limit plus room for the other fields.
 pub const BODY_BYTES_MAX: usize = herald_core::limits::PAYLOAD_BYTES_MAX + 16 * 1024;
+/// Largest body of `POST /v1/deliveries`, in bytes: the email channel's payload limit (a
+/// rendered message) plus room for the other fields; every other channel's payload is
+/// still refused past its own limit.
+pub const SUBMIT_BODY_BYTES_MAX: usize = herald_core::limits::EMAIL_PAYLOAD_BYTES_MAX + 16 * 1024;
 /// Largest body of `POST /v1/deliveries/batch`, in bytes (4 MiB: a batch of the most
 /// items with payloads of about 8 KiB each; bigger payloads take smaller batches).
 pub const BATCH_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
@@ -76,7 +80,12 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
 pub fn app(state: AppState) -> Router {
     use routes::{admin, deliveries, system};
     Router::new()
-        .route("/v1/deliveries", post(deliveries::create).get(deliveries::list))
+        .route(
+            "/v1/deliveries",
+            post(deliveries::create)
+                .layer(DefaultBodyLimit::max(SUBMIT_BODY_BYTES_MAX))
+                .get(deliveries::list),
+        )
         .route(
             "/v1/deliveries/batch",
             post(deliveries::create_batch).layer(DefaultBodyLimit::max(BATCH_BODY_BYTES_MAX)),

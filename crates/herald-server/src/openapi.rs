@@ -16,9 +16,9 @@
 //! it was issued for.
 
 use herald_core::limits::{
-    CHANNEL_LEN_MAX, DELIVERY_ATTEMPTS_MAX, JSON_DEPTH_MAX, NUMBER_FRACTION_DIGITS_MAX,
-    NUMBER_INTEGER_DIGITS_MAX, OPERATION_KEY_LEN_MAX, PAYLOAD_BYTES_MAX, QUOTA_KEY_LEN_MAX,
-    RECIPIENT_LEN_MAX,
+    CHANNEL_LEN_MAX, DELIVERY_ATTEMPTS_MAX, EMAIL_PAYLOAD_BYTES_MAX, JSON_DEPTH_MAX,
+    NUMBER_FRACTION_DIGITS_MAX, NUMBER_INTEGER_DIGITS_MAX, OPERATION_KEY_LEN_MAX,
+    PAYLOAD_BYTES_MAX, QUOTA_KEY_LEN_MAX, RECIPIENT_LEN_MAX,
 };
 use herald_core::{AttemptOutcome, DeliveryState};
 use serde_json::{Value, json};
@@ -33,6 +33,14 @@ pub const NO_CONTROL: &str =
 /// whose last label starts with a letter (so it is never read as an IPv4 number), no
 /// `--` (so never a malformed punycode label), a port of at most 4 digits, then any
 /// visible ASCII. The server accepts more (IP literals, any WHATWG URL).
+/// A rendered email (`raw`): header fields (a name of printable ASCII but `:`, then `:`,
+/// perhaps folded onto lines that begin with a space or tab) up to an empty line or the
+/// end, then the body. herald::channels::raw_email checks the same grammar.
+pub const RAW_EMAIL: &str = r"^(?:[!-9;-~]+:[^\r\n]*(?:(?:\r\n|\r|\n)[ \t][^\r\n]*)*(?:\r\n|\r|\n|$))+(?:(?:\r\n|\r|\n)[\s\S]*)?$";
+
+/// Standard base64 with padding.
+pub const BASE64: &str = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$";
+
 pub const WEBHOOK_URL: &str = r"^https?://([A-Za-z0-9]+(-[A-Za-z0-9]+)*\.)*[A-Za-z][A-Za-z0-9]*(-[A-Za-z0-9]+)*(:[0-9]{1,4})?(/[!-~]*)?$";
 
 /// A cursor: 24 bytes, base64url without padding.
@@ -140,14 +148,39 @@ fn add_delivery_rules(doc: &mut Value, channels: &BTreeSet<String>) {
     schemas.insert(
         "EmailPayload".into(),
         json!({
-            "type": "object",
-            "required": ["subject", "text"],
-            "additionalProperties": false,
-            "properties": {
-                "subject": {"type": "string", "pattern": r"^[^\r\n\u0000]*$", "description": "One line."},
-                "text": {"type": "string", "pattern": r"^[^\u0000]*$"},
-                "html": {"type": ["string", "null"], "pattern": r"^[^\u0000]*$"}
-            }
+            "oneOf": [
+                {
+                    "type": "object",
+                    "title": "EmailParts",
+                    "description": "herald writes the message, from HERALD_SMTP_FROM to `to`.",
+                    "required": ["subject", "text"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "subject": {"type": "string", "pattern": r"^[^\r\n\u0000]*$", "description": "One line."},
+                        "text": {"type": "string", "pattern": r"^[^\u0000]*$"},
+                        "html": {"type": ["string", "null"], "pattern": r"^[^\u0000]*$"}
+                    }
+                },
+                {
+                    "type": "object",
+                    "title": "RenderedEmail",
+                    "description": "A message the application's mailer rendered (RFC 5322), sent byte for byte but for herald's Message-ID, without a Bcc field, lines ended by CRLF.",
+                    "oneOf": [{"required": ["raw"]}, {"required": ["raw_base64"]}],
+                    "additionalProperties": false,
+                    "properties": {
+                        "raw": {"type": "string", "pattern": RAW_EMAIL, "description": "The message as text: header fields, an empty line, the body."},
+                        "raw_base64": {"type": "string", "pattern": BASE64, "description": "The message's bytes in base64, for a message that is not UTF-8 text; decoded, it follows raw's pattern."},
+                        "envelope": {
+                            "type": "object",
+                            "additionalProperties": false,
+                            "properties": {
+                                "from": {"type": "string", "format": "email", "description": "The return path (MAIL FROM); default HERALD_SMTP_FROM."},
+                                "to": {"type": "array", "minItems": 1, "maxItems": herald::channels::raw_email::RECIPIENTS_MAX, "items": {"type": "string", "format": "email"}, "description": "Every recipient (To, Cc and Bcc); default the delivery's `to`."}
+                            }
+                        }
+                    }
+                }
+            ]
         }),
     );
     let Some(create) = schemas.get_mut("CreateDelivery").and_then(Value::as_object_mut) else {
@@ -186,7 +219,7 @@ fn add_delivery_rules(doc: &mut Value, channels: &BTreeSet<String>) {
         // state them, and client generators do not read recursive unions.
         *payload = json!({
             "type": "object",
-            "description": format!("Any JSON object, at most {PAYLOAD_BYTES_MAX} bytes as sent, stored and delivered byte for byte. In every nested value: no duplicate key, no NUL (U+0000) and no lone surrogate in a string or key, at most {JSON_DEPTH_MAX} levels of arrays and objects, and numbers whose exact value has at most {NUMBER_INTEGER_DIGITS_MAX} digits before and {NUMBER_FRACTION_DIGITS_MAX} after the decimal point."),
+            "description": format!("Any JSON object, at most {PAYLOAD_BYTES_MAX} bytes as sent ({EMAIL_PAYLOAD_BYTES_MAX} for the email channel, whose payload is `{{subject, text, html?}}` or a rendered message `{{raw, envelope?}}`), stored and delivered byte for byte. In every nested value: no duplicate key, no NUL (U+0000) and no lone surrogate in a string or key, at most {JSON_DEPTH_MAX} levels of arrays and objects, and numbers whose exact value has at most {NUMBER_INTEGER_DIGITS_MAX} digits before and {NUMBER_FRACTION_DIGITS_MAX} after the decimal point."),
         });
     }
     if let Some(channel) = create.get_mut("properties").and_then(|p| p.get_mut("channel")) {

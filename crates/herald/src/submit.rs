@@ -19,8 +19,8 @@ use crate::tx::Tx;
 use herald_core::fingerprint::{FINGERPRINT_VERSION, Resolved, fingerprint, fingerprint_in};
 use herald_core::limits::SUBMIT_BATCH_MAX;
 use herald_core::limits::{
-    CHANNEL_LEN_MAX, COST_MAX, DELIVERY_ATTEMPTS_MAX, PAYLOAD_BYTES_MAX, QUOTA_KEY_LEN_MAX,
-    RECIPIENT_LEN_MAX,
+    CHANNEL_LEN_MAX, COST_MAX, DELIVERY_ATTEMPTS_MAX, QUOTA_KEY_LEN_MAX, RECIPIENT_LEN_MAX,
+    payload_bytes_max,
 };
 use herald_core::{DeliveryId, TenantId};
 use herald_core::{OperationKey, Payload, json};
@@ -132,11 +132,16 @@ pub(crate) fn check(req: &SubmitRequest, settings: Settings) -> Result<Checked, 
         ));
     }
     let payload = req.payload.as_str();
-    if payload.len() > PAYLOAD_BYTES_MAX {
+    let limit = payload_bytes_max(&req.channel);
+    if payload.len() > limit {
         return Err(Error::invalid_field(
             "payload",
             "too_long",
-            format!("payload is {} bytes long, the limit is {PAYLOAD_BYTES_MAX}", payload.len()),
+            format!(
+                "payload is {} bytes long, the limit is {limit} for channel {}",
+                payload.len(),
+                req.channel
+            ),
         ));
     }
     let parsed = json::parse(payload)

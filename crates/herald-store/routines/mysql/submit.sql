@@ -187,7 +187,8 @@ submit: BEGIN
         SET p_field = 'payload', p_code = 'empty';
         LEAVE submit;
     END IF;
-    IF LENGTH(p_payload) > 65536 THEN
+    -- herald_core::limits::payload_bytes_max: 4 MiB for email (a rendered message), else 64 KiB.
+    IF LENGTH(p_payload) > IF(p_channel = 'email', 4194304, 65536) THEN
         SET p_field = 'payload', p_code = 'too_long';
         LEAVE submit;
     END IF;

@@ -71,7 +71,8 @@ BEGIN
     IF payload IS NULL THEN
         status := 'invalid'; field := 'payload'; code := 'empty'; RETURN;
     END IF;
-    IF octet_length(payload) > 65536 THEN
+    -- herald_core::limits::payload_bytes_max: 4 MiB for email (a rendered message), else 64 KiB.
+    IF octet_length(payload) > (CASE WHEN channel = 'email' THEN 4194304 ELSE 65536 END) THEN
         status := 'invalid'; field := 'payload'; code := 'too_long'; RETURN;
     END IF;
     IF from_client THEN

@@ -1,16 +1,19 @@
 //! The `email` channel: SMTP through lettre, to the relay of `HERALD_SMTP_URL`
 //! (`smtp://host:port`, `smtps://user:pass@host:port`, `smtp://…?tls=starttls`), from
-//! `HERALD_SMTP_FROM`. Payload `{"subject", "text", "html"?}`. The `Message-ID` is derived
-//! from the delivery id, so a re-sent attempt is recognisable downstream (a clue for
-//! dedupe, not a guarantee).
+//! `HERALD_SMTP_FROM`. Payload `{"subject", "text", "html"?}` (herald builds the message),
+//! or a message the application rendered, `{"raw", "envelope"?}` (`raw_email`: sent as
+//! given). The `Message-ID` is derived from the delivery id, so a re-sent attempt is
+//! recognisable downstream (a clue for dedupe, not a guarantee).
 //!
 //! Classification: 550, 551, 553 (this recipient) terminal; 530, 535 (authentication:
 //! the operator's setup, not the delivery) transient plus an operator alert; every other
 //! reply and every connection error transient.
 
+use super::raw_email::RawEmail;
 use crate::BoxFuture;
 use crate::channel::{Channel, Leased, Outcome};
 use crate::error::Error;
+use lettre::address::{Address, Envelope};
 use lettre::message::{Mailbox, MultiPart, SinglePart, header::ContentType};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use std::time::Duration;
@@ -61,23 +64,22 @@ impl EmailChannel {
         Ok(EmailChannel { transport, from, message_id_domain })
     }
 
-    fn message(&self, d: &Leased) -> Result<Message, Outcome> {
+    fn message_id(&self, d: &Leased) -> String {
+        format!("<{}@{}>", d.id, self.message_id_domain)
+    }
+
+    fn message(&self, d: &Leased, parts: &EmailParts<'_>) -> Result<Message, Outcome> {
         let to: Mailbox = d.to.parse().map_err(|e| {
             Outcome::terminal("invalid_recipient", format!("`to` is not an email address: {e}"))
         })?;
-        let value = d.payload.to_value().map_err(|e| {
-            Outcome::terminal("invalid_payload", format!("the payload is not JSON: {e}"))
-        })?;
-        let payload =
-            EmailPayload::from_json(&value).map_err(|m| Outcome::terminal("invalid_payload", m))?;
         let builder = Message::builder()
             .from(self.from.clone())
             .to(to)
-            .subject(payload.subject)
-            .message_id(Some(format!("<{}@{}>", d.id, self.message_id_domain)));
+            .subject(parts.subject)
+            .message_id(Some(self.message_id(d)));
         let text =
-            SinglePart::builder().header(ContentType::TEXT_PLAIN).body(payload.text.to_string());
-        let built = match payload.html {
+            SinglePart::builder().header(ContentType::TEXT_PLAIN).body(parts.text.to_string());
+        let built = match parts.html {
             None => builder.singlepart(text),
             Some(html) => builder.multipart(MultiPart::alternative().singlepart(text).singlepart(
                 SinglePart::builder().header(ContentType::TEXT_HTML).body(html.to_string()),
@@ -86,12 +88,45 @@ impl EmailChannel {
         built.map_err(|e| Outcome::terminal("invalid_message", e.to_string()))
     }
 
-    async fn deliver(&self, d: &Leased) -> Outcome {
-        let message = match self.message(d) {
-            Ok(m) => m,
-            Err(outcome) => return outcome,
+    /// A rendered message's envelope: its own, or (from the channel's sender) to `to`.
+    fn envelope(&self, d: &Leased, raw: &RawEmail<'_>) -> Result<Envelope, Outcome> {
+        let recipients = if raw.recipients.is_empty() {
+            let to: Address = d.to.parse().map_err(|e| {
+                Outcome::terminal("invalid_recipient", format!("`to` is not an email address: {e}"))
+            })?;
+            vec![to]
+        } else {
+            raw.recipients.clone()
         };
-        match self.transport.send(message).await {
+        let sender = raw.sender.clone().unwrap_or_else(|| self.from.email.clone());
+        Envelope::new(Some(sender), recipients)
+            .map_err(|e| Outcome::terminal("invalid_envelope", e.to_string()))
+    }
+
+    async fn deliver(&self, d: &Leased) -> Outcome {
+        let value = match d.payload.to_value() {
+            Ok(value) => value,
+            Err(e) => {
+                return Outcome::terminal(
+                    "invalid_payload",
+                    format!("the payload is not JSON: {e}"),
+                );
+            }
+        };
+        let sent = match EmailPayload::from_json(&value) {
+            Err(m) => return Outcome::terminal("invalid_payload", m),
+            Ok(EmailPayload::Parts(parts)) => match self.message(d, &parts) {
+                Ok(message) => self.transport.send(message).await,
+                Err(outcome) => return outcome,
+            },
+            Ok(EmailPayload::Raw(raw)) => match self.envelope(d, &raw) {
+                Ok(envelope) => {
+                    self.transport.send_raw(&envelope, &raw.to_send(&self.message_id(d))).await
+                }
+                Err(outcome) => return outcome,
+            },
+        };
+        match sent {
             Ok(_) => Outcome::Sent,
             Err(e) => classify(e.status().map(u16::from), &e.to_string()),
         }
@@ -130,9 +165,18 @@ pub fn classify(code: Option<u16>, message: &str) -> Outcome {
     }
 }
 
-/// `{"subject", "text", "html"?}`.
+/// An email payload: the parts of a message herald builds, or a rendered one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EmailPayload<'a> {
+pub enum EmailPayload<'a> {
+    /// `{"subject", "text", "html"?}`.
+    Parts(EmailParts<'a>),
+    /// `{"raw" | "raw_base64", "envelope"?}`.
+    Raw(RawEmail<'a>),
+}
+
+/// `{"subject", "text", "html"?}`: herald writes the message, from `HERALD_SMTP_FROM`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmailParts<'a> {
     pub subject: &'a str,
     pub text: &'a str,
     pub html: Option<&'a str>,
@@ -141,12 +185,18 @@ pub struct EmailPayload<'a> {
 impl<'a> EmailPayload<'a> {
     /// Checks the shape; the message says what is wrong.
     pub fn from_json(payload: &'a serde_json::Value) -> Result<EmailPayload<'a>, String> {
-        let object =
-            payload.as_object().ok_or("an email payload is an object {subject, text, html?}")?;
+        let object = payload.as_object().ok_or(
+            "an email payload is an object: {subject, text, html?} or a rendered message {raw, envelope?}",
+        )?;
+        if object.contains_key("raw") || object.contains_key("raw_base64") {
+            return RawEmail::from_json(object).map(EmailPayload::Raw);
+        }
         if let Some(unknown) =
             object.keys().find(|k| !matches!(k.as_str(), "subject" | "text" | "html"))
         {
-            return Err(format!("an email payload has no field {unknown:?} (subject, text, html)"));
+            return Err(format!(
+                "an email payload has no field {unknown:?} (subject, text, html; or raw, envelope)"
+            ));
         }
         let text_field = |name: &str| -> Result<Option<&'a str>, String> {
             match object.get(name) {
@@ -160,7 +210,7 @@ impl<'a> EmailPayload<'a> {
         if subject.contains(['\r', '\n']) {
             return Err("subject must be one line".into());
         }
-        Ok(EmailPayload { subject, text, html: text_field("html")? })
+        Ok(EmailPayload::Parts(EmailParts { subject, text, html: text_field("html")? }))
     }
 }
 

@@ -2,11 +2,13 @@
 //! classifies its own failures; library users add their own `Channel`s next to these.
 
 pub mod email;
+pub mod raw_email;
 pub mod signature;
 pub mod ssrf;
 pub mod webhook;
 
-pub use email::{EmailChannel, EmailOptions, EmailPayload};
+pub use email::{EmailChannel, EmailOptions, EmailParts, EmailPayload};
+pub use raw_email::RawEmail;
 pub use webhook::{WebhookChannel, WebhookOptions};
 
 use herald_core::Payload;

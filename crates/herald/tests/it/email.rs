@@ -280,6 +280,98 @@ async fn a_message_arrives_with_the_delivery_id_as_message_id() {
     }
 }
 
+/// A message the application rendered (`{"raw", "envelope"}`), past the 64 KiB payload
+/// limit: it arrives byte for byte but for herald's Message-ID and the Bcc field, at every
+/// envelope recipient, from the envelope's sender.
+#[tokio::test]
+async fn a_rendered_message_arrives_byte_for_byte_but_for_its_message_id() {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let relay = Relay::start(false);
+    let channel = channel(relay.url());
+    // 1.5 MiB of attachment, base64 in 76-character lines as mailers write it.
+    let attachment: Vec<u8> = (0..1_572_864u64).map(|i| (i * 7919 % 251) as u8).collect();
+    let lines: Vec<String> = b64
+        .encode(&attachment)
+        .as_bytes()
+        .chunks(76)
+        .map(|c| String::from_utf8(c.to_vec()).unwrap())
+        .collect();
+    let head = "From: Shop <shop@example.org>\r\nTo: customer@example.net\r\nCc: accounts@example.net\r\nBcc: audit@example.net\r\nSubject: =?utf-8?Q?Commande_n=C2=B017?=\r\nMessage-ID: <laravel-generated@example.org>\r\nDate: Thu, 03 Dec 2026 10:00:00 +0000\r\nMIME-Version: 1.0\r\n";
+    let body = format!(
+        "Content-Type: multipart/mixed; boundary=\"b1\"\r\n\r\n--b1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\nYour order =C2=B017 is confirmed.\r\n.a line that starts with a dot\r\n--b1\r\nContent-Type: application/pdf; name=invoice.pdf\r\nContent-Transfer-Encoding: base64\r\nContent-Disposition: attachment; filename=invoice.pdf\r\n\r\n{}\r\n--b1--\r\n",
+        lines.join("\r\n")
+    );
+    let message = format!("{head}{body}");
+    assert!(message.len() > herald_core::limits::PAYLOAD_BYTES_MAX * 16);
+    let envelope = json!({"from": "bounces@example.org", "to": ["customer@example.net", "accounts@example.net", "audit@example.net"]});
+    for env in envs().await {
+        let d = env
+            .submit(
+                "order-17",
+                "customer@example.net",
+                json!({"raw": message, "envelope": envelope}),
+            )
+            .await;
+        let report = env.worker(channel.clone()).run_once().await.unwrap();
+        assert_eq!((report.leased, report.sent), (1, 1), "{}: {report:?}", env.name);
+        let message_id = format!("<{}@example.com>", d.id);
+        let got = relay.with_message_id(&message_id);
+        assert_eq!(got.len(), 1, "{}: one message with Message-ID {message_id}", env.name);
+        let m = &got[0];
+        assert_eq!(m["mail_from"], "bounces@example.org", "{}: the envelope's sender", env.name);
+        assert_eq!(m["rcpt_tos"], envelope["to"], "{}: every envelope recipient", env.name);
+        let expected = message
+            .replace("Bcc: audit@example.net\r\n", "")
+            .replace("<laravel-generated@example.org>", &message_id);
+        let raw = b64.decode(m["raw"].as_str().unwrap()).unwrap();
+        assert!(
+            raw == expected.as_bytes(),
+            "{}: the message as rendered but for Message-ID and Bcc ({} bytes sent, {} expected)",
+            env.name,
+            raw.len(),
+            expected.len()
+        );
+        assert_eq!(env.outcomes(d.id).await, [outcome("sent", "")], "{}", env.name);
+    }
+}
+
+/// Past the email channel's own limit (4 MiB), and past the 64 KiB of every other channel,
+/// a submit is refused and writes nothing.
+#[tokio::test]
+async fn payload_limits_are_the_channels() {
+    for env in envs().await {
+        let email_max = herald_core::limits::EMAIL_PAYLOAD_BYTES_MAX;
+        let message = |n: usize| format!("Subject: s\r\n\r\n{}", "x".repeat(n));
+        let fits = json!({"raw": message(email_max - 64)}).to_string();
+        assert!(fits.len() <= email_max);
+        let req = SubmitRequest::new(
+            env.tenant,
+            "fits",
+            "email",
+            "a@example.net",
+            Payload::from_text(fits),
+        );
+        env.herald.submit_alone(&req).await.unwrap_or_else(|e| panic!("{}: {e:?}", env.name));
+        let over = json!({"raw": message(email_max)}).to_string();
+        let webhook =
+            json!({"blob": "x".repeat(herald_core::limits::PAYLOAD_BYTES_MAX)}).to_string();
+        for (channel, to, payload) in
+            [("email", "a@example.net", over), ("webhook", "https://example.net/h", webhook)]
+        {
+            let req =
+                SubmitRequest::new(env.tenant, "over", channel, to, Payload::from_text(payload));
+            let e = env.herald.submit_alone(&req).await.unwrap_err();
+            assert!(
+                e.to_string().contains("too_long") || format!("{e:?}").contains("too_long"),
+                "{}: {channel}: {e:?}",
+                env.name
+            );
+        }
+        assert_eq!(env.quota().await.2, 1, "{}: only the one that fits is reserved", env.name);
+    }
+}
+
 // ---- failures ------------------------------------------------------------------------------
 
 #[tokio::test]
@@ -414,6 +506,8 @@ fn validate_refuses_bad_addresses_and_payloads() {
     assert_eq!(validate("email", "Zoë <zoe@example.net>", &Payload::from(&ok)), Ok(()));
     let with_html = json!({"subject": "Ready", "text": "ready", "html": "<p>ready</p>"});
     assert_eq!(validate("email", "customer@example.net", &Payload::from(&with_html)), Ok(()));
+    let rendered = json!({"raw": "From: a@example.org\r\nSubject: s\r\n\r\nbody", "envelope": {"to": ["b@example.net"]}});
+    assert_eq!(validate("email", "b@example.net", &Payload::from(&rendered)), Ok(()));
     for to in ["not an address", "", "a@", "@example.net", "https://example.net"] {
         assert!(validate("email", to, &Payload::from(&ok)).is_err(), "to {to:?} must be refused");
     }
@@ -424,6 +518,9 @@ fn validate_refuses_bad_addresses_and_payloads() {
         json!("just a string"),
         json!({"subject": 1, "text": "x"}),
         json!({"subject": "two\r\nBcc: victim@example.net", "text": "x"}),
+        json!({"raw": "not a header\r\n\r\nbody"}),
+        json!({"raw": "Subject: s\r\n\r\nx", "envelope": {"to": ["nobody"]}}),
+        json!({"raw": "Subject: s\r\n\r\nx", "subject": "both forms"}),
     ] {
         assert!(
             validate("email", "customer@example.net", &Payload::from(&payload)).is_err(),

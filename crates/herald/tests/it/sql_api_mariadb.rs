@@ -680,3 +680,51 @@ async fn submit_v2_takes_the_callers_fingerprint_and_herald_checks_it_before_the
                     AND a.error_code = 'fingerprint_mismatch'";
     assert_eq!(count(&pool, failed).await, 1);
 }
+
+/// The payload limit is the channel's on this face too: a rendered email of 1 MiB is
+/// claimed through `submit_v2` (the caller's fingerprint: SQL walks no payload), past 4 MiB
+/// it is `too_long`, and a webhook's payload past 64 KiB is `too_long`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payload_limits_are_the_channels_in_sql_too() {
+    let Some((_db, herald, tenant, pool)) = setup().await else { return };
+    herald.quota_grant(tenant, "email", 3, None).await.unwrap();
+    let rendered = |n: usize| {
+        serde_json::json!({"raw": format!("Subject: s\r\n\r\n{}", "x".repeat(n))}).to_string()
+    };
+    let mut conn = pool.acquire().await.unwrap();
+    let mut call = async |key: &str, channel: &str, to: &str, payload: String| {
+        let parsed = herald_core::json::parse(&payload).unwrap();
+        let print = herald_core::fingerprint::fingerprint(&herald_core::fingerprint::Resolved {
+            channel,
+            to,
+            payload: &parsed,
+            quota_key: channel,
+            cost: 1,
+            send_at_ms: None,
+            max_attempts: 5,
+        });
+        sqlx::query(
+            "CALL submit_v2(?, ?, ?, ?, ?, NULL, NULL, NULL, 5, ?,
+                            @status, @delivery_id, @field, @code)",
+        )
+        .bind(tenant.to_string())
+        .bind(key)
+        .bind(channel)
+        .bind(to)
+        .bind(payload)
+        .bind(print.to_vec())
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        let a = answer(&mut conn).await;
+        (a.0.unwrap_or_default(), a.2, a.3)
+    };
+    let created = ("created".to_string(), None, None);
+    let too_long = ("invalid".to_string(), Some("payload".to_string()), Some("too_long".into()));
+    let to = "customer@example.net";
+    assert_eq!(call("mail-1", "email", to, rendered(1 << 20)).await, created);
+    let over = rendered(herald_core::limits::EMAIL_PAYLOAD_BYTES_MAX);
+    assert_eq!(call("mail-2", "email", to, over).await, too_long);
+    let hook = serde_json::json!({"blob": "x".repeat(herald_core::limits::PAYLOAD_BYTES_MAX)});
+    assert_eq!(call("hook-1", "webhook", TO, hook.to_string()).await, too_long);
+}

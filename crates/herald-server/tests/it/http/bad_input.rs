@@ -122,8 +122,9 @@ async fn bad_input_is_a_json_4xx() {
         let big_payload = "x".repeat(herald_core::limits::PAYLOAD_BYTES_MAX + 10);
         let oversized_body = format!(
             r#"{{"operation_key":"big","channel":"email","to":"a@b.c","payload":{{"subject":"s","text":"{}"}}}}"#,
-            "x".repeat(herald_server::BODY_BYTES_MAX + 1)
+            "x".repeat(herald_server::SUBMIT_BODY_BYTES_MAX + 1)
         );
+        let big_email = "x".repeat(herald_core::limits::EMAIL_PAYLOAD_BYTES_MAX);
         let with = |extra: Value| {
             let mut v = email("case");
             for (k, x) in extra.as_object().unwrap() {
@@ -170,7 +171,8 @@ async fn bad_input_is_a_json_4xx() {
             ("send_at without offset", json_ct, with(json!({"send_at": "2030-01-02T03:04:05"})), BAD, "invalid_request"),
             ("send_at as a number", json_ct, with(json!({"send_at": 1_700_000_000})), BAD, "invalid_request"),
             ("unknown channel", json_ct, with(json!({"channel": "pigeon"})), BAD, "invalid_request"),
-            ("payload over 64 KiB, body under the limit", json_ct, with(json!({"payload": {"subject": "s", "text": big_payload}})), BAD, "invalid_request"),
+            ("webhook payload over 64 KiB, body under the limit", json_ct, with(json!({"channel": "webhook", "to": "https://example.com/hooks", "payload": {"blob": big_payload}})), BAD, "invalid_request"),
+            ("email payload over 4 MiB, body under the limit", json_ct, with(json!({"payload": {"subject": "s", "text": big_email}})), BAD, "invalid_request"),
             ("body over the limit", json_ct, oversized_body.into_bytes(), StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
         ];
         for (name, ct, body, status, code) in cases {
