@@ -6,13 +6,20 @@ namespace Herald\Laravel;
 
 use Herald\Herald;
 use Herald\Http\HttpClient;
+use Herald\Laravel\Mail\SwiftTransport;
+use Herald\Laravel\Mail\SymfonyTransport;
+use Herald\Laravel\Notifications\HeraldChannel;
+use Herald\Mail\HeraldMailer;
 use Herald\Webhook\WebhookReceiver;
 use Illuminate\Support\ServiceProvider;
 
 /**
  * Binds `Herald` (the `Herald` facade) to the configured connection, and the HTTP client and
  * webhook receiver from config/herald.php. The connection is looked up on every call, so
- * `DB::purge()` and long-running workers get the live one.
+ * `DB::purge()` and long-running workers get the live one. Adds the mail transport `herald`
+ * (a `mailers.herald` entry `['transport' => 'herald']` and `MAIL_MAILER=herald`: every mail
+ * becomes an email delivery claimed in the current transaction) and the notification channel
+ * `herald`.
  */
 final class HeraldServiceProvider extends ServiceProvider
 {
@@ -57,6 +64,23 @@ final class HeraldServiceProvider extends ServiceProvider
 
     public function boot(): void
     {
+        $this->callAfterResolving('mail.manager', static function ($manager, $app): void {
+            $manager->extend('herald', static function (array $config = []) use ($app) {
+                $mailer = new HeraldMailer(
+                    $app->make(Herald::class),
+                    tenant: $config['tenant'] ?? null,
+                    quotaKey: $config['quota_key'] ?? null,
+                    channel: (string) ($config['channel'] ?? 'email'),
+                );
+                // Laravel 8 mails through SwiftMailer; 9 and later through Symfony Mailer.
+                return class_exists(\Illuminate\Mail\Transport\Transport::class)
+                    ? new SwiftTransport($mailer)
+                    : new SymfonyTransport($mailer);
+            });
+        });
+        $this->callAfterResolving(\Illuminate\Notifications\ChannelManager::class, static function ($channels, $app): void {
+            $channels->extend('herald', static fn () => new HeraldChannel($app->make(Herald::class)));
+        });
         if (method_exists($this->app, 'configPath')) {
             $this->publishes([dirname(__DIR__, 2) . '/config/herald.php' => $this->app->configPath('herald.php')], 'herald-config');
         }

@@ -6,14 +6,20 @@ namespace Herald\Tests\Support;
 
 use Herald\Laravel\HeraldServiceProvider;
 use Illuminate\Config\Repository;
+use Illuminate\Bus\BusServiceProvider;
 use Illuminate\Database\DatabaseServiceProvider;
+use Illuminate\Events\EventServiceProvider;
+use Illuminate\Filesystem\FilesystemServiceProvider;
+use Illuminate\Mail\MailServiceProvider;
+use Illuminate\Notifications\NotificationServiceProvider;
+use Illuminate\View\ViewServiceProvider;
 use Illuminate\Foundation\Application;
 use Illuminate\Support\Facades\Facade;
 
 /**
  * A real Laravel application, as small as one gets: the framework's Application with its
- * database provider and herald's provider registered and booted, facades on, config
- * from Env. The tests, the worker processes and the webhook receiver all boot this.
+ * events, views, database, bus, mail and notification providers and herald's registered
+ * and booted, facades on, config from Env; mail goes through `MAIL_MAILER=herald`. The tests, the worker processes and the webhook receiver all boot this.
  */
 final class App
 {
@@ -32,13 +38,38 @@ final class App
                 'database' => Env::heraldNamespace(),
                 'url' => Env::heraldUrl(),
             ],
+            // The one line of issue 35: MAIL_MAILER=herald, i.e. this default and entry.
+            'mail' => [
+                'default' => 'herald',
+                'mailers' => ['herald' => ['transport' => 'herald']],
+                'from' => ['address' => 'shop@shop.example', 'name' => 'The Shop'],
+            ],
+            'view' => [
+                'paths' => [dirname(__DIR__) . '/views'],
+                'compiled' => self::compiledViews(),
+            ],
         ]));
         Facade::clearResolvedInstances();
         Facade::setFacadeApplication($app);
+        $app->register(EventServiceProvider::class);
+        $app->register(FilesystemServiceProvider::class);
+        $app->register(ViewServiceProvider::class);
         $app->register(DatabaseServiceProvider::class);
+        $app->register(BusServiceProvider::class);
+        $app->register(MailServiceProvider::class);
+        $app->register(NotificationServiceProvider::class);
         $app->register(HeraldServiceProvider::class);
         $app->boot();
         return $app;
+    }
+
+    private static function compiledViews(): string
+    {
+        $dir = Env::workDir() . '/views-compiled-' . getmypid();
+        if (!is_dir($dir)) {
+            @mkdir($dir, 0o700, true);
+        }
+        return $dir;
     }
 
     /** The application's own tables (none of herald's: those are `herald migrate`'s). */

@@ -5,8 +5,9 @@ declare(strict_types=1);
 namespace Herald\Tests\Support;
 
 /**
- * What the driver checks at its webhook receiver once the suite passed: deliveries that
- * must arrive exactly once, and markers no request may ever carry (a rolled-back submit's).
+ * What the driver checks at its webhook receiver and its SMTP relay once the suite passed:
+ * deliveries that must arrive exactly once, and markers no request or mail may ever carry
+ * (a rolled-back submit's).
  * One JSON object a line, appended (the worker processes write too).
  */
 final class Expect
@@ -14,6 +15,12 @@ final class Expect
     public static function deliveredOnce(string $deliveryId, string $case): void
     {
         self::append('expect-once.jsonl', ['id' => $deliveryId, 'case' => $case]);
+    }
+
+    /** A mail (an email delivery) the driver must find at its SMTP relay exactly once. */
+    public static function mailedOnce(string $deliveryId, string $case): void
+    {
+        self::append('expect-mail.jsonl', ['id' => $deliveryId, 'case' => $case]);
     }
 
     public static function neverDelivered(string $marker, string $case): void

@@ -13,6 +13,7 @@
 //! receiver helper under `php -S` given the same webhook twice.
 
 use crate::support::*;
+use base64::Engine as _;
 
 /// Bound on one PHPUnit run (it takes a few seconds; the deadlock waits out
 /// PostgreSQL's one-second deadlock_timeout).
@@ -74,7 +75,11 @@ async fn run_suite(phpunit: &Path, db: &SharedDb, url: &Parts, backend_env: Vec<
     expect_exit_0(&grant, "herald sql grant");
 
     let mut receiver = Receiver::start(false).await;
-    let server = Proc::serve("serve", cwd.path(), &["--db", db.url()], &FAST).await;
+    let relay = SmtpRelay::start(work.path());
+    let smtp_url = format!("smtp://127.0.0.1:{}", relay.port);
+    let mut env: Vec<(&str, &str)> = FAST.to_vec();
+    env.extend([("HERALD_SMTP_URL", smtp_url.as_str()), ("HERALD_SMTP_FROM", MAIL_FROM)]);
+    let server = Proc::serve("serve", cwd.path(), &["--db", db.url()], &env).await;
 
     let mut cmd = Command::new(phpunit);
     cmd.current_dir(clients_php())
@@ -86,6 +91,8 @@ async fn run_suite(phpunit: &Path, db: &SharedDb, url: &Parts, backend_env: Vec<
         .env("HERALD_TEST_ADMIN_KEY", ADMIN_KEY)
         .env("HERALD_TEST_RECEIVER_URL", format!("http://{}/hooks", receiver.addr))
         .env("HERALD_TEST_WORK_DIR", work.path())
+        .env("HERALD_TEST_SMTP_MESSAGES", &relay.messages)
+        .env("HERALD_TEST_MAIL_FROM", MAIL_FROM)
         .envs(backend_env.iter().map(|(k, v)| (*k, v.as_str())));
     let started = Instant::now();
     let (passed, output) = run_in_group(cmd).await;
@@ -139,6 +146,28 @@ async fn run_suite(phpunit: &Path, db: &SharedDb, url: &Parts, backend_env: Vec<
             "{name}: {case} ({id}) must arrive exactly once"
         );
     }
+    // Every mail the suite committed reached the relay once (byte for byte: the suite checks
+    // each message's bytes as it arrives), and no rolled-back one ever did.
+    let mails = read_lines(&relay.messages);
+    for line in read_lines(&work.path().join("expect-mail.jsonl")) {
+        let (id, case) = (line["id"].as_str().unwrap(), line["case"].as_str().unwrap());
+        let message_id = format!("<{id}@{}>", MAIL_FROM.split('@').nth(1).unwrap());
+        let copies = mails.iter().filter(|m| m["message_id"] == message_id.as_str()).count();
+        assert_eq!(copies, 1, "{name}: the mail {case} ({id}) must reach the relay exactly once");
+    }
+    for line in &never {
+        let marker = line["marker"].as_str().unwrap();
+        let leaked = mails.iter().filter(|m| {
+            m["raw"].as_str().is_some_and(|raw| {
+                let bytes =
+                    base64::engine::general_purpose::STANDARD.decode(raw).unwrap_or_default();
+                // Quoted-printable text breaks lines anywhere with `=` CRLF; a marker's own
+                // characters (letters, digits, `-`) are never encoded.
+                String::from_utf8_lossy(&bytes).replace("=\r\n", "").contains(marker)
+            })
+        });
+        assert_eq!(leaked.count(), 0, "{name}: a rolled-back mail ({marker}) was sent");
+    }
     let unexpected: Vec<_> = per_id.keys().filter(|id| !expected.contains_key(**id)).collect();
     assert!(unexpected.is_empty(), "{name}: deliveries the suite did not commit: {unexpected:?}");
     assert!(!never.is_empty(), "the suite recorded no rolled-back submit to check");
@@ -146,6 +175,48 @@ async fn run_suite(phpunit: &Path, db: &SharedDb, url: &Parts, backend_env: Vec<
         let marker = line["marker"].as_str().unwrap();
         let leaked: Vec<_> = hits.iter().filter(|h| h.body.contains(marker)).collect();
         assert!(leaked.is_empty(), "{name}: a rolled-back submit was sent: {leaked:?}");
+    }
+}
+
+/// herald's sender in the suite (`HERALD_SMTP_FROM`): Message-IDs end in its domain.
+const MAIL_FROM: &str = "herald@shop.example";
+
+/// The SMTP relay of the herald crate's email tests (aiosmtpd), writing every accepted
+/// message to `messages` as one JSON line (envelope, Message-ID, raw bytes in base64).
+struct SmtpRelay {
+    child: std::process::Child,
+    port: u16,
+    messages: PathBuf,
+}
+
+impl SmtpRelay {
+    fn start(dir: &Path) -> SmtpRelay {
+        let python = python_with(&["aiosmtpd"]).expect("the PHP suite needs aiosmtpd");
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../herald/tests/support/smtp_server.py");
+        let messages = dir.join("smtp-messages.jsonl");
+        let mut child = std::process::Command::new(python)
+            .arg(&script)
+            .arg(&messages)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the SMTP relay");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().expect("piped")),
+            &mut line,
+        )
+        .expect("the relay's port");
+        let port = line.trim().parse().unwrap_or_else(|_| panic!("the relay printed {line:?}"));
+        SmtpRelay { child, port, messages }
+    }
+}
+
+impl Drop for SmtpRelay {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

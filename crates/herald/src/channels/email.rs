@@ -121,7 +121,9 @@ impl EmailChannel {
             },
             Ok(EmailPayload::Raw(raw)) => match self.envelope(d, &raw) {
                 Ok(envelope) => {
-                    self.transport.send_raw(&envelope, &raw.to_send(&self.message_id(d))).await
+                    let date = jiff::Timestamp::now().strftime("%a, %d %b %Y %H:%M:%S +0000");
+                    let message = raw.to_send(&self.message_id(d), &date.to_string());
+                    self.transport.send_raw(&envelope, &message).await
                 }
                 Err(outcome) => return outcome,
             },

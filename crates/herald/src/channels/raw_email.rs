@@ -10,10 +10,11 @@
 //! Latin-1 body, goes as `raw_base64` instead). `envelope.to` lists every recipient the
 //! relay is to deliver to (To, Cc and Bcc alike; default: the delivery's `to`), and
 //! `envelope.from` the return path (default: `HERALD_SMTP_FROM`). The message is sent as
-//! given, byte for byte, but for three things: its `Message-ID` becomes herald's (derived
-//! from the delivery id, stable across attempts), a `Bcc` field is removed (its addresses
-//! belong in `envelope.to`, never in what every recipient reads), and a bare LF ends a
-//! line as CRLF, as SMTP requires.
+//! given, byte for byte, but for four things: its `Message-ID` becomes herald's (derived
+//! from the delivery id, stable across attempts), a message without a `Date` gets the
+//! attempt's (a client may leave both out, so that two renderings of one mail are the same
+//! request), a `Bcc` field is removed (its addresses belong in `envelope.to`, never in what
+//! every recipient reads), and a bare LF ends a line as CRLF, as SMTP requires.
 
 use base64::Engine as _;
 use lettre::Address;
@@ -64,14 +65,16 @@ impl<'a> RawEmail<'a> {
     }
 
     /// The bytes to send: herald's `Message-ID` in place of the message's own (or first,
-    /// when it has none), no `Bcc` field, every line ended by CRLF; without the last line's
-    /// CRLF, which the SMTP client writes before the closing dot.
-    pub fn to_send(&self, message_id: &str) -> Vec<u8> {
+    /// when it has none), `date` (RFC 5322) first when the message has no `Date`, no `Bcc`
+    /// field, every line ended by CRLF; without the last line's CRLF, which the SMTP client
+    /// writes before the closing dot.
+    pub fn to_send(&self, message_id: &str, date: &str) -> Vec<u8> {
         let crlf = crlf_lines(&self.message);
         let (head_end, body_start) = head_bounds(&crlf);
-        let mut out = Vec::with_capacity(crlf.len() + message_id.len() + 16);
+        let mut out = Vec::with_capacity(crlf.len() + message_id.len() + 64);
         let ours = format!("Message-ID: {message_id}\r\n");
         let mut placed = false;
+        let mut dated = false;
         for field in fields(&crlf[..head_end]) {
             match field_name(field) {
                 Some(name) if name.eq_ignore_ascii_case(b"message-id") => {
@@ -81,12 +84,21 @@ impl<'a> RawEmail<'a> {
                     }
                 }
                 Some(name) if name.eq_ignore_ascii_case(b"bcc") => {}
-                _ => out.extend_from_slice(field),
+                Some(name) => {
+                    dated |= name.eq_ignore_ascii_case(b"date");
+                    out.extend_from_slice(field);
+                }
+                None => out.extend_from_slice(field),
             }
         }
+        let mut first = String::new();
         if !placed {
-            out.splice(0..0, ours.bytes());
+            first.push_str(&ours);
         }
+        if !dated {
+            first.push_str(&format!("Date: {date}\r\n"));
+        }
+        out.splice(0..0, first.bytes());
         out.extend_from_slice(&crlf[head_end..body_start]);
         out.extend_from_slice(&crlf[body_start..]);
         if out.ends_with(b"\r\n") {
@@ -226,27 +238,31 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const DATE: &str = "Sat, 05 Dec 2026 01:00:00 +0000";
+
     fn raw(payload: serde_json::Value) -> Result<Vec<u8>, String> {
         let object = payload.as_object().unwrap();
-        RawEmail::from_json(object).map(|r| r.to_send("<d-1@example.com>"))
+        RawEmail::from_json(object).map(|r| r.to_send("<d-1@example.com>", DATE))
     }
 
     #[test]
     fn message_id_is_replaced_in_place_and_bcc_removed() {
-        let message = "From: a@example.com\r\nMessage-ID: <app@x>\r\nBcc: hidden@example.com,\r\n other@example.com\r\nSubject: Hi\r\n\r\nBody line\r\n.leading dot\r\n";
+        let message = "From: a@example.com\r\nMessage-ID: <app@x>\r\nBcc: hidden@example.com,\r\n other@example.com\r\nDate: Fri, 04 Dec 2026 10:00:00 +0100\r\nSubject: Hi\r\n\r\nBody line\r\n.leading dot\r\n";
         let sent = raw(json!({"raw": message})).unwrap();
         assert_eq!(
             String::from_utf8(sent).unwrap(),
-            "From: a@example.com\r\nMessage-ID: <d-1@example.com>\r\nSubject: Hi\r\n\r\nBody line\r\n.leading dot"
+            "From: a@example.com\r\nMessage-ID: <d-1@example.com>\r\nDate: Fri, 04 Dec 2026 10:00:00 +0100\r\nSubject: Hi\r\n\r\nBody line\r\n.leading dot"
         );
     }
 
     #[test]
-    fn a_message_without_message_id_gets_one_first_and_bare_lf_becomes_crlf() {
+    fn a_message_without_message_id_or_date_gets_them_first_and_bare_lf_becomes_crlf() {
         let sent = raw(json!({"raw": "From: a@example.com\nSubject: Hi\n\nx\ny"})).unwrap();
         assert_eq!(
             String::from_utf8(sent).unwrap(),
-            "Message-ID: <d-1@example.com>\r\nFrom: a@example.com\r\nSubject: Hi\r\n\r\nx\r\ny"
+            format!(
+                "Message-ID: <d-1@example.com>\r\nDate: {DATE}\r\nFrom: a@example.com\r\nSubject: Hi\r\n\r\nx\r\ny"
+            )
         );
     }
 
