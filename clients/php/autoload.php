@@ -1,7 +1,7 @@
 <?php
 
 // The package's PSR-4 mapping (`Herald\` → src/) without Composer, for a checkout used in
-// place (the tests, examples/laravel): `require 'clients/php/autoload.php';`.
+// place (the tests, examples/laravel-shop): `require 'clients/php/autoload.php';`.
 // With Composer, its own autoloader does the same from composer.json.
 
 declare(strict_types=1);

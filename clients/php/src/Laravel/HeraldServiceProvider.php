@@ -16,16 +16,22 @@ use Illuminate\Support\ServiceProvider;
 /**
  * Binds `Herald` (the `Herald` facade) to the configured connection, and the HTTP client and
  * webhook receiver from config/herald.php. The connection is looked up on every call, so
- * `DB::purge()` and long-running workers get the live one. Adds the mail transport `herald`
- * (a `mailers.herald` entry `['transport' => 'herald']` and `MAIL_MAILER=herald`: every mail
- * becomes an email delivery claimed in the current transaction) and the notification channel
- * `herald`.
+ * `DB::purge()` and long-running workers get the live one. Adds the mailer `herald`
+ * (`MAIL_MAILER=herald`: every mail becomes an email delivery claimed in the current
+ * transaction; config/mail.php may name a `tenant`, `quota_key` or `channel` in a
+ * `mailers.herald` entry `['transport' => 'herald', …]`) and the notification channel `herald`.
  */
 final class HeraldServiceProvider extends ServiceProvider
 {
     public function register(): void
     {
         $this->mergeConfigFrom(dirname(__DIR__, 2) . '/config/herald.php', 'herald');
+        // `MAIL_MAILER=herald` is the one line: config/mail.php needs no `herald` entry of its
+        // own (one there, e.g. with a `tenant` or `quota_key`, is kept).
+        $config = $this->app['config'];
+        if ($config->get('mail.mailers.herald') === null) {
+            $config->set('mail.mailers.herald', ['transport' => 'herald']);
+        }
 
         $this->app->singleton(Herald::class, function ($app): Herald {
             $config = $app['config']['herald'];

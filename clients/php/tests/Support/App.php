@@ -38,10 +38,11 @@ final class App
                 'database' => Env::heraldNamespace(),
                 'url' => Env::heraldUrl(),
             ],
-            // The one line of issue 35: MAIL_MAILER=herald, i.e. this default and entry.
+            // The one line: MAIL_MAILER=herald (config/mail.php's default); herald's provider
+            // adds the `herald` mailer itself.
             'mail' => [
                 'default' => 'herald',
-                'mailers' => ['herald' => ['transport' => 'herald']],
+                'mailers' => ['smtp' => ['transport' => 'smtp', 'host' => '127.0.0.1', 'port' => 1]],
                 'from' => ['address' => 'shop@shop.example', 'name' => 'The Shop'],
             ],
             'view' => [

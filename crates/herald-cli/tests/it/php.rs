@@ -334,3 +334,40 @@ impl Parts {
         }
     }
 }
+
+/// The example application (examples/laravel-shop, issue 35): its one command, on each
+/// server, must end with every placed order's mail and webhook arrived once and nothing for
+/// the declined one (the script checks that itself and exits 1 otherwise).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_shop_runs_on_postgres_and_mariadb() {
+    let servers =
+        [("pgsql", postgres_url(), &PHP_EXTENSIONS_PG), ("mysql", mysql_url(), &PHP_EXTENSIONS_MY)];
+    for (driver, url, extensions) in servers {
+        let Some(url) = url else {
+            eprintln!("skipped {driver}: its URL is not set");
+            continue;
+        };
+        if php_tools(extensions).is_none() {
+            return;
+        }
+        let parts = Parts::of(&url);
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/laravel-shop/run");
+        let mut cmd = Command::new(script);
+        cmd.env("HERALD_BIN", BIN)
+            .env("DB_CONNECTION", driver)
+            .env("DB_HOST", &parts.host)
+            .env("DB_PORT", &parts.port)
+            .env("DB_DATABASE", &parts.database)
+            .env("DB_USERNAME", &parts.user)
+            .env("DB_PASSWORD", &parts.password);
+        let (passed, output) = run_in_group(cmd).await;
+        assert!(passed, "examples/laravel-shop/run on {driver}:\n{output}");
+        for line in [
+            "order 1001: one confirmation mail",
+            "order 1002: the partner applied its webhook once",
+            "the shop works",
+        ] {
+            assert!(output.contains(line), "{driver}: the run must print {line:?}:\n{output}");
+        }
+    }
+}
