@@ -9,6 +9,7 @@ mod audit;
 mod bench;
 mod channels;
 mod demo;
+mod holds;
 mod migrate;
 mod ops;
 mod run;
@@ -89,6 +90,26 @@ enum Command {
         db: ops::Db,
         #[command(flatten)]
         args: ops::AuditLogArgs,
+    },
+    /// Stop sending to a channel, a tenant or a destination (`herald hold destination
+    /// hooks.example.com`): its pending deliveries wait, no attempt spent, until released.
+    Hold {
+        #[command(flatten)]
+        db: ops::Db,
+        #[command(flatten)]
+        scope: holds::ScopeArgs,
+    },
+    /// Release a hold: what it held is due again when it was due.
+    Release {
+        #[command(flatten)]
+        db: ops::Db,
+        #[command(flatten)]
+        scope: holds::ScopeArgs,
+    },
+    /// The holds in place.
+    Holds {
+        #[command(flatten)]
+        db: ops::Db,
     },
     /// Who may submit through the SQL API (PostgreSQL, MariaDB), for which tenants.
     Sql {
@@ -198,6 +219,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Settings { db, cmd } => ops::settings(db, cmd).await,
         Command::Sql { db, cmd } => ops::sql(db, cmd).await,
         Command::AuditLog { db, args } => ops::audit_log(db, args).await,
+        Command::Hold { db, scope } => holds::change(db, scope, false).await,
+        Command::Release { db, scope } => holds::change(db, scope, true).await,
+        Command::Holds { db } => holds::list(db).await,
         Command::Demo(args) => demo::run(args).await,
         Command::Bench(args) => bench::run(args).await,
         // main() runs the audit before the runtime starts (it has exit codes of its own);

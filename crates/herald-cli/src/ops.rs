@@ -16,7 +16,7 @@ pub struct Db {
     db: String,
     /// Print JSON.
     #[arg(long, global = true)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// The URL prints without its password.
@@ -165,24 +165,24 @@ pub struct SqlTenants {
 }
 
 /// A tenant's, a delivery's or a key's id from the command line.
-fn uuid<T: From<Uuid>>(what: &str, raw: &str) -> Result<T> {
+pub(crate) fn uuid<T: From<Uuid>>(what: &str, raw: &str) -> Result<T> {
     Uuid::try_parse(raw).map(T::from).map_err(|_| anyhow!("{what} {raw:?} is not a UUID"))
 }
 
-async fn open(db: &Db) -> Result<Herald> {
+pub(crate) async fn open(db: &Db) -> Result<Herald> {
     Ok(Herald::open(&db.db).await?)
 }
 
 /// Writes the audit entry of an operator's action, which has already happened: a failure
 /// is said, not made the command's.
-async fn logged(herald: &Herald, entry: AuditEntry) {
+pub(crate) async fn logged(herald: &Herald, entry: AuditEntry) {
     if let Err(e) = herald.audit(entry).await {
         eprintln!("warning: the audit entry was not written: {e}");
     }
 }
 
 /// An operator's `action` on `tenant`.
-fn by_operator(tenant: Option<TenantId>, action: &'static str) -> AuditEntry {
+pub(crate) fn by_operator(tenant: Option<TenantId>, action: &'static str) -> AuditEntry {
     AuditEntry::new(AuditActor::Operator, tenant, action)
 }
 

@@ -62,6 +62,9 @@ pub const BATCH_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
         routes::admin::rotate_webhook_secret,
         routes::admin::grant,
         audit::list,
+        routes::holds::list,
+        routes::holds::hold,
+        routes::holds::release,
         routes::system::healthz,
         routes::system::readyz,
         routes::system::metrics,
@@ -103,6 +106,8 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/tenants/{tenant}/webhook-secret/rotate", post(admin::rotate_webhook_secret))
         .route("/v1/tenants/{tenant}/quotas/{quota_key}/grant", post(admin::grant))
         .route("/v1/audit", get(audit::list))
+        .route("/v1/holds", get(routes::holds::list).post(routes::holds::hold))
+        .route("/v1/holds/release", post(routes::holds::release))
         .route("/healthz", get(system::healthz))
         .route("/readyz", get(system::readyz))
         .route("/metrics", get(system::metrics))

@@ -383,6 +383,7 @@ fn add_security(doc: &mut Value) {
         let tag = match path.as_str() {
             p if p.starts_with("/v1/tenants") => "admin",
             "/v1/audit" => "audit",
+            p if p.starts_with("/v1/holds") => "holds",
             p if p.starts_with("/v1/") => "deliveries",
             _ => "system",
         };

@@ -106,7 +106,10 @@ pub struct DeliveryView {
     pub max_attempts: u32,
     pub quota_key: String,
     pub cost: i64,
+    /// When it is due (9999-12-30 while `held`).
     pub next_attempt_at: String,
+    /// Pending in a held scope (an operator's pause): it waits, no attempt spent.
+    pub held: bool,
     pub last_error: Option<String>,
     pub created_at: String,
     pub updated_at: String,
@@ -130,6 +133,7 @@ impl From<Delivery> for DeliveryView {
             quota_key: d.quota_key,
             cost: d.cost,
             next_attempt_at: d.next_attempt_at.to_string(),
+            held: d.held,
             last_error: d.last_error,
             created_at: d.created_at.to_string(),
             updated_at: d.updated_at.to_string(),

@@ -31,6 +31,7 @@ pub mod deliveries;
 pub mod demo;
 pub mod diag;
 pub mod error;
+pub mod holds;
 pub mod keys;
 pub mod migrate;
 mod mysql;

@@ -28,6 +28,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (7, "secrets", include_str!("../migrations/sqlite/0007_secrets.sql")),
     (8, "ui sessions", include_str!("../migrations/sqlite/0008_ui_sessions.sql")),
     (9, "audit", include_str!("../migrations/sqlite/0009_audit.sql")),
+    (10, "holds", include_str!("../migrations/sqlite/0010_holds.sql")),
 ];
 const POSTGRES: &[(i64, &str, &str)] = &[
     (1, "foundation", include_str!("../migrations/postgres/0001_foundation.sql")),
@@ -45,6 +46,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (13, "reservation on row", include_str!("../migrations/postgres/0013_reservation_on_row.sql")),
     (14, "ui sessions", include_str!("../migrations/postgres/0014_ui_sessions.sql")),
     (15, "audit", include_str!("../migrations/postgres/0015_audit.sql")),
+    (16, "holds", include_str!("../migrations/postgres/0016_holds.sql")),
 ];
 /// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
 /// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.
@@ -58,6 +60,7 @@ const MYSQL: &[(i64, &str, &str)] = &[
     (7, "secrets", include_str!("../migrations/mysql/0007_secrets.sql")),
     (8, "ui sessions", include_str!("../migrations/mysql/0008_ui_sessions.sql")),
     (9, "audit", include_str!("../migrations/mysql/0009_audit.sql")),
+    (10, "holds", include_str!("../migrations/mysql/0010_holds.sql")),
 ];
 
 /// The newest schema version this build knows.

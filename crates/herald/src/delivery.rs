@@ -24,7 +24,10 @@ pub struct Delivery {
     pub reservation_seq: u32,
     pub quota_key: String,
     pub cost: i64,
+    /// When it is due; 9999-12-30 while [`Delivery::held`].
     pub next_attempt_at: Timestamp,
+    /// Pending in a held scope (`Herald::hold`): it waits, no attempt spent.
+    pub held: bool,
     pub last_error: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -77,6 +80,8 @@ impl TryFrom<DeliveryRow> for Delivery {
             quota_key: r.quota_key,
             cost: r.cost,
             next_attempt_at: at(r.next_attempt_at, "next_attempt_at")?,
+            held: r.state == DeliveryState::Pending
+                && r.next_attempt_at == herald_store::holds::HELD_DUE_MS,
             last_error: r.last_error,
             created_at: at(r.created_at, "created_at")?,
             updated_at: at(r.updated_at, "updated_at")?,

@@ -48,6 +48,8 @@ pub struct Herald {
     pub(crate) rollup: Arc<crate::rollup::Rollup>,
     /// The dashboard's recent counts (`counts.rs`).
     pub(crate) counts: Arc<crate::counts::CountsCache>,
+    /// The holds workers check leased rows against (`holds.rs`).
+    pub(crate) holds: Arc<crate::holds::HoldsCache>,
 }
 
 impl Herald {
@@ -72,6 +74,7 @@ impl Herald {
             group: Arc::default(),
             rollup: Arc::default(),
             counts: Arc::default(),
+            holds: Arc::default(),
         }
     }
 

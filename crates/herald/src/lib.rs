@@ -28,6 +28,7 @@ pub mod demo;
 mod error;
 mod group;
 mod handle;
+mod holds;
 mod keys;
 mod known_leases;
 mod manage;
@@ -58,6 +59,7 @@ pub use delivery::{Attempt, Delivery};
 pub use error::{BoxError, Error, Invalid};
 pub use group::GroupCommitStats;
 pub use handle::{EngineOptions, Herald};
+pub use herald_core::hold::{HoldKind, HoldScope, destination_of};
 pub use herald_core::{Backoff, DeliveryId, KeyId, OperationId, OperationKey, Scope, TenantId};
 pub use herald_core::{Decision, DeliveryState, Payload, Report, RetryPolicy};
 /// The fingerprint and the JSON rules under it, as every face computes them.
@@ -67,6 +69,7 @@ pub use herald_store::{
     AsConn, Backend, Concurrency, Conn, DbUrl, ErrorClass, Isolation, Now, Store, StoreError,
     StoreOptions,
 };
+pub use holds::{HOLDS_MAX_AGE, Hold, HoldReport};
 pub use keys::{NewApiKey, api_key_parse};
 pub use once::{Once, once};
 pub use ops::{DeliveryFilter, JournalEntry, Migrated, QueueStats};

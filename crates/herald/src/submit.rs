@@ -523,6 +523,8 @@ fn created(
         quota_key: checked.quota_key.clone(),
         cost: checked.cost,
         next_attempt_at: ts(next_attempt_at, || format!("next_attempt_at of delivery {id}"))?,
+        // A new delivery in a held scope is held by the worker that first leases it.
+        held: false,
         last_error: None,
         created_at: ts(created_at, || format!("created_at of delivery {id}"))?,
         updated_at: ts(created_at, || format!("updated_at of delivery {id}"))?,

@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod deliveries;
+pub mod holds;
 pub mod system;
 
 use crate::error::ApiError;

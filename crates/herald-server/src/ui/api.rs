@@ -542,3 +542,34 @@ pub async fn quotas(
         .collect();
     Ok(Json(json!({"quotas": quotas, "journal": journal})))
 }
+
+/// `GET /ui/api/holds`: the holds the session may see (`/v1/holds`).
+pub async fn holds(
+    State(state): State<AppState>,
+    Reader(s): Reader,
+) -> ApiResult<Json<crate::routes::holds::HoldList>> {
+    let holds = state.herald.holds(own_tenant(&s)).await?;
+    Ok(Json(crate::routes::holds::HoldList { holds: holds.into_iter().map(Into::into).collect() }))
+}
+
+/// `POST /ui/api/holds`: pause a channel, tenant or destination (`POST /v1/holds`).
+pub async fn hold(
+    State(state): State<AppState>,
+    Actor(s): Actor,
+    client: ClientAddr,
+    JsonBody(body): JsonBody<crate::routes::holds::HoldRequest>,
+) -> ApiResult<Json<crate::routes::holds::HoldResult>> {
+    let by = by(&s, client);
+    crate::routes::holds::change(&state, own_tenant(&s), &body, &by, false).await.map(Json)
+}
+
+/// `POST /ui/api/holds/release`: resume it (`POST /v1/holds/release`).
+pub async fn hold_release(
+    State(state): State<AppState>,
+    Actor(s): Actor,
+    client: ClientAddr,
+    JsonBody(body): JsonBody<crate::routes::holds::HoldRequest>,
+) -> ApiResult<Json<crate::routes::holds::HoldResult>> {
+    let by = by(&s, client);
+    crate::routes::holds::change(&state, own_tenant(&s), &body, &by, true).await.map(Json)
+}

@@ -53,6 +53,8 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/api/quotas", get(api::quotas))
         .route("/ui/api/sessions", get(api::sessions))
         .route("/ui/api/audit", get(api::audit_log))
+        .route("/ui/api/holds", get(api::holds).post(api::hold))
+        .route("/ui/api/holds/release", post(api::hold_release))
         .route("/ui/api/sessions/{id}", axum::routing::delete(api::session_end))
 }
 

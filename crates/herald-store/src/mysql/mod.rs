@@ -22,6 +22,7 @@ pub(crate) mod audit;
 pub(crate) mod bench;
 pub(crate) mod claim;
 pub mod dialect;
+pub(crate) mod holds;
 pub(crate) mod keys;
 pub(crate) mod lease;
 pub(crate) mod manage;

@@ -30,6 +30,9 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/tenants/{tenant}/webhook-secret/rotate"),
     ("POST", "/v1/tenants/{tenant}/quotas/{quota_key}/grant"),
     ("GET", "/v1/audit"),
+    ("GET", "/v1/holds"),
+    ("POST", "/v1/holds"),
+    ("POST", "/v1/holds/release"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
@@ -55,6 +58,7 @@ mod audit;
 mod bad_input;
 mod batch;
 mod deliveries;
+mod holds;
 mod hosts;
 mod operators;
 mod sessions;

@@ -140,6 +140,7 @@ fn options(id: &str) -> WorkerOptions {
 }
 
 mod after_commit;
+mod holds;
 mod many_workers;
 mod outcomes;
 mod reconciler;

@@ -38,9 +38,14 @@ async fn bad_input_is_refused_writes_nothing_and_leaves_the_transaction_usable()
                 SubmitRequest { operation_key: "evt\t1".into(), ..base.clone() },
             ),
             (
-                "payload over 64 KiB",
+                "a webhook's payload over 64 KiB (an email's may be 4 MiB)",
                 "payload/too_long",
-                SubmitRequest { payload: oversize.into(), ..base.clone() },
+                SubmitRequest {
+                    channel: "webhook".into(),
+                    to: "https://example.com/hooks".into(),
+                    payload: oversize.into(),
+                    ..base.clone()
+                },
             ),
             // PostgreSQL text cannot hold U+0000: refused up front on every backend, so the
             // caller's transaction is never aborted by it.
