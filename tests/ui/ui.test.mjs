@@ -45,6 +45,19 @@ const receiver = http.createServer((req, res) => {
   });
 });
 
+// A second destination, 127.0.0.2: down for every tenant until the operator fixes it.
+let brokenDown = true;
+const brokenSeen = new Map(); // path -> 2xx answers
+const broken = http.createServer((req, res) => {
+  req.resume();
+  req.on('end', () => {
+    const ok = !brokenDown;
+    if (ok) brokenSeen.set(req.url, (brokenSeen.get(req.url) || 0) + 1);
+    res.writeHead(ok ? 204 : 503, { 'content-length': 0 });
+    res.end();
+  });
+});
+
 function freePort() {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
@@ -81,6 +94,8 @@ await new Promise((r) => receiver.listen(receiverPort, '127.0.0.1', r));
 const port = await freePort();
 const BASE = `http://127.0.0.1:${port}`;
 const hook = (p) => `http://127.0.0.1:${receiverPort}${p}`;
+await new Promise((r) => broken.listen(receiverPort, '127.0.0.2', r));
+const brokenHook = (p) => `http://127.0.0.2:${receiverPort}${p}`;
 
 const server = spawn(BIN, ['serve'], {
   env: {
@@ -402,6 +417,71 @@ async function main() {
     assert.equal((await page.request.get(`${BASE}/ui/api/overview`)).status(), 401);
   });
 
+  await step('an incident: one destination failing for three tenants is found, paused, fixed, replayed exactly, resumed', async () => {
+    const third = await call('POST', '/v1/tenants', ADMIN_KEY, { name: 'third' });
+    await call('POST', `/v1/tenants/${third.id}/quotas/webhook/grant`, ADMIN_KEY, { amount: 100 }, { 'idempotency-key': `grant-${third.id}` });
+    const tenants = [acme, other, third];
+    const failing = [];
+    for (const t of tenants) {
+      for (const n of [1, 2]) {
+        const d = await submit(t, { operation_key: `incident-${n}`, to: brokenHook(`/orders/${t.id}/${n}`), payload: { n }, max_attempts: 1 });
+        failing.push([t, d]);
+      }
+      await submit(t, { operation_key: 'incident-healthy', to: hook(`/ok/incident-${t.id}`), payload: { n: 0 } });
+    }
+    await until('six deliveries to 127.0.0.2 failed', async () => {
+      const states = await Promise.all(failing.map(([t, d]) => call('GET', `/v1/deliveries/${d.id}`, t.api_key)));
+      return states.every((d) => d.state === 'failed');
+    });
+    await signIn(page, ADMIN_KEY); // signed out by the step before
+    await page.locator('#tenant').selectOption({ label: 'All tenants' });
+    await page.locator('nav a[data-page="incidents"]').click();
+    const row = page.locator('#destinations tr[data-destination="127.0.0.2"]');
+    await row.waitFor();
+    const cells = await row.locator('td').allTextContents();
+    assert.equal(cells[1], '6', `failed: ${cells}`);
+    assert.equal(cells[4], '3', `tenants: ${cells}`);
+    assert.equal(cells[5], 'http_503', `top error: ${cells}`);
+    const codes = await page.locator('#errors tr[data-error="http_503"] td').allTextContents();
+    assert.ok(Number(codes[1]) >= 6, `http_503 among the top error codes: ${codes}`);
+    await shot(page, 'incident-found');
+
+    await row.locator('button[data-pause="127.0.0.2"]').click();
+    await page.locator('#hold-list tr[data-hold="destination:127.0.0.2"]').waitFor();
+    // Submitted while paused: held, no attempt spent.
+    const late = await submit(other, { operation_key: 'incident-late', to: brokenHook('/orders/late'), payload: { late: true } });
+    await until('the late delivery held', async () => (await call('GET', `/v1/deliveries/${late.id}`, other.api_key)).held);
+    assert.equal((await call('GET', `/v1/deliveries/${late.id}`, other.api_key)).attempts, 0);
+
+    brokenDown = false; // the receiver is fixed
+    await row.locator('button[data-count="127.0.0.2"]').click();
+    const confirm = page.locator('button[data-confirm="127.0.0.2"]');
+    await confirm.waitFor();
+    assert.equal(await confirm.textContent(), 'Replay at most 6 failed deliveries to 127.0.0.2 of every tenant');
+    await shot(page, 'incident-paused');
+    await confirm.click();
+    await until('the replay reported', async () => /6 deliveries to 127\.0\.0\.2 replayed/.test(await page.locator('#incident-result').textContent()));
+    await sleep(600);
+    assert.equal(brokenSeen.size, 0, 'replayed but still paused: nothing sent yet');
+
+    await page.locator('button[data-resume="destination:127.0.0.2"]').click();
+    await until('every delivery to 127.0.0.2 sent', async () => {
+      const all = [...failing, [other, late]];
+      const states = await Promise.all(all.map(([t, d]) => call('GET', `/v1/deliveries/${d.id}`, t.api_key)));
+      return states.every((d) => d.state === 'sent');
+    });
+    assert.equal(brokenSeen.size, 7, 'each of the seven arrived');
+    assert.ok([...brokenSeen.values()].every((n) => n === 1), 'exactly once each');
+    await page.locator('#holds').getByText('Nothing is paused.').waitFor();
+    const log = await call('GET', '/v1/audit', ADMIN_KEY);
+    const actions = log.entries.map((e) => e.action);
+    for (const a of ['hold', 'bulk_replay', 'hold_release']) assert.ok(actions.includes(a), `${a} in the audit log`);
+    await shot(page, 'incident-resolved');
+    // Signed out, so this page polls no server that the next step kills.
+    await page.locator('#sign-out').click();
+    await page.locator('#sign-in').waitFor({ state: 'visible' });
+  });
+
   await step('a lost server is said plainly, not shown as a page that is still fresh', async () => {
     // A page of its own, not watched: its failed requests are the point, not errors.
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
@@ -434,6 +514,7 @@ try {
   await browser?.close().catch(() => {});
   server.kill('SIGTERM');
   receiver.close();
+  broken.close();
   await sleep(200);
   rmSync(dir, { recursive: true, force: true });
 }

@@ -94,26 +94,33 @@ pub enum DeliveriesCmd {
 
 /// Which deliveries a bulk replay or cancel takes.
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("scope").args(["tenant", "all_tenants"])))]
 pub struct Matching {
     /// The tenant whose deliveries to take (instead of one delivery's id).
     #[arg(long, conflicts_with = "id")]
     tenant: Option<String>,
+    /// Every tenant's deliveries (an incident across tenants).
+    #[arg(long, conflicts_with_all = ["id", "tenant"])]
+    all_tenants: bool,
     /// pending, sending, sent, failed or cancelled.
-    #[arg(long, requires = "tenant")]
+    #[arg(long, requires = "scope")]
     state: Option<String>,
-    #[arg(long, requires = "tenant")]
+    #[arg(long, requires = "scope")]
     channel: Option<String>,
     /// Created at or after this time (RFC 3339).
-    #[arg(long, requires = "tenant")]
+    #[arg(long, requires = "scope")]
     from: Option<String>,
     /// Created before this time (RFC 3339).
-    #[arg(long, requires = "tenant")]
+    #[arg(long, requires = "scope")]
     to: Option<String>,
     /// The error code of the latest attempt, e.g. http_500.
-    #[arg(long, requires = "tenant")]
+    #[arg(long, requires = "scope")]
     error_code: Option<String>,
+    /// Only deliveries to this destination: a webhook's host, or smtp for email.
+    #[arg(long, requires = "scope")]
+    destination: Option<String>,
     /// Only count what matches; change nothing.
-    #[arg(long, requires = "tenant")]
+    #[arg(long, requires = "scope")]
     dry_run: bool,
 }
 
@@ -430,10 +437,11 @@ pub async fn deliveries(db: Db, cmd: DeliveriesCmd) -> Result<()> {
 
 /// A bulk replay or cancel by filter, or its dry run.
 async fn bulk(herald: &Herald, action: BulkAction, m: Matching, json: bool) -> Result<()> {
-    let Some(tenant) = m.tenant else {
-        bail!("give a delivery id, or --tenant and filters");
+    let tenant: Option<TenantId> = match (m.tenant, m.all_tenants) {
+        (Some(tenant), false) => Some(uuid("tenant", &tenant)?),
+        (None, true) => None,
+        _ => bail!("give a delivery id, or --tenant (or --all-tenants) and filters"),
     };
-    let tenant = uuid("tenant", &tenant)?;
     let time = |raw: Option<String>, name: &str| -> Result<Option<jiff::Timestamp>> {
         raw.map(|t| t.parse().map_err(|_| anyhow!("--{name} must be an RFC 3339 time"))).transpose()
     };
@@ -447,16 +455,25 @@ async fn bulk(herald: &Herald, action: BulkAction, m: Matching, json: bool) -> R
         from: time(m.from, "from")?,
         to: time(m.to, "to")?,
         error_code: m.error_code,
+        destination: m
+            .destination
+            .as_deref()
+            .map(herald_core::hold::check_destination)
+            .transpose()
+            .map_err(|e| anyhow!("--destination: {e}"))?,
         through: None,
         max: None,
     };
-    let r = herald.bulk(tenant, action, &filter, m.dry_run).await?;
+    let r = match tenant {
+        Some(tenant) => herald.bulk(tenant, action, &filter, m.dry_run).await?,
+        None => herald.bulk_all_tenants(action, &filter, m.dry_run).await?,
+    };
     if !m.dry_run {
         let name = match action {
             BulkAction::Replay => "bulk_replay",
             BulkAction::Cancel => "bulk_cancel",
         };
-        logged(herald, by_operator(Some(tenant), name).count(r.changed as i64)).await;
+        logged(herald, by_operator(tenant, name).count(r.changed as i64)).await;
     }
     if json {
         println!(

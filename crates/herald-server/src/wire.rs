@@ -357,6 +357,10 @@ pub struct BulkRequest {
         pattern = r"^[^\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+$"
     )]
     pub error_code: Option<String>,
+    /// Only deliveries to this destination: a webhook's host (any case), or `smtp` for
+    /// email.
+    #[schema(min_length = 1, max_length = 255, pattern = r"^[A-Za-z0-9._:\[\]-]+$")]
+    pub destination: Option<String>,
     /// Only deliveries up to this id (created no later): a dry run's `through`, so that
     /// confirming it never takes a delivery created since.
     #[schema(format = "uuid")]

@@ -7,6 +7,7 @@
 
 use crate::error::Error;
 use crate::handle::Herald;
+use herald_core::hold::destination_of;
 use herald_core::{DeliveryState, TenantId};
 use herald_store::deliveries::{SelectFilter, deliveries_select};
 use jiff::Timestamp;
@@ -17,6 +18,9 @@ pub const BULK_MAX: usize = 10_000;
 
 /// Ids read per page.
 const PAGE: usize = 500;
+
+/// Most tenants a bulk call over every tenant goes through.
+const TENANTS_MAX: usize = 100_000;
 
 /// Which of a tenant's deliveries a bulk action takes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -29,6 +33,9 @@ pub struct BulkFilter {
     pub to: Option<Timestamp>,
     /// The error code of the delivery's latest attempt.
     pub error_code: Option<String>,
+    /// Only deliveries to this destination (herald_core::hold::destination_of: a webhook's
+    /// host, `smtp` for email), lowercase.
+    pub destination: Option<String>,
     /// Only deliveries up to this one (ids are UUIDv7: created no later): what a dry run
     /// reported as its newest match, so a confirmation never takes one created since.
     pub through: Option<herald_core::DeliveryId>,
@@ -96,7 +103,11 @@ impl Herald {
             return Ok(report);
         }
         loop {
-            let want = (most - report.matched as usize).min(PAGE) + 1;
+            // A destination is read from each row: a page may hold fewer matches than rows.
+            let want = match filter.destination {
+                Some(_) => PAGE + 1,
+                None => (most - report.matched as usize).min(PAGE) + 1,
+            };
             let select = SelectFilter {
                 tenant: tenant.as_uuid(),
                 state: filter.state,
@@ -107,21 +118,31 @@ impl Herald {
                 after,
                 limit: want,
             };
-            let mut ids = self
+            let mut rows = self
                 .read(|conn, _| Box::pin(async move { deliveries_select(conn, &select).await }))
                 .await?;
-            let full = ids.len() == want;
+            let full = rows.len() == want;
             if full {
-                ids.pop();
+                rows.pop();
             }
-            after = ids.last().copied();
-            for id in ids {
+            after = rows.last().map(|r| r.id);
+            for row in rows {
+                if let Some(destination) = &filter.destination
+                    && destination_of(&row.channel, &row.recipient) != *destination
+                {
+                    continue;
+                }
+                if report.matched as usize >= most {
+                    // Past a confirmation's bound there is nothing more it asked for.
+                    report.more = most == BULK_MAX && filter.max.is_none();
+                    return Ok(report);
+                }
                 report.matched += 1;
-                report.through = Some(herald_core::DeliveryId::from_uuid(id));
+                report.through = Some(herald_core::DeliveryId::from_uuid(row.id));
                 if dry_run {
                     continue;
                 }
-                let id = herald_core::DeliveryId::from_uuid(id);
+                let id = herald_core::DeliveryId::from_uuid(row.id);
                 let done = match action {
                     BulkAction::Replay => self.replay(tenant, id).await.map(drop),
                     BulkAction::Cancel => self.cancel(tenant, id).await.map(drop),
@@ -137,12 +158,39 @@ impl Herald {
             if !full {
                 return Ok(report);
             }
-            if report.matched as usize >= most {
-                // Past a confirmation's bound there is nothing more it asked for.
+            if report.matched as usize >= most && filter.destination.is_none() {
                 report.more = most == BULK_MAX && filter.max.is_none();
                 return Ok(report);
             }
         }
+    }
+
+    /// [`Herald::bulk`] over every tenant (the admin's incident console): the tenants one
+    /// after another, `filter.max` and `BULK_MAX` bounding the whole, `through` the newest
+    /// match of any tenant (ids are UUIDv7, so it bounds every tenant's alike).
+    pub async fn bulk_all_tenants(
+        &self,
+        action: BulkAction,
+        filter: &BulkFilter,
+        dry_run: bool,
+    ) -> Result<BulkReport, Error> {
+        let mut total = BulkReport::default();
+        let most = filter.max.map_or(BULK_MAX as u64, |m| m.min(BULK_MAX as u64));
+        for (tenant, _) in self.tenants(TENANTS_MAX).await? {
+            let left = most - total.matched;
+            if left == 0 {
+                total.more = filter.max.is_none() && total.matched as usize == BULK_MAX;
+                break;
+            }
+            let narrowed = BulkFilter { max: Some(left), ..filter.clone() };
+            let r = self.bulk(tenant, action, &narrowed, dry_run).await?;
+            total.matched += r.matched;
+            total.changed += r.changed;
+            total.skipped += r.skipped;
+            total.more |= r.more;
+            total.through = total.through.max(r.through);
+        }
+        Ok(total)
     }
 }
 

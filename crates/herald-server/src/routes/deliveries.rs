@@ -407,6 +407,12 @@ impl BulkRequest {
             from: parse_time(self.from.as_deref(), "from")?,
             to: parse_time(self.to.as_deref(), "to")?,
             error_code: self.error_code.clone(),
+            destination: self
+                .destination
+                .as_deref()
+                .map(herald_core::hold::check_destination)
+                .transpose()
+                .map_err(ApiError::invalid)?,
             through: self.through.as_deref().map(|t| path_id(t, "through")).transpose().map_err(
                 |_| ApiError::invalid("through must be a delivery id (a dry run's `through`)"),
             )?,
@@ -435,7 +441,7 @@ pub async fn replay_matching(
     JsonBody(body): JsonBody<BulkRequest>,
 ) -> ApiResult<Json<BulkResult>> {
     let by = By::tenant(&headers, client);
-    bulk(&state, tenant, BulkAction::Replay, &body, &by).await.map(Json)
+    bulk(&state, Some(tenant), BulkAction::Replay, &body, &by).await.map(Json)
 }
 
 #[utoipa::path(post, path = "/v1/deliveries/cancel", request_body = BulkRequest,
@@ -450,27 +456,36 @@ pub async fn cancel_matching(
     JsonBody(body): JsonBody<BulkRequest>,
 ) -> ApiResult<Json<BulkResult>> {
     let by = By::tenant(&headers, client);
-    bulk(&state, tenant, BulkAction::Cancel, &body, &by).await.map(Json)
+    bulk(&state, Some(tenant), BulkAction::Cancel, &body, &by).await.map(Json)
 }
 
 /// A bulk replay or cancel for one tenant, as the API and the dashboard run it; what it
 /// changed goes into the audit log (a dry run changes nothing and is not logged).
+/// `tenant`: `None` is every tenant's (the admin's incident console).
 pub(crate) async fn bulk(
     state: &AppState,
-    tenant: herald::TenantId,
+    tenant: Option<herald::TenantId>,
     action: BulkAction,
     body: &BulkRequest,
     by: &By,
 ) -> ApiResult<BulkResult> {
     let filter = body.filter()?;
-    let report = state.herald.bulk(tenant, action, &filter, body.dry_run).await?;
+    let report = match tenant {
+        Some(tenant) => state.herald.bulk(tenant, action, &filter, body.dry_run).await?,
+        None => state.herald.bulk_all_tenants(action, &filter, body.dry_run).await?,
+    };
     let result = BulkResult::new(body.dry_run, report);
     if !body.dry_run {
         let name = match action {
             BulkAction::Replay => "bulk_replay",
             BulkAction::Cancel => "bulk_cancel",
         };
-        audit::record(state, by.entry(Some(tenant), name).count(result.changed as i64)).await;
+        let entry = by.entry(tenant, name).count(result.changed as i64);
+        let entry = match &filter.destination {
+            Some(destination) => entry.target(format!("destination:{destination}")),
+            None => entry,
+        };
+        audit::record(state, entry).await;
     }
     Ok(result)
 }

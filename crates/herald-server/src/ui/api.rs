@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// Most tenants the selector lists.
-const TENANTS_MAX: usize = 1_000;
+pub(super) const TENANTS_MAX: usize = 1_000;
 /// Journal entries the quotas page shows.
 const JOURNAL_SHOWN: usize = 100;
 /// Minutes the overview's chart covers.
@@ -30,7 +30,7 @@ const SERIES_MINUTES: usize = 60;
 
 /// A read: the request's session.
 #[derive(Debug)]
-pub struct Reader(Session);
+pub struct Reader(pub(super) Session);
 
 impl FromRequestParts<AppState> for Reader {
     type Rejection = ApiError;
@@ -42,7 +42,7 @@ impl FromRequestParts<AppState> for Reader {
 
 /// An action: the session, its CSRF token checked.
 #[derive(Debug)]
-pub struct Actor(Session);
+pub struct Actor(pub(super) Session);
 
 impl FromRequestParts<AppState> for Actor {
     type Rejection = ApiError;
@@ -53,7 +53,7 @@ impl FromRequestParts<AppState> for Actor {
 }
 
 /// Who a session's request is, as the audit log says it.
-fn by(s: &Session, client: ClientAddr) -> By {
+pub(super) fn by(s: &Session, client: ClientAddr) -> By {
     let actor = match &s.who {
         Who::Admin => AuditActor::Admin,
         Who::Tenant { key_id, .. } => AuditActor::Tenant { key_id: key_id.clone() },
@@ -62,7 +62,7 @@ fn by(s: &Session, client: ClientAddr) -> By {
 }
 
 /// The tenant a session is of (`None`: the admin's).
-fn own_tenant(s: &Session) -> Option<TenantId> {
+pub(super) fn own_tenant(s: &Session) -> Option<TenantId> {
     match &s.who {
         Who::Admin => None,
         Who::Tenant { tenant, .. } => Some(*tenant),
@@ -71,7 +71,7 @@ fn own_tenant(s: &Session) -> Option<TenantId> {
 
 /// The tenant a call is about: a tenant session's own (naming another is a 404), or the
 /// one an admin names (`None`: the admin named none).
-fn scope(session: &Session, named: Option<&str>) -> ApiResult<Option<TenantId>> {
+pub(super) fn scope(session: &Session, named: Option<&str>) -> ApiResult<Option<TenantId>> {
     crate::routes::scoped(own_tenant(session), named)
 }
 
@@ -485,6 +485,7 @@ pub struct BulkCall {
     from: Option<String>,
     to: Option<String>,
     error_code: Option<String>,
+    destination: Option<String>,
     through: Option<String>,
     #[serde(default, deserialize_with = "crate::wire::integral::opt")]
     max: Option<u64>,
@@ -500,7 +501,7 @@ pub async fn bulk(
     client: ClientAddr,
     JsonBody(body): JsonBody<BulkCall>,
 ) -> ApiResult<Json<BulkResult>> {
-    let tenant = tenant_of(&s, body.tenant.as_deref())?;
+    let tenant = scope(&s, body.tenant.as_deref())?;
     let action = match body.action.as_str() {
         "replay" => BulkAction::Replay,
         "cancel" => BulkAction::Cancel,
@@ -512,10 +513,12 @@ pub async fn bulk(
         from: body.from,
         to: body.to,
         error_code: body.error_code,
+        destination: body.destination,
         through: body.through,
         max: body.max,
         dry_run: body.dry_run,
     };
+    // The admin without a tenant acts over every tenant (the incident console).
     crate::routes::deliveries::bulk(&state, tenant, action, &request, &by(&s, client))
         .await
         .map(Json)
@@ -541,35 +544,4 @@ pub async fn quotas(
         })
         .collect();
     Ok(Json(json!({"quotas": quotas, "journal": journal})))
-}
-
-/// `GET /ui/api/holds`: the holds the session may see (`/v1/holds`).
-pub async fn holds(
-    State(state): State<AppState>,
-    Reader(s): Reader,
-) -> ApiResult<Json<crate::routes::holds::HoldList>> {
-    let holds = state.herald.holds(own_tenant(&s)).await?;
-    Ok(Json(crate::routes::holds::HoldList { holds: holds.into_iter().map(Into::into).collect() }))
-}
-
-/// `POST /ui/api/holds`: pause a channel, tenant or destination (`POST /v1/holds`).
-pub async fn hold(
-    State(state): State<AppState>,
-    Actor(s): Actor,
-    client: ClientAddr,
-    JsonBody(body): JsonBody<crate::routes::holds::HoldRequest>,
-) -> ApiResult<Json<crate::routes::holds::HoldResult>> {
-    let by = by(&s, client);
-    crate::routes::holds::change(&state, own_tenant(&s), &body, &by, false).await.map(Json)
-}
-
-/// `POST /ui/api/holds/release`: resume it (`POST /v1/holds/release`).
-pub async fn hold_release(
-    State(state): State<AppState>,
-    Actor(s): Actor,
-    client: ClientAddr,
-    JsonBody(body): JsonBody<crate::routes::holds::HoldRequest>,
-) -> ApiResult<Json<crate::routes::holds::HoldResult>> {
-    let by = by(&s, client);
-    crate::routes::holds::change(&state, own_tenant(&s), &body, &by, true).await.map(Json)
 }

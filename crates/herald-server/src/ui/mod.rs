@@ -9,6 +9,7 @@
 //! text, never as markup: what a tenant or a receiver wrote cannot run.
 
 pub mod api;
+pub mod incident;
 pub mod session;
 
 use crate::state::AppState;
@@ -53,8 +54,9 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/api/quotas", get(api::quotas))
         .route("/ui/api/sessions", get(api::sessions))
         .route("/ui/api/audit", get(api::audit_log))
-        .route("/ui/api/holds", get(api::holds).post(api::hold))
-        .route("/ui/api/holds/release", post(api::hold_release))
+        .route("/ui/api/failures", get(incident::failures))
+        .route("/ui/api/holds", get(incident::holds).post(incident::hold))
+        .route("/ui/api/holds/release", post(incident::hold_release))
         .route("/ui/api/sessions/{id}", axum::routing::delete(api::session_end))
 }
 

@@ -108,9 +108,22 @@ pub struct SelectFilter<'a> {
 pub async fn deliveries_select(
     conn: Conn<'_>,
     filter: &SelectFilter<'_>,
-) -> Result<Vec<Uuid>, StoreError> {
+) -> Result<Vec<Selected>, StoreError> {
     let Some((low, high)) = id_range(filter) else { return Ok(Vec::new()) };
-    crate::per_backend!(conn, read::deliveries_select(filter, low, high))
+    let rows: Vec<(Uuid, String, String)> =
+        crate::per_backend!(conn, read::deliveries_select(filter, low, high))?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, channel, recipient)| Selected { id, channel, recipient })
+        .collect())
+}
+
+/// A delivery [`deliveries_select`] matched, with what its destination is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selected {
+    pub id: Uuid,
+    pub channel: String,
+    pub recipient: String,
 }
 
 /// `filter`'s id bounds as one inclusive range (`None`: empty). `after` (exclusive) is its
@@ -185,4 +198,39 @@ mod tests {
         assert_eq!(id_range(&filter(None, Some(0), None)), None);
         assert_eq!(id_range(&filter(None, None, Some(u128::MAX))), None);
     }
+}
+
+/// A delivery that is failing: `failed` recently, or `pending` after an attempt, with its
+/// latest attempt's error code and end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailingRow {
+    pub tenant_id: Uuid,
+    pub channel: String,
+    pub recipient: String,
+    pub state: String,
+    pub next_attempt_at: i64,
+    pub error_code: Option<String>,
+    pub finished_at: Option<i64>,
+}
+
+pub(crate) type FailingTuple = (Uuid, String, String, String, i64, Option<String>, Option<i64>);
+
+pub(crate) fn failing_row(t: FailingTuple) -> FailingRow {
+    let (tenant_id, channel, recipient, state, next_attempt_at, error_code, finished_at) = t;
+    FailingRow { tenant_id, channel, recipient, state, next_attempt_at, error_code, finished_at }
+}
+
+/// What the incident console reads: up to `limit` deliveries that failed since
+/// `since_ms` (newest first, by the final-state index) and up to `limit` pending ones that
+/// have had an attempt (soonest due first, by the due index), of `tenant` or of all. Two
+/// bounded index reads, never a scan of history.
+pub async fn deliveries_failing(
+    conn: Conn<'_>,
+    tenant: Option<Uuid>,
+    since_ms: i64,
+    limit: usize,
+) -> Result<Vec<FailingRow>, StoreError> {
+    let rows: Vec<FailingTuple> =
+        crate::per_backend!(conn, read::deliveries_failing(tenant, since_ms, limit as i64))?;
+    Ok(rows.into_iter().map(failing_row).collect())
 }

@@ -135,10 +135,10 @@ pub(crate) async fn deliveries_select(
     f: &SelectFilter<'_>,
     low: Uuid,
     high: Uuid,
-) -> Result<Vec<Uuid>, StoreError> {
+) -> Result<Vec<(Uuid, String, String)>, StoreError> {
     let state = f.state.map(|s| s.as_str());
-    Ok(sqlx::query_scalar(
-        "SELECT id FROM deliveries d
+    Ok(sqlx::query_as(
+        "SELECT id, channel, recipient FROM deliveries d
          WHERE tenant_id = ? AND id BETWEEN ? AND ?
            AND (? IS NULL OR state = ?) AND (? IS NULL OR channel = ?)
            AND (? IS NULL OR EXISTS (
@@ -181,5 +181,35 @@ pub(crate) async fn delivery_payload(
     Ok(sqlx::query_scalar("SELECT payload FROM delivery_payloads WHERE delivery_id = ?")
         .bind(id)
         .fetch_optional(c)
+        .await?)
+}
+
+pub(crate) async fn deliveries_failing(
+    c: &mut MySqlConnection,
+    tenant: Option<Uuid>,
+    since_ms: i64,
+    limit: i64,
+) -> Result<Vec<crate::deliveries::FailingTuple>, StoreError> {
+    let part = |state_and_order: &str| {
+        format!(
+            "SELECT d.tenant_id, d.channel, d.recipient, d.state, d.next_attempt_at AS next_ms,
+                 a.error_code, a.finished_at AS finished_ms
+             FROM deliveries d
+             LEFT JOIN delivery_attempts a ON a.delivery_id = d.id AND a.n = d.attempts
+             WHERE d.tenant_id = coalesce(?, d.tenant_id) AND {state_and_order} LIMIT ?"
+        )
+    };
+    let q = format!(
+        "SELECT * FROM ({}) f UNION ALL SELECT * FROM ({}) p",
+        part("d.state = 'failed' AND d.updated_at >= ? ORDER BY d.updated_at DESC"),
+        part("d.state = 'pending' AND d.attempts > 0 ORDER BY d.next_attempt_at"),
+    );
+    Ok(sqlx::query_as(sql(q))
+        .bind(tenant)
+        .bind(since_ms)
+        .bind(limit)
+        .bind(tenant)
+        .bind(limit)
+        .fetch_all(c)
         .await?)
 }

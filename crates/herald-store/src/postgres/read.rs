@@ -136,9 +136,9 @@ pub(crate) async fn deliveries_select(
     f: &SelectFilter<'_>,
     low: Uuid,
     high: Uuid,
-) -> Result<Vec<Uuid>, StoreError> {
-    Ok(sqlx::query_scalar(
-        "SELECT id FROM deliveries d
+) -> Result<Vec<(Uuid, String, String)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT id, channel, recipient FROM deliveries d
          WHERE tenant_id = $1 AND id BETWEEN $2 AND $3
            AND ($4::text IS NULL OR state = $4) AND ($5::text IS NULL OR channel = $5)
            AND ($6::text IS NULL OR EXISTS (
@@ -180,4 +180,31 @@ pub(crate) async fn delivery_payload(
         .bind(id)
         .fetch_optional(c)
         .await?)
+}
+
+pub(crate) async fn deliveries_failing(
+    c: &mut PgConnection,
+    tenant: Option<Uuid>,
+    since_ms: i64,
+    limit: i64,
+) -> Result<Vec<crate::deliveries::FailingTuple>, StoreError> {
+    let part = |state_and_order: &str| {
+        format!(
+            "SELECT d.tenant_id, d.channel, d.recipient, d.state,
+                 herald_ms(d.next_attempt_at) AS next_ms, a.error_code,
+                 herald_ms(a.finished_at) AS finished_ms
+             FROM deliveries d
+             LEFT JOIN delivery_attempts a ON a.delivery_id = d.id AND a.n = d.attempts
+             WHERE ($1::uuid IS NULL OR d.tenant_id = $1) AND {state_and_order} LIMIT $3"
+        )
+    };
+    let q = format!(
+        "SELECT * FROM ({}) f UNION ALL SELECT * FROM ({}) p",
+        part(
+            "d.state = 'failed' AND d.updated_at >= herald_ts($2)
+             ORDER BY d.updated_at DESC"
+        ),
+        part("d.state = 'pending' AND d.attempts > 0 ORDER BY d.next_attempt_at"),
+    );
+    Ok(sqlx::query_as(sql(q)).bind(tenant).bind(since_ms).bind(limit).fetch_all(c).await?)
 }

@@ -10,7 +10,7 @@
 (() => {
   const STATES = ['pending', 'sending', 'sent', 'failed', 'cancelled'];
   const SERIES = ['sent', 'retried', 'failed', 'lost'];
-  const REFRESH_MS = { overview: 5000, deliveries: 1000, delivery: 1000, quotas: 5000, sessions: 5000, audit: 5000 };
+  const REFRESH_MS = { overview: 5000, incidents: 3000, deliveries: 1000, delivery: 1000, quotas: 5000, sessions: 5000, audit: 5000 };
 
   const app = { me: null, tenants: [], tenant: '', view: 0, timer: null };
   const $ = (id) => document.getElementById(id);
@@ -233,7 +233,7 @@
     const parts = path.split('/').filter(Boolean);
     const params = Object.fromEntries(new URLSearchParams(search || ''));
     if (parts[0] === 'deliveries' && parts[1]) return { page: 'delivery', id: decodeURIComponent(parts[1]), params };
-    if (['overview', 'deliveries', 'quotas', 'sessions', 'audit'].includes(parts[0])) return { page: parts[0], params };
+    if (['overview', 'incidents', 'deliveries', 'quotas', 'sessions', 'audit'].includes(parts[0])) return { page: parts[0], params };
     return { page: 'overview', params };
   }
 
@@ -269,7 +269,7 @@
     const root = $('view');
     root.hidden = false;
     root.replaceChildren();
-    const pages = { overview, deliveries, delivery, quotas, sessions, audit };
+    const pages = { overview, incidents, deliveries, delivery, quotas, sessions, audit };
     pages[route.page](root, view, route);
   }
 
@@ -768,6 +768,136 @@
         : el('p', { class: 'muted', text: 'No sessions.' }));
     };
     refresh(view, REFRESH_MS.sessions, load);
+  }
+
+  // ---- incidents ----------------------------------------------------------------------
+
+  /** Whose deliveries an incident action takes: the chosen tenant's, or (the admin with
+   *  none chosen) every tenant's. */
+  function incidentScope() {
+    if (app.me.role !== 'admin') return { tenant: null, label: 'this tenant' };
+    if (!app.tenant) return { tenant: null, label: 'every tenant' };
+    return { tenant: app.tenant, label: `tenant ${$('tenant').selectedOptions[0]?.textContent || app.tenant}` };
+  }
+
+  /** What is failing, grouped, with the holds that pause it: find the failing
+   *  destination, pause it, replay what failed once it is fixed, resume. */
+  function incidents(root, view) {
+    const holds = el('div', { class: 'card', id: 'holds' });
+    const destinations = el('div', { class: 'card', id: 'failing-destinations' });
+    const errors = el('div', { class: 'card', id: 'failing-errors' });
+    const tenants = el('div', { class: 'card', id: 'failing-tenants' });
+    const result = el('p', { class: 'muted', id: 'incident-result', role: 'status' });
+    const note = el('p', { class: 'muted', id: 'incident-scope' });
+    root.append(el('h1', { text: 'Incidents' }), note, result, holds, destinations,
+      el('div', { class: 'grid' }, errors, tenants));
+    // A dry run's count, per destination: the confirmation acts on those only.
+    const counted = new Map();
+    const scoped = (extra) => ({ ...extra, tenant: incidentScope().tenant });
+    const change = async (path, body, done) => {
+      try {
+        const r = await api('POST', path, scoped(body));
+        result.textContent = done(r);
+        flash(result.textContent);
+        await load();
+      } catch (e) {
+        result.textContent = e.message;
+      }
+    };
+    const pause = (kind, value) => change('/ui/api/holds', { kind, value },
+      (r) => `Paused ${kind} ${value}: ${fmtNum(r.deliveries)} pending deliveries wait, no attempt spent.`);
+    const resume = (h) => change('/ui/api/holds/release', { kind: h.kind, value: h.value, tenant: h.tenant },
+      (r) => `Resumed ${h.kind} ${h.value}: ${fmtNum(r.deliveries)} deliveries due again.`);
+    const replayButtons = (d) => {
+      const cell = el('td', { class: 'actions' });
+      const key = d.key;
+      const c = counted.get(key);
+      if (c && c.matched) {
+        const confirm = el('button', { type: 'button', class: 'danger', 'data-confirm': key,
+          text: `Replay at most ${fmtNum(c.matched)} failed deliveries to ${key} of ${incidentScope().label}` });
+        confirm.addEventListener('click', () => {
+          counted.delete(key);
+          change('/ui/api/bulk', { action: 'replay', state: 'failed', destination: key, dry_run: false,
+            through: c.through, max: c.matched },
+          (r) => `${fmtNum(r.changed)} deliveries to ${key} replayed, ${fmtNum(r.skipped)} skipped.`);
+        });
+        cell.append(confirm);
+      } else if (d.failed) {
+        const count = el('button', { type: 'button', class: 'secondary', 'data-count': key, text: 'Count failed to replay' });
+        count.addEventListener('click', async () => {
+          try {
+            const r = await api('POST', '/ui/api/bulk', scoped({ action: 'replay', state: 'failed', destination: key, dry_run: true }));
+            counted.set(key, r);
+            result.textContent = `${fmtNum(r.matched)}${r.more ? '+' : ''} failed deliveries to ${key} match; nothing changed yet.`;
+            await load();
+          } catch (e) {
+            result.textContent = e.message;
+          }
+        });
+        cell.append(count);
+      }
+      if (!d.paused) {
+        const b = el('button', { type: 'button', 'data-pause': key, text: `Pause ${key}` });
+        b.addEventListener('click', () => pause('destination', key));
+        cell.append(b);
+      }
+      return cell;
+    };
+    const seen = (g) => [el('td', {}, g.first_seen ? time(g.first_seen) : '—'), el('td', {}, g.last_seen ? time(g.last_seen) : '—')];
+    const counts = (g) => [el('td', { class: 'num', text: fmtNum(g.failed) }), el('td', { class: 'num', text: fmtNum(g.retrying) }),
+      el('td', { class: 'num', text: fmtNum(g.held) })];
+    async function load() {
+      const f = await api('GET', `/ui/api/failures${query()}`);
+      if (view !== app.view) return;
+      note.textContent = `${incidentScope().label === 'every tenant' ? 'Every tenant' : `Only ${incidentScope().label}`}: failed in the last ${f.hours} h, or pending after a failed attempt` +
+        `${f.truncated ? ' (the most recent 5,000 of each; more exist)' : ''}.`;
+      const paused = new Set(f.holds.filter((h) => h.kind === 'destination').map((h) => h.value));
+      const pauseForm = el('form', { class: 'actions', id: 'pause-form' },
+        el('select', { id: 'pause-kind', name: 'kind' }, ['destination', 'channel', 'tenant'].map((k) => el('option', { value: k, text: k }))),
+        el('input', { id: 'pause-value', name: 'value', placeholder: 'hooks.example.com, email, or a tenant id', required: true }),
+        el('button', { type: 'submit', text: 'Pause' }));
+      pauseForm.addEventListener('submit', (event) => {
+        event.preventDefault();
+        const data = new FormData(pauseForm);
+        pause(String(data.get('kind')), String(data.get('value')).trim());
+      });
+      holds.replaceChildren(el('h2', { text: 'Paused' }),
+        f.holds.length ? el('table', { id: 'hold-list' },
+          el('thead', {}, el('tr', {}, ['Kind', 'What', 'Tenant', 'Since', 'By', ''].map((t) => el('th', { text: t })))),
+          el('tbody', {}, f.holds.map((h) => {
+            const b = el('button', { type: 'button', 'data-resume': `${h.kind}:${h.value}`, text: `Resume ${h.value}` });
+            b.addEventListener('click', () => resume(h));
+            return el('tr', { 'data-hold': `${h.kind}:${h.value}` }, el('td', { text: h.kind }), el('td', { class: 'mono', text: h.value }),
+              el('td', { class: 'mono', text: h.tenant ? tenantName(h.tenant) : 'every tenant' }), el('td', {}, time(h.created_at)),
+              el('td', { class: 'mono', text: h.actor }), el('td', {}, b));
+          })))
+          : el('p', { class: 'muted', text: 'Nothing is paused.' }),
+        pauseForm);
+      destinations.replaceChildren(el('h2', { text: 'Failing destinations' }),
+        f.destinations.length ? el('table', { id: 'destinations' },
+          el('thead', {}, el('tr', {}, ['Destination', 'Failed', 'Retrying', 'Held', 'Tenants', 'Top error', 'First seen', 'Last seen', '']
+            .map((t, i) => el('th', { text: t, class: i >= 1 && i <= 4 ? 'num' : null })))),
+          el('tbody', {}, f.destinations.map((d) => el('tr', { 'data-destination': d.key },
+            el('td', { class: 'mono', text: d.key }), ...counts(d), el('td', { class: 'num', text: fmtNum(d.tenants) }),
+            el('td', { class: 'mono', text: d.top_error || '—' }), ...seen(d),
+            replayButtons({ ...d, paused: paused.has(d.key) })))))
+          : el('p', { class: 'muted', text: 'Nothing is failing.' }));
+      errors.replaceChildren(el('h2', { text: 'Top error codes' }),
+        f.errors.length ? el('table', { id: 'errors' },
+          el('thead', {}, el('tr', {}, ['Code', 'Failed', 'Retrying', 'Held', 'First seen', 'Last seen']
+            .map((t, i) => el('th', { text: t, class: i >= 1 && i <= 3 ? 'num' : null })))),
+          el('tbody', {}, f.errors.map((g) => el('tr', { 'data-error': g.key },
+            el('td', { class: 'mono', text: g.key }), ...counts(g), ...seen(g)))))
+          : el('p', { class: 'muted', text: 'No errors.' }));
+      tenants.replaceChildren(el('h2', { text: 'By tenant and channel' }),
+        el('table', { id: 'failing-by-tenant' },
+          el('thead', {}, el('tr', {}, ['Tenant or channel', 'Failed', 'Retrying', 'Held', 'Top error']
+            .map((t, i) => el('th', { text: t, class: i >= 1 && i <= 3 ? 'num' : null })))),
+          el('tbody', {}, [...f.tenants.map((g) => ({ ...g, label: g.name || g.key })),
+            ...f.channels.map((g) => ({ ...g, label: `channel ${g.key}` }))].map((g) => el('tr', {},
+            el('td', { text: g.label }), ...counts(g), el('td', { class: 'mono', text: g.top_error || '—' }))))));
+    }
+    refresh(view, REFRESH_MS.incidents, load);
   }
 
   // ---- audit ---------------------------------------------------------------------------

@@ -42,7 +42,8 @@ fn all_of(tenant: Uuid) -> ListFilter<'static> {
 
 /// A selection of `filter.tenant`'s deliveries.
 async fn select(db: &Db, filter: SelectFilter<'_>) -> Vec<Uuid> {
-    deliveries_select(db.conn().await.as_conn(), &filter).await.unwrap()
+    let rows = deliveries_select(db.conn().await.as_conn(), &filter).await.unwrap();
+    rows.into_iter().map(|r| r.id).collect()
 }
 
 fn every_one_of(tenant: Uuid) -> SelectFilter<'static> {
