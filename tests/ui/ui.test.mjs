@@ -19,6 +19,7 @@ const SHOTS = path.join(HERE, 'screenshots');
 const BIN = process.env.HERALD_BIN;
 const CHROMIUM = process.env.HERALD_CHROMIUM || '/usr/bin/chromium';
 const ADMIN_KEY = 'ui-test-admin-key-4f9a2c7e1b08d35a6c91e2f7b4d0a8';
+const VIEWER_KEY = 'ui-test-viewer-key-9c3e5a1d7f2b4086e1a3c5b7d9f0e2';
 const RELEASE = 'ui-test-release-7';
 // Hostile text, as a tenant or a receiver might write it: it must show as these characters.
 const HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 1">';
@@ -103,6 +104,7 @@ const server = spawn(BIN, ['serve'], {
     HERALD_DB: path.join(dir, 'herald.db'),
     HERALD_LISTEN: `127.0.0.1:${port}`,
     HERALD_ADMIN_KEY: ADMIN_KEY,
+    HERALD_VIEWER_KEY: VIEWER_KEY,
     HERALD_RELEASE: RELEASE,
     HERALD_ALLOW_PRIVATE_TARGETS: 'true',
     HERALD_BACKOFF_BASE: '200ms',
@@ -477,7 +479,38 @@ async function main() {
     const actions = log.entries.map((e) => e.action);
     for (const a of ['hold', 'bulk_replay', 'hold_release']) assert.ok(actions.includes(a), `${a} in the audit log`);
     await shot(page, 'incident-resolved');
+    // The list over every tenant, filtered by where the deliveries went and their key.
+    await page.goto(`${BASE}/ui#/deliveries?state=sent&to_prefix=${encodeURIComponent('http://127.0.0.2')}&key_prefix=incident-`);
+    await until('the seven across three tenants listed', async () => (await page.locator('#deliveries tbody tr').count()) === 7);
+    const shown = await page.locator('#deliveries tbody tr td:first-child').allTextContents();
+    assert.deepEqual([...new Set(shown)].sort(), ['acme', 'other', 'third']);
+    await shot(page, 'incident-all-tenants');
     // Signed out, so this page polls no server that the next step kills.
+    await page.locator('#sign-out').click();
+    await page.locator('#sign-in').waitFor({ state: 'visible' });
+  });
+
+  await step('the read-only viewer sees every tenant and the incident console, and no control that acts', async () => {
+    await signIn(page, VIEWER_KEY);
+    assert.equal(await page.locator('#identity').textContent(), 'viewer (read-only)');
+    await page.locator('#tenant').selectOption({ label: 'All tenants' });
+    await page.locator('nav a[data-page="incidents"]').click();
+    await page.locator('#destinations, #failing-destinations p').first().waitFor();
+    assert.equal(await page.locator('#pause-form').isVisible(), false);
+    assert.equal(await page.locator('[data-pause]:visible, [data-count]:visible').count(), 0);
+    await page.locator('nav a[data-page="deliveries"]').click();
+    await page.locator('#deliveries').waitFor();
+    assert.equal(await page.locator('#bulk').isVisible(), false);
+    await page.locator('#deliveries tbody tr a').first().click();
+    await page.locator('#view h1 .badge').waitFor();
+    assert.equal(await page.locator('#replay').isVisible(), false);
+    // The server refuses an action from this session whatever the page shows.
+    const id = page.url().split('/').pop();
+    const csrf = await page.evaluate(async () => (await (await fetch('/ui/api/session')).json()).csrf);
+    const r = await page.request.post(`${BASE}/ui/api/deliveries/${id}/replay`, { headers: { 'x-herald-csrf': csrf } });
+    assert.equal(r.status(), 403);
+    assert.equal((await r.json()).error.code, 'read_only');
+    await shot(page, 'viewer');
     await page.locator('#sign-out').click();
     await page.locator('#sign-in').waitFor({ state: 'visible' });
   });

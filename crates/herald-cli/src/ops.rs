@@ -364,9 +364,12 @@ pub async fn deliveries(db: Db, cmd: DeliveriesCmd) -> Result<()> {
                 Some(s) => Some(s.parse::<DeliveryState>().map_err(|e| anyhow!("{e}"))?),
             };
             let filter = DeliveryFilter {
-                tenant,
+                tenant: Some(tenant),
                 state,
                 channel,
+                error_code: None,
+                key_prefix: None,
+                to_prefix: None,
                 before: None,
                 from: None,
                 to: None,

@@ -104,6 +104,7 @@ pub async fn serve(args: ServeArgs, role: Role) -> Result<()> {
     let config = ServeConfig {
         listen: (role == Role::Serve).then_some(settings.listen),
         admin_key: settings.admin_key.clone(),
+        viewer_key: settings.viewer_key.clone(),
         metrics_token: settings.metrics_token.clone(),
         metrics_per_tenant: settings.metrics_per_tenant,
         http: settings.http.clone(),

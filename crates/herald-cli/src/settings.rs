@@ -34,6 +34,9 @@ pub struct Settings {
     /// The admin key: only it creates tenants, keys and grants; at least 43 characters (`head -c 32 /dev/urandom | base64`) [default: none, admin calls disabled]
     #[arg(long, env = "HERALD_ADMIN_KEY", hide_env_values = true)]
     pub admin_key: Option<String>,
+    /// A read-only operator's dashboard key: reads every tenant, acts on nothing; at least 43 characters [default: none]
+    #[arg(long, env = "HERALD_VIEWER_KEY", hide_env_values = true)]
+    pub viewer_key: Option<String>,
     /// The release this process runs, recorded on every attempt it makes [default: herald's version]
     #[arg(long, env = "HERALD_RELEASE")]
     pub release: Option<String>,
@@ -115,6 +118,7 @@ pub struct Resolved {
     pub db: String,
     pub listen: SocketAddr,
     pub admin_key: Option<String>,
+    pub viewer_key: Option<String>,
     pub metrics_token: Option<String>,
     pub worker: WorkerOptions,
     pub reconciler: ReconcilerOptions,
@@ -282,20 +286,26 @@ impl Settings {
             Some(other) => bail!("HERALD_ALLOW_PRIVATE_TARGETS: {other:?} is not true or false"),
         };
         let admin_key = get(&self.admin_key, "admin_key").filter(|k| !k.is_empty());
-        if let Some(key) = &admin_key
-            && key.chars().count() < ADMIN_KEY_CHARS_MIN
-        {
-            bail!(
-                "HERALD_ADMIN_KEY is {} characters: an admin key must be at least \
-                 {ADMIN_KEY_CHARS_MIN}, 32 random bytes' worth (make one with \
-                 `head -c 32 /dev/urandom | base64`)",
-                key.chars().count()
-            );
+        let viewer_key = get(&self.viewer_key, "viewer_key").filter(|k| !k.is_empty());
+        for (name, key) in [("HERALD_ADMIN_KEY", &admin_key), ("HERALD_VIEWER_KEY", &viewer_key)] {
+            if let Some(key) = key
+                && key.chars().count() < ADMIN_KEY_CHARS_MIN
+            {
+                bail!(
+                    "{name} is {} characters: a key must be at least {ADMIN_KEY_CHARS_MIN}, \
+                     32 random bytes' worth (make one with `head -c 32 /dev/urandom | base64`)",
+                    key.chars().count()
+                );
+            }
+        }
+        if admin_key.is_some() && admin_key == viewer_key {
+            bail!("HERALD_VIEWER_KEY must differ from HERALD_ADMIN_KEY");
         }
         Ok(Resolved {
             db: get(&self.db, "db").unwrap_or_else(|| crate::DB_DEFAULT.into()),
             listen,
             admin_key,
+            viewer_key,
             metrics_token: get(&self.metrics_token, "metrics_token").filter(|k| !k.is_empty()),
             worker,
             reconciler: ReconcilerOptions {
@@ -342,6 +352,7 @@ impl Settings {
             "db",
             "listen",
             "admin_key",
+            "viewer_key",
             "release",
             "workers",
             "lease",
@@ -398,6 +409,7 @@ impl std::fmt::Debug for Settings {
             .field("config", &self.config)
             .field("listen", &self.listen)
             .field("admin_key", &Redacted::of(&self.admin_key))
+            .field("viewer_key", &Redacted::of(&self.viewer_key))
             .field("release", &self.release)
             .field("workers", &self.workers)
             .field("lease", &self.lease)
@@ -428,6 +440,7 @@ impl std::fmt::Debug for Resolved {
             .field("db", &redact_url(&self.db))
             .field("listen", &self.listen)
             .field("admin_key", &Redacted::of(&self.admin_key))
+            .field("viewer_key", &Redacted::of(&self.viewer_key))
             .field("metrics_token", &Redacted::of(&self.metrics_token))
             .field("worker", &self.worker)
             .field("reconciler", &self.reconciler)

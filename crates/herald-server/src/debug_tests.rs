@@ -40,6 +40,7 @@ fn config() -> ServeConfig {
     ServeConfig {
         listen: Some(([127, 0, 0, 1], 8080).into()),
         admin_key: Some(ADMIN_KEY.into()),
+        viewer_key: None,
         metrics_token: Some(METRICS_TOKEN.into()),
         worker: None,
         reconciler: None,

@@ -19,6 +19,8 @@ pub struct ServeConfig {
     /// `None`: no HTTP API (`herald worker`).
     pub listen: Option<SocketAddr>,
     pub admin_key: Option<String>,
+    /// `HERALD_VIEWER_KEY`: a read-only operator's dashboard key (every tenant, no action).
+    pub viewer_key: Option<String>,
     pub metrics_token: Option<String>,
     /// `HERALD_METRICS_PER_TENANT`: `/metrics` also shows series labelled by tenant id.
     pub metrics_per_tenant: bool,
@@ -67,6 +69,7 @@ pub fn state(herald: &Herald, config: &ServeConfig) -> AppState {
     AppState {
         herald: herald.clone(),
         admin_key_sha256: config.admin_key.as_deref().filter(|k| !k.is_empty()).map(keys::digest),
+        viewer_key_sha256: config.viewer_key.as_deref().filter(|k| !k.is_empty()).map(keys::digest),
         metrics_token_sha256: config
             .metrics_token
             .as_deref()

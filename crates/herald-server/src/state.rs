@@ -9,6 +9,9 @@ pub struct AppState {
     pub herald: Herald,
     /// SHA-256 of `HERALD_ADMIN_KEY`; `None` disables the admin calls (403).
     pub admin_key_sha256: Option<[u8; 32]>,
+    /// SHA-256 of `HERALD_VIEWER_KEY`: a dashboard session that reads what the admin reads
+    /// and acts on nothing; `None`: no such sign-in.
+    pub viewer_key_sha256: Option<[u8; 32]>,
     /// `HERALD_METRICS_TOKEN`: when set, `/metrics` needs `Authorization: Bearer <token>`.
     pub metrics_token_sha256: Option<[u8; 32]>,
     /// Channels this deployment delivers; a submit for any other is a 400.

@@ -26,6 +26,9 @@ pub struct UiSessionRow {
     pub address: Option<String>,
     /// The client's `User-Agent` at sign-in, cut to 200 characters.
     pub agent: Option<String>,
+    /// A read-only operator's session (`tenant_id` is `None`): it can read what the admin
+    /// reads and act on nothing.
+    pub viewer: bool,
 }
 
 pub(crate) type UiSessionTuple = (
@@ -39,10 +42,23 @@ pub(crate) type UiSessionTuple = (
     Option<String>,
     Option<String>,
     Option<String>,
+    bool,
 );
 
 pub(crate) fn ui_session_row(t: UiSessionTuple) -> UiSessionRow {
-    let (id, tenant_id, key_id, created_ms, seen_ms, expires_ms, ended_ms, why, address, agent) = t;
+    let (
+        id,
+        tenant_id,
+        key_id,
+        created_ms,
+        seen_ms,
+        expires_ms,
+        ended_ms,
+        why,
+        address,
+        agent,
+        viewer,
+    ) = t;
     UiSessionRow {
         id,
         tenant_id,
@@ -53,13 +69,14 @@ pub(crate) fn ui_session_row(t: UiSessionTuple) -> UiSessionRow {
         ended: ended_ms.zip(why),
         address,
         agent,
+        viewer,
     }
 }
 
 /// The statements of a backend, in its placeholders, every parameter bound once and in
 /// the order the functions below bind it (so one body serves every backend).
 pub(crate) struct UiSessionSql {
-    /// id, tenant_id, key_id, created_ms, seen_ms, expires_ms, address, agent.
+    /// id, tenant_id, key_id, created_ms, seen_ms, expires_ms, address, agent, viewer.
     pub insert: &'static str,
     /// id.
     pub get: &'static str,
@@ -94,6 +111,7 @@ macro_rules! ui_session_fns {
                 .bind(row.expires_ms)
                 .bind(&row.address)
                 .bind(&row.agent)
+                .bind(row.viewer)
                 .execute(c)
                 .await?;
             Ok(())

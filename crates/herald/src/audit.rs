@@ -16,6 +16,8 @@ use std::time::Duration;
 pub enum AuditActor {
     /// The admin key (a call or a dashboard session).
     Admin,
+    /// The read-only operator's key (a dashboard session).
+    Viewer,
     /// A tenant's API key (a call, or a session made from it), by its id.
     Tenant { key_id: String },
     /// An operator at the command line, on the database itself.
@@ -86,6 +88,7 @@ impl Herald {
     pub async fn audit(&self, entry: AuditEntry) -> Result<(), Error> {
         let (actor, key_id) = match entry.actor {
             AuditActor::Admin => ("admin", None),
+            AuditActor::Viewer => ("viewer", None),
             AuditActor::Tenant { key_id } => ("tenant", Some(key_id)),
             AuditActor::Operator => ("operator", None),
             AuditActor::Anonymous { key_id } => ("anonymous", key_id),

@@ -23,9 +23,16 @@ use std::time::Duration;
 /// Which of a tenant's deliveries to list, newest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryFilter {
-    pub tenant: TenantId,
+    /// `None`: every tenant's deliveries (an operator's view over all).
+    pub tenant: Option<TenantId>,
     pub state: Option<DeliveryState>,
     pub channel: Option<String>,
+    /// The error code of the delivery's latest attempt.
+    pub error_code: Option<String>,
+    /// Operation keys that start with this.
+    pub key_prefix: Option<String>,
+    /// Recipients that start with this (`https://hooks.example.com`, a URL's path).
+    pub to_prefix: Option<String>,
     /// Keyset position: only deliveries created before this one (exclusive).
     pub before: Option<DeliveryId>,
     /// Only deliveries created at or after this time.
@@ -77,11 +84,14 @@ impl Herald {
             (a, b) => a.or(b),
         };
         let filter = ListFilter {
-            tenant: filter.tenant.as_uuid(),
+            tenant: filter.tenant.map(TenantId::as_uuid),
             state: filter.state,
             channel: filter.channel.as_deref(),
             before,
             from: filter.from.map(uuid_at),
+            error_code: filter.error_code.as_deref(),
+            key_prefix: filter.key_prefix.as_deref(),
+            to_prefix: filter.to_prefix.as_deref(),
             limit: filter.limit,
         };
         let rows = self

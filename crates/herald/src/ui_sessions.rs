@@ -62,6 +62,8 @@ pub struct UiSession {
     /// The client's address and `User-Agent` at sign-in.
     pub address: Option<String>,
     pub agent: Option<String>,
+    /// A read-only operator's session (no tenant): it reads what the admin reads.
+    pub viewer: bool,
 }
 
 impl UiSession {
@@ -74,6 +76,7 @@ impl UiSession {
             expires_at: row.expires_ms,
             address: row.address,
             agent: row.agent,
+            viewer: row.viewer,
         }
     }
 }
@@ -91,11 +94,13 @@ fn new_id() -> Result<String, Error> {
 }
 
 impl Herald {
-    /// Starts a session: the admin's (`tenant` `None`) or a tenant's, made from its API key
-    /// `key_id`. `address` and `agent` are kept to be shown in the list of sessions.
+    /// Starts a session: the admin's (`tenant` `None`), a read-only operator's (`viewer`,
+    /// no tenant) or a tenant's, made from its API key `key_id`. `address` and `agent` are
+    /// kept to be shown in the list of sessions.
     pub async fn ui_session_start(
         &self,
         tenant: Option<(TenantId, &str)>,
+        viewer: bool,
         address: Option<&str>,
         agent: Option<&str>,
     ) -> Result<UiSession, Error> {
@@ -110,6 +115,7 @@ impl Herald {
             ended: None,
             address: address.map(|a| herald_core::ident::shown(a, 64)),
             agent: agent.map(|a| herald_core::ident::shown(a, 200)),
+            viewer: viewer && tenant.is_none(),
         };
         let insert = row.clone();
         self.autocommit(|conn, _| {

@@ -116,6 +116,7 @@ pub(super) async fn http_submit_figures(
     let config = herald_server::serve::ServeConfig {
         listen: None,
         admin_key: Some(admin_key.clone()),
+        viewer_key: None,
         metrics_token: None,
         metrics_per_tenant: false,
         http: herald_server::listen::HttpOptions::default(),

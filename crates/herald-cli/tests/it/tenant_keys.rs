@@ -40,6 +40,7 @@ async fn serve(herald: &Herald) -> (String, tokio::task::JoinHandle<()>) {
     let config = ServeConfig {
         listen: None,
         admin_key: Some(ADMIN_KEY.into()),
+        viewer_key: None,
         metrics_token: None,
         metrics_per_tenant: false,
         http: herald_server::listen::HttpOptions::default(),

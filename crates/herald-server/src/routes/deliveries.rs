@@ -276,12 +276,15 @@ pub async fn list(
     let filters = PageQuery {
         state: q.state.as_deref(),
         channel: q.channel.as_deref(),
+        error_code: None,
+        key_prefix: None,
+        to_prefix: None,
         from: None,
         to: None,
         limit: q.limit.as_deref(),
         cursor: q.cursor.as_deref(),
     };
-    page(&state, tenant, &filters).await.map(Json)
+    page(&state, Some(tenant), &filters).await.map(Json)
 }
 
 /// A page's filters and position, as a query gave them (unchecked).
@@ -289,6 +292,11 @@ pub async fn list(
 pub(crate) struct PageQuery<'q> {
     pub state: Option<&'q str>,
     pub channel: Option<&'q str>,
+    /// The dashboard's: the latest attempt's error code, and prefixes of the operation key
+    /// and the recipient.
+    pub error_code: Option<&'q str>,
+    pub key_prefix: Option<&'q str>,
+    pub to_prefix: Option<&'q str>,
     /// Created at or after (RFC 3339).
     pub from: Option<&'q str>,
     /// Created before (RFC 3339).
@@ -301,9 +309,10 @@ pub(crate) struct PageQuery<'q> {
 /// dashboard list them; the cursor of the next page when there is one.
 pub(crate) async fn page(
     state: &AppState,
-    tenant: herald::TenantId,
+    tenant: Option<herald::TenantId>,
     q: &PageQuery<'_>,
 ) -> ApiResult<DeliveryList> {
+    let filters = [q.state, q.channel, q.error_code, q.key_prefix, q.to_prefix];
     let limit = match q.limit {
         None => PAGE_DEFAULT,
         Some(raw) => match raw.parse::<usize>() {
@@ -314,7 +323,7 @@ pub(crate) async fn page(
     let filter_state = parse_state(q.state)?;
     let before = match q.cursor {
         None => None,
-        Some(c) => Some(cursor::decode(c, q.state, q.channel).map_err(|e| match e {
+        Some(c) => Some(cursor::decode(c, &filters).map_err(|e| match e {
             cursor::CursorError::Malformed => ApiError::invalid("malformed cursor"),
             cursor::CursorError::OtherFilters => {
                 ApiError::invalid("this cursor belongs to a listing with other filters")
@@ -326,6 +335,9 @@ pub(crate) async fn page(
         tenant,
         state: filter_state,
         channel: q.channel.map(str::to_string),
+        error_code: q.error_code.map(str::to_string),
+        key_prefix: q.key_prefix.map(str::to_string),
+        to_prefix: q.to_prefix.map(str::to_string),
         before: before.map(herald::DeliveryId::from_uuid),
         from: parse_time(q.from, "from")?,
         to: parse_time(q.to, "to")?,
@@ -335,7 +347,7 @@ pub(crate) async fn page(
     let more = rows.len() > limit;
     rows.truncate(limit);
     let next_cursor = match (more, rows.last()) {
-        (true, Some(last)) => Some(cursor::encode(last.id.as_uuid(), q.state, q.channel)),
+        (true, Some(last)) => Some(cursor::encode(last.id.as_uuid(), &filters)),
         _ => None,
     };
     Ok(DeliveryList { deliveries: rows.into_iter().map(Into::into).collect(), next_cursor })

@@ -97,6 +97,7 @@ pub(crate) async fn change(
     let scope = scope_of(own, body)?;
     let actor = match &by.actor {
         herald::AuditActor::Admin => "admin".to_string(),
+        herald::AuditActor::Viewer => "viewer".to_string(),
         herald::AuditActor::Tenant { key_id } => format!("tenant:{key_id}"),
         herald::AuditActor::Operator => "operator".to_string(),
         herald::AuditActor::Anonymous { .. } => "anonymous".to_string(),

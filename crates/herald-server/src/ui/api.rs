@@ -40,7 +40,7 @@ impl FromRequestParts<AppState> for Reader {
     }
 }
 
-/// An action: the session, its CSRF token checked.
+/// An action: the session, its CSRF token checked, and not the read-only viewer's.
 #[derive(Debug)]
 pub struct Actor(pub(super) Session);
 
@@ -48,7 +48,27 @@ impl FromRequestParts<AppState> for Actor {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        session::for_action(parts, state).await.map(Actor)
+        let session = session::for_action(parts, state).await?;
+        if session.who == Who::Viewer {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "read_only",
+                "this session is read-only (signed in with the viewer key)",
+            ));
+        }
+        Ok(Actor(session))
+    }
+}
+
+/// Signing out: the session and its CSRF token, whoever's it is (the viewer's too).
+#[derive(Debug)]
+pub struct Leaving(Session);
+
+impl FromRequestParts<AppState> for Leaving {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        session::for_action(parts, state).await.map(Leaving)
     }
 }
 
@@ -56,6 +76,7 @@ impl FromRequestParts<AppState> for Actor {
 pub(super) fn by(s: &Session, client: ClientAddr) -> By {
     let actor = match &s.who {
         Who::Admin => AuditActor::Admin,
+        Who::Viewer => AuditActor::Viewer,
         Who::Tenant { key_id, .. } => AuditActor::Tenant { key_id: key_id.clone() },
     };
     By::new(actor, client)
@@ -64,7 +85,7 @@ pub(super) fn by(s: &Session, client: ClientAddr) -> By {
 /// The tenant a session is of (`None`: the admin's).
 pub(super) fn own_tenant(s: &Session) -> Option<TenantId> {
     match &s.who {
-        Who::Admin => None,
+        Who::Admin | Who::Viewer => None,
         Who::Tenant { tenant, .. } => Some(*tenant),
     }
 }
@@ -83,6 +104,7 @@ fn tenant_of(session: &Session, named: Option<&str>) -> ApiResult<TenantId> {
 async fn describe(state: &AppState, session: &Session) -> ApiResult<Value> {
     let (role, tenant) = match &session.who {
         Who::Admin => ("admin", Value::Null),
+        Who::Viewer => ("viewer", Value::Null),
         Who::Tenant { tenant, .. } => {
             let name = state.herald.tenant_name(*tenant).await?;
             ("tenant", json!({"id": tenant.to_string(), "name": name}))
@@ -122,6 +144,8 @@ pub async fn sign_in(
         None
     } else if state.admin_key_sha256.is_some_and(|admin| keys::same(&admin, &keys::digest(key))) {
         Some(Who::Admin)
+    } else if state.viewer_key_sha256.is_some_and(|v| keys::same(&v, &keys::digest(key))) {
+        Some(Who::Viewer)
     } else {
         match &parsed {
             None => None,
@@ -147,12 +171,13 @@ pub async fn sign_in(
     // cookie planted before the sign-in is never the session after it).
     let previous = session::named(&headers, &state).await.ok().flatten();
     let owner = match &who {
-        Who::Admin => None,
+        Who::Admin | Who::Viewer => None,
         Who::Tenant { tenant, key_id } => Some((*tenant, key_id.as_str())),
     };
     let address = client.0.map(|ip| ip.to_string());
     let agent = headers.get(axum::http::header::USER_AGENT).and_then(|v| v.to_str().ok());
-    let started = state.herald.ui_session_start(owner, address.as_deref(), agent).await?;
+    let viewer = who == Who::Viewer;
+    let started = state.herald.ui_session_start(owner, viewer, address.as_deref(), agent).await?;
     if let Some(previous) = previous {
         state.herald.ui_session_end(&previous, None, UiSessionEnd::Replaced).await?;
     }
@@ -192,7 +217,7 @@ pub async fn session(
 /// is worth nothing — and clears the cookie.
 pub async fn sign_out(
     State(state): State<AppState>,
-    Actor(s): Actor,
+    Leaving(s): Leaving,
     client: ClientAddr,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
@@ -221,7 +246,7 @@ pub async fn sessions(
         .map(|u| {
             json!({
                 "id": u.id,
-                "role": if u.tenant.is_some() { "tenant" } else { "admin" },
+                "role": if u.tenant.is_some() { "tenant" } else if u.viewer { "viewer" } else { "admin" },
                 "tenant": u.tenant.as_ref().map(|(t, _)| t.to_string()),
                 "key_id": u.tenant.as_ref().map(|(_, k)| k),
                 "created_at": rfc3339_ms(u.created_at),
@@ -269,7 +294,7 @@ pub async fn audit_log(
 /// `GET /ui/api/tenants`.
 pub async fn tenants(State(state): State<AppState>, Reader(s): Reader) -> ApiResult<Json<Value>> {
     let list: Vec<Value> = match &s.who {
-        Who::Admin => state
+        Who::Admin | Who::Viewer => state
             .herald
             .tenants(TENANTS_MAX)
             .await?
@@ -332,7 +357,7 @@ pub async fn overview(
         })
         .collect();
     let alerts: Vec<Value> = match s.who {
-        Who::Admin => herald::alerts::raised()
+        Who::Admin | Who::Viewer => herald::alerts::raised()
             .into_iter()
             .map(|a| json!({"reason": a.reason, "count": a.count, "last_at": rfc3339_ms(a.last_at_ms)}))
             .collect(),
@@ -356,6 +381,9 @@ pub struct ListQuery {
     tenant: Option<String>,
     state: Option<String>,
     channel: Option<String>,
+    error_code: Option<String>,
+    key_prefix: Option<String>,
+    to_prefix: Option<String>,
     from: Option<String>,
     to: Option<String>,
     q: Option<String>,
@@ -370,24 +398,42 @@ pub async fn deliveries(
     Reader(s): Reader,
     QueryParams(q): QueryParams<ListQuery>,
 ) -> ApiResult<Json<DeliveryList>> {
-    let tenant = tenant_of(&s, q.tenant.as_deref())?;
+    // The admin with no tenant named lists every tenant's.
+    let tenant = scope(&s, q.tenant.as_deref())?;
     if let Some(search) = q.q.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
         let mut found = Vec::new();
         if let Ok(id) = uuid::Uuid::try_parse(search) {
-            match state.herald.delivery(tenant, DeliveryId::from_uuid(id)).await {
-                Ok(d) => found.push(d),
+            let id = DeliveryId::from_uuid(id);
+            let owner = match tenant {
+                Some(t) => Ok(t),
+                None => state.herald.delivery_tenant(id).await,
+            };
+            match owner {
+                Ok(t) => match state.herald.delivery(t, id).await {
+                    Ok(d) => found.push(d),
+                    Err(herald::Error::NotFound) => {}
+                    Err(e) => return Err(e.into()),
+                },
                 Err(herald::Error::NotFound) => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        let channels: Vec<String> = state.channels.iter().cloned().collect();
-        found.extend(state.herald.deliveries_by_key(tenant, search, &channels).await?);
+        if let Some(tenant) = tenant {
+            let channels: Vec<String> = state.channels.iter().cloned().collect();
+            found.extend(state.herald.deliveries_by_key(tenant, search, &channels).await?);
+        }
         let found = found.into_iter().map(Into::into).collect();
         return Ok(Json(DeliveryList { deliveries: found, next_cursor: None }));
+    }
+    fn text(v: &Option<String>) -> Option<&str> {
+        v.as_deref().map(str::trim).filter(|t| !t.is_empty())
     }
     let filters = PageQuery {
         state: q.state.as_deref(),
         channel: q.channel.as_deref(),
+        error_code: text(&q.error_code),
+        key_prefix: text(&q.key_prefix),
+        to_prefix: text(&q.to_prefix),
         from: q.from.as_deref(),
         to: q.to.as_deref(),
         limit: q.limit.as_deref(),

@@ -122,6 +122,8 @@ fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
 pub enum Who {
     /// The admin key: every tenant.
     Admin,
+    /// The viewer key: reads every tenant, acts on nothing.
+    Viewer,
     /// A tenant's API key (its id, so a revocation ends the session): that tenant only.
     Tenant { tenant: herald::TenantId, key_id: String },
 }
@@ -259,6 +261,7 @@ pub async fn from_parts(parts: &Parts, state: &AppState) -> Result<Session, ApiE
     let id = verify(&key, value).ok_or_else(signed_out)?;
     let row = state.herald.ui_session_live(&id, state.ui_idle).await?.ok_or_else(signed_out)?;
     let who = match row.tenant {
+        None if row.viewer => Who::Viewer,
         None => Who::Admin,
         Some((tenant, key_id)) => {
             let parsed = herald::KeyId::parse(&key_id).ok_or_else(signed_out)?;

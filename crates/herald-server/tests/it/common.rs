@@ -18,6 +18,8 @@ use tower::ServiceExt as _;
 pub const POSTGRES_ENV: &str = "HERALD_TEST_POSTGRES_URL";
 pub const MYSQL_ENV: &str = "HERALD_TEST_MYSQL_URL";
 pub const ADMIN_KEY: &str = "admin-secret";
+/// The read-only operator's dashboard key of the tests' router.
+pub const VIEWER_KEY: &str = "viewer-secret";
 
 /// `email`: every send succeeds.
 #[derive(Debug)]
@@ -50,6 +52,7 @@ pub fn config(admin_key: Option<&str>, metrics_token: Option<&str>) -> ServeConf
     ServeConfig {
         listen: None,
         admin_key: admin_key.map(Into::into),
+        viewer_key: Some(VIEWER_KEY.into()),
         metrics_token: metrics_token.map(Into::into),
         metrics_per_tenant: false,
         http: herald_server::listen::HttpOptions::default(),
@@ -544,11 +547,12 @@ pub fn is_rfc3339(s: &str) -> bool {
     zone_ok && s.parse::<jiff::Timestamp>().is_ok()
 }
 
-pub const DELIVERY_FIELDS: [&str; 15] = [
+pub const DELIVERY_FIELDS: [&str; 16] = [
     "attempts",
     "channel",
     "cost",
     "created_at",
+    "held",
     "id",
     "last_error",
     "max_attempts",

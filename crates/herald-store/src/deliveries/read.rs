@@ -38,7 +38,8 @@ pub async fn delivery_attempts(conn: Conn<'_>, id: Uuid) -> Result<Vec<AttemptRo
 /// Which of a tenant's deliveries a page lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListFilter<'a> {
-    pub tenant: Uuid,
+    /// `None`: every tenant's (the admin's incident console).
+    pub tenant: Option<Uuid>,
     pub state: Option<DeliveryState>,
     pub channel: Option<&'a str>,
     /// The keyset position: only ids before this one (exclusive).
@@ -46,7 +47,71 @@ pub struct ListFilter<'a> {
     /// Only ids from this one on (inclusive). Ids are UUIDv7, so id order is creation
     /// order: a caller turns a creation time into an id bound.
     pub from: Option<Uuid>,
+    /// Only deliveries whose latest attempt ended with this error code.
+    pub error_code: Option<&'a str>,
+    /// Only operation keys that start with this.
+    pub key_prefix: Option<&'a str>,
+    /// Only recipients that start with this (a webhook URL's scheme and host, a path).
+    pub to_prefix: Option<&'a str>,
     pub limit: usize,
+}
+
+/// A value [`list_where`] binds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ListBind<'a> {
+    Uuid(Uuid),
+    Text(&'a str),
+}
+
+/// How a backend writes [`list_where`]'s conditions: its placeholder of parameter n, and
+/// "column starts with" given as many placeholders of the prefix as it needs.
+pub(crate) struct ListDialect {
+    pub ph: fn(usize) -> String,
+    pub starts_with: fn(&str, &[String]) -> String,
+    pub prefix_binds: usize,
+}
+
+/// The WHERE clause of a page (`TRUE` when nothing narrows it) and its binds in order:
+/// only the filters given, so each backend plans the statement it runs (a tenant's page
+/// reads its (tenant, id) index; every tenant's, the primary key).
+pub(crate) fn list_where<'a>(f: &ListFilter<'a>, d: &ListDialect) -> (String, Vec<ListBind<'a>>) {
+    let mut conds = Vec::new();
+    let mut binds = Vec::new();
+    let next = |b: ListBind<'a>, binds: &mut Vec<ListBind<'a>>| {
+        binds.push(b);
+        (d.ph)(binds.len())
+    };
+    if let Some(t) = f.tenant {
+        conds.push(format!("d.tenant_id = {}", next(ListBind::Uuid(t), &mut binds)));
+    }
+    if let Some(s) = f.state {
+        conds.push(format!("d.state = {}", next(ListBind::Text(s.as_str()), &mut binds)));
+    }
+    if let Some(c) = f.channel {
+        conds.push(format!("d.channel = {}", next(ListBind::Text(c), &mut binds)));
+    }
+    if let Some(b) = f.before {
+        conds.push(format!("d.id < {}", next(ListBind::Uuid(b), &mut binds)));
+    }
+    if let Some(from) = f.from {
+        conds.push(format!("d.id >= {}", next(ListBind::Uuid(from), &mut binds)));
+    }
+    if let Some(code) = f.error_code {
+        conds.push(format!(
+            "EXISTS (SELECT 1 FROM delivery_attempts a
+                     WHERE a.delivery_id = d.id AND a.n = d.attempts AND a.error_code = {})",
+            next(ListBind::Text(code), &mut binds)
+        ));
+    }
+    for (column, prefix) in [("d.operation_key", f.key_prefix), ("d.recipient", f.to_prefix)] {
+        if let Some(p) = prefix {
+            let phs: Vec<String> =
+                (0..d.prefix_binds).map(|_| next(ListBind::Text(p), &mut binds)).collect();
+            conds.push((d.starts_with)(column, &phs));
+        }
+    }
+    let clause = if conds.is_empty() { "TRUE".to_string() } else { conds.join(" AND ") };
+    (clause, binds)
 }
 
 /// A page of a tenant's deliveries, newest first (ids are UUIDv7: id order is creation

@@ -80,26 +80,26 @@ pub(crate) async fn deliveries_list(
     c: &mut MySqlConnection,
     f: &ListFilter<'_>,
 ) -> Result<Vec<DeliveryRow>, StoreError> {
-    let q = format!(
-        "SELECT {DELIVERY_COLS} FROM deliveries
-         WHERE tenant_id = ? AND (? IS NULL OR state = ?) AND (? IS NULL OR channel = ?)
-           AND (? IS NULL OR id < ?) AND (? IS NULL OR id >= ?)
-         ORDER BY id DESC LIMIT ?"
+    let (clause, binds) = crate::deliveries::list_where(
+        f,
+        &crate::deliveries::ListDialect {
+            ph: |_| "?".to_string(),
+            starts_with: |col, p| format!("LEFT({col}, CHAR_LENGTH({})) = {}", p[0], p[1]),
+            prefix_binds: 2,
+        },
     );
-    let state = f.state.map(|s| s.as_str());
-    let rows = sqlx::query(sql(q))
-        .bind(f.tenant)
-        .bind(state)
-        .bind(state)
-        .bind(f.channel)
-        .bind(f.channel)
-        .bind(f.before)
-        .bind(f.before)
-        .bind(f.from)
-        .bind(f.from)
-        .bind(f.limit as i64)
-        .fetch_all(c)
-        .await?;
+    let limit = "?".to_string();
+    let q = format!(
+        "SELECT {DELIVERY_COLS} FROM deliveries d WHERE {clause} ORDER BY d.id DESC LIMIT {limit}"
+    );
+    let mut query = sqlx::query(sql(q));
+    for b in binds {
+        query = match b {
+            crate::deliveries::ListBind::Uuid(u) => query.bind(u),
+            crate::deliveries::ListBind::Text(t) => query.bind(t),
+        };
+    }
+    let rows = query.bind(f.limit as i64).fetch_all(c).await?;
     let mut page = Vec::with_capacity(rows.len());
     for row in rows {
         page.push(delivery_row!(row));

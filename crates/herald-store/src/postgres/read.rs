@@ -88,22 +88,26 @@ pub(crate) async fn deliveries_list(
     c: &mut PgConnection,
     f: &ListFilter<'_>,
 ) -> Result<Vec<DeliveryRow>, StoreError> {
-    let q = format!(
-        "SELECT {DELIVERY_COLS} FROM deliveries d
-         WHERE tenant_id = $1 AND ($2::text IS NULL OR state = $2)
-           AND ($3::text IS NULL OR channel = $3) AND ($4::uuid IS NULL OR id < $4)
-           AND ($5::uuid IS NULL OR id >= $5)
-         ORDER BY id DESC LIMIT $6"
+    let (clause, binds) = crate::deliveries::list_where(
+        f,
+        &crate::deliveries::ListDialect {
+            ph: |n| format!("${n}"),
+            starts_with: |col, p| format!("starts_with({col}, {})", p[0]),
+            prefix_binds: 1,
+        },
     );
-    let rows = sqlx::query(sql(q))
-        .bind(f.tenant)
-        .bind(f.state.map(|s| s.as_str()))
-        .bind(f.channel)
-        .bind(f.before)
-        .bind(f.from)
-        .bind(f.limit as i64)
-        .fetch_all(c)
-        .await?;
+    let limit = format!("${}", binds.len() + 1);
+    let q = format!(
+        "SELECT {DELIVERY_COLS} FROM deliveries d WHERE {clause} ORDER BY d.id DESC LIMIT {limit}"
+    );
+    let mut query = sqlx::query(sql(q));
+    for b in binds {
+        query = match b {
+            crate::deliveries::ListBind::Uuid(u) => query.bind(u),
+            crate::deliveries::ListBind::Text(t) => query.bind(t),
+        };
+    }
+    let rows = query.bind(f.limit as i64).fetch_all(c).await?;
     let mut page = Vec::with_capacity(rows.len());
     for row in rows {
         page.push(delivery_row!(row));

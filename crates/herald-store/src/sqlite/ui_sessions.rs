@@ -5,16 +5,16 @@ crate::ui_sessions::ui_session_fns!(sqlx::SqliteConnection, SQL);
 
 const SQL: crate::ui_sessions::UiSessionSql = crate::ui_sessions::UiSessionSql {
     insert: "INSERT INTO herald_ui_sessions (id, tenant_id, key_id, created_ms, seen_ms,
-                 expires_ms, address, agent)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                 expires_ms, address, agent, viewer)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     get: "SELECT id, tenant_id, key_id, created_ms, seen_ms, expires_ms, ended_ms, ended_why,
-              address, agent
+              address, agent, viewer
           FROM herald_ui_sessions WHERE id = ?1",
     touch: "UPDATE herald_ui_sessions SET seen_ms = ?1 WHERE id = ?2 AND ended_ms IS NULL",
     end: "UPDATE herald_ui_sessions SET ended_ms = ?1, ended_why = ?2
           WHERE id = ?3 AND ended_ms IS NULL AND (?4 IS NULL OR tenant_id = ?4)",
     open: "SELECT id, tenant_id, key_id, created_ms, seen_ms, expires_ms, ended_ms, ended_why,
-              address, agent
+              address, agent, viewer
            FROM herald_ui_sessions
            WHERE ended_ms IS NULL AND expires_ms > ?1 AND (?2 IS NULL OR tenant_id = ?2)
            ORDER BY created_ms DESC, id LIMIT ?3",

@@ -14,6 +14,8 @@
 
   const app = { me: null, tenants: [], tenant: '', view: 0, timer: null };
   const $ = (id) => document.getElementById(id);
+  /** The admin and the read-only viewer see every tenant; a tenant its own. */
+  const overAll = () => app.me && (app.me.role === 'admin' || app.me.role === 'viewer');
 
   // ---- building the page ------------------------------------------------------------
 
@@ -152,7 +154,7 @@
   /** A query string: the chosen tenant (an admin's) and the given parameters. */
   function query(params, withTenant = true) {
     const q = new URLSearchParams();
-    if (withTenant && app.me && app.me.role === 'admin' && app.tenant) q.set('tenant', app.tenant);
+    if (withTenant && app.me && overAll() && app.tenant) q.set('tenant', app.tenant);
     for (const [k, v] of Object.entries(params || {})) if (v) q.set(k, v);
     const s = q.toString();
     return s ? `?${s}` : '';
@@ -178,7 +180,7 @@
     app.tenants = list.tenants;
     const picker = $('tenant');
     const options = app.tenants.map((t) => el('option', { value: t.id, text: t.name }));
-    if (me.role === 'admin') {
+    if (me.role === 'admin' || me.role === 'viewer') {
       picker.replaceChildren(el('option', { value: '', text: 'All tenants' }), ...options);
       const kept = sessionStorage.getItem('herald.tenant') || '';
       app.tenant = app.tenants.some((t) => t.id === kept) ? kept : '';
@@ -190,7 +192,8 @@
     }
     picker.value = app.tenant;
     // The header is shown once it is whole: who, and the tenant picker as it will stay.
-    $('identity').textContent = me.role === 'admin' ? 'admin' : `tenant ${me.tenant.name}`;
+    $('identity').textContent = me.role === 'tenant' ? `tenant ${me.tenant.name}` : me.role === 'viewer' ? 'viewer (read-only)' : 'admin';
+    document.body.classList.toggle('read-only', me.role === 'viewer');
     $('sign-in').hidden = true;
     $('nav').hidden = false;
     $('who').hidden = false;
@@ -275,10 +278,8 @@
 
   window.addEventListener('hashchange', render);
 
-  function needTenant(root) {
-    if (app.tenant) return false;
-    stopRefresh();
-    // An admin holding only a delivery's id needs no tenant: the server finds it.
+  /** An admin holding only a delivery's id needs no tenant: the server finds it. */
+  function openById() {
     const lookup = el('form', { class: 'actions', id: 'open-delivery' },
       el('label', { for: 'delivery-id', text: 'Or open a delivery by id' }),
       el('input', { id: 'delivery-id', name: 'id', placeholder: 'delivery id', required: true }),
@@ -288,10 +289,16 @@
       const id = new FormData(lookup).get('id');
       if (id) location.hash = `#/deliveries/${encodeURIComponent(String(id).trim())}`;
     });
+    return lookup;
+  }
+
+  function needTenant(root) {
+    if (app.tenant) return false;
+    stopRefresh();
     root.append(el('div', { class: 'card' },
       el('h1', { text: 'Choose a tenant' }),
       el('p', { class: 'muted', text: 'This page shows one tenant at a time: pick one in the Tenant selector above.' }),
-      lookup));
+      openById()));
     return true;
   }
 
@@ -432,7 +439,7 @@
   }
 
   function alertList(alerts) {
-    if (app.me.role !== 'admin') return el('p', { class: 'muted', text: 'Operator alerts are shown to the admin.' });
+    if (!overAll()) return el('p', { class: 'muted', text: 'Operator alerts are shown to the admin.' });
     if (!alerts.length) return el('p', { class: 'muted', text: 'None raised by this server.' });
     return el('ul', { class: 'alerts' }, alerts.map((a) => el('li', {},
       el('strong', { text: a.reason }), ` × ${fmtNum(a.count)}, last `, time(a.last_at))));
@@ -467,12 +474,16 @@
   }
 
   function deliveries(root, view, route) {
-    if (needTenant(root)) return;
+    // The admin with no tenant chosen lists every tenant's (an incident across tenants).
+    const all = overAll() && !app.tenant;
     const p = route.params;
     const form = el('form', { class: 'filters', id: 'filters' },
-      input('q', 'Id or operation key', 'search', p.q, 'exact id or key'),
+      input('q', 'Id or operation key', 'search', p.q, all ? 'exact id' : 'exact id or key'),
       select('state', 'State', STATES, p.state),
       select('channel', 'Channel', app.me.channels || [], p.channel),
+      input('error_code', 'Latest error code', 'search', p.error_code, 'e.g. http_503'),
+      input('key_prefix', 'Key starts with', 'search', p.key_prefix, 'order-17'),
+      input('to_prefix', 'To starts with', 'search', p.to_prefix, 'https://hooks.example.com'),
       input('from', 'Created from', 'datetime-local', toLocal(p.from)),
       input('to', 'Created before', 'datetime-local', toLocal(p.to)),
       el('div', { class: 'actions' },
@@ -482,7 +493,7 @@
       event.preventDefault();
       const f = new FormData(form);
       const next = new URLSearchParams();
-      for (const k of ['q', 'state', 'channel']) if (f.get(k)) next.set(k, String(f.get(k)).trim());
+      for (const k of ['q', 'state', 'channel', 'error_code', 'key_prefix', 'to_prefix']) if (f.get(k)) next.set(k, String(f.get(k)).trim());
       for (const k of ['from', 'to']) if (toIso(f.get(k))) next.set(k, toIso(f.get(k)));
       const s = next.toString();
       location.hash = s ? `#/deliveries?${s}` : '#/deliveries';
@@ -491,16 +502,19 @@
     const table = el('div', { class: 'scroll' });
     const pager = el('div', { class: 'pager' });
     const summary = el('p', { class: 'muted' });
-    root.append(el('h1', { text: 'Deliveries' }), el('div', { class: 'card' }, form),
+    root.append(el('h1', { text: all ? 'Deliveries of every tenant' : 'Deliveries' }),
+      ...(all ? [el('div', { class: 'card' }, openById())] : []),
+      el('div', { class: 'card' }, form),
       el('div', { class: 'card' }, summary, table, pager), bulkCard(p));
 
-    const filter = { q: p.q, state: p.state, channel: p.channel, from: p.from, to: p.to };
+    const filter = { q: p.q, state: p.state, channel: p.channel, from: p.from, to: p.to,
+      error_code: p.error_code, key_prefix: p.key_prefix, to_prefix: p.to_prefix };
     const cursors = [];
     let cursor = '';
     const load = async () => {
       const page = await api('GET', `/ui/api/deliveries${query({ ...filter, cursor, limit: '50' })}`);
       if (view !== app.view) return;
-      table.replaceChildren(deliveryTable(page.deliveries));
+      table.replaceChildren(deliveryTable(page.deliveries, all));
       summary.textContent = p.q
         ? `${page.deliveries.length} found for “${p.q}”`
         : `${page.deliveries.length} shown, newest first${cursors.length ? ` (page ${cursors.length + 1})` : ''}`;
@@ -515,24 +529,33 @@
     turn();
   }
 
-  function deliveryTable(rows) {
+  function deliveryTable(rows, withTenant) {
     if (!rows.length) return el('p', { class: 'muted', text: 'No deliveries match.' });
+    const tenantOf = (id) => (app.tenants.find((t) => t.id === id) || {}).name || id.slice(-12);
     return el('table', { id: 'deliveries' },
       el('thead', {}, el('tr', {},
+        ...(withTenant ? [el('th', { text: 'Tenant' })] : []),
         ['Created', 'Id', 'Operation key', 'Channel', 'To', 'State', 'Attempts', 'Last error']
           .map((t, i) => el('th', { text: t, class: i === 6 ? 'num' : ([1, 3, 4, 7].includes(i) ? 'hide-narrow' : null) })))),
       el('tbody', {}, rows.map((d) => el('tr', { 'data-id': d.id, 'data-state': d.state },
+        ...(withTenant ? [el('td', { class: 'clip', text: tenantOf(d.tenant) })] : []),
         el('td', {}, time(d.created_at)),
         el('td', { class: 'mono hide-narrow' }, el('a', { href: `#/deliveries/${encodeURIComponent(d.id)}`, title: d.id, text: shortId(d.id) })),
         el('td', { class: 'clip' }, el('a', { href: `#/deliveries/${encodeURIComponent(d.id)}`, text: d.operation_key })),
         el('td', { class: 'hide-narrow', text: d.channel }),
         el('td', { class: 'clip hide-narrow', text: d.to, title: d.to }),
-        el('td', {}, badge(d.state)),
+        el('td', {}, badge(d.held ? 'held' : d.state)),
         el('td', { class: 'num', text: `${d.attempts}/${d.max_attempts}` }),
         el('td', { class: 'clip hide-narrow', text: d.last_error || '', title: d.last_error || null })))));
   }
 
   function bulkCard(p) {
+    if (p.key_prefix || p.to_prefix) {
+      // A bulk action takes only what it can bound exactly: never more than the list shows.
+      return el('div', { class: 'card', id: 'bulk' },
+        el('h2', { text: 'Bulk replay or cancel' }),
+        el('p', { class: 'muted', text: 'Bulk actions filter by state, channel, time and error code (and, on the Incidents page, destination): clear the key and recipient prefixes to use them.' }));
+    }
     const result = el('p', { class: 'muted', id: 'bulk-result', role: 'status' });
     const action = el('select', { id: 'bulk-action', name: 'action' },
       el('option', { value: 'replay', text: 'replay' }), el('option', { value: 'cancel', text: 'cancel' }));
@@ -543,8 +566,8 @@
     let counted = null;
     const body = (dryRun) => ({
       action: action.value, state: p.state || null, channel: p.channel || null, from: p.from || null,
-      to: p.to || null, error_code: code.value.trim() || null, dry_run: dryRun,
-      tenant: app.me.role === 'admin' ? app.tenant : null,
+      to: p.to || null, error_code: code.value.trim() || p.error_code || null, dry_run: dryRun,
+      tenant: overAll() ? app.tenant : null,
       through: dryRun ? null : counted.through, max: dryRun ? null : counted.matched,
     });
     const count = el('button', { type: 'button', class: 'secondary', id: 'bulk-count', text: 'Count matches (dry run)' });
@@ -558,7 +581,8 @@
         counted = r;
         result.textContent = `${fmtNum(r.matched)}${r.more ? '+' : ''} deliveries match; nothing changed yet.`;
         if (r.matched) {
-          const tenant = app.me.role === 'admin' ? `tenant ${$('tenant').selectedOptions[0]?.textContent || app.tenant}` : 'this tenant';
+          const tenant = !overAll() ? 'this tenant'
+            : app.tenant ? `tenant ${$('tenant').selectedOptions[0]?.textContent || app.tenant}` : 'every tenant';
           confirmButton.textContent = `${action.value === 'replay' ? 'Replay' : 'Cancel'} at most ${fmtNum(r.matched)} deliveries of ${tenant}`;
           confirmButton.hidden = false;
         }
@@ -642,7 +666,7 @@
         ['Created', time(d.created_at)], ['Updated', time(d.updated_at)], ['Sent', time(d.sent_at)],
         ['Last error', d.last_error || '—'],
       ];
-      if (app.me.role === 'admin') rows.splice(1, 0, ['Tenant', tenantName(d.tenant)]);
+      if (overAll()) rows.splice(1, 0, ['Tenant', tenantName(d.tenant)]);
       facts.replaceChildren(...rows.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', {}, v)]));
       buttons.replaceChildren(
         el('button', { type: 'button', id: 'replay', text: 'Replay', disabled: !['failed', 'cancelled'].includes(d.state),
@@ -753,7 +777,7 @@
         el('thead', {}, el('tr', {}, ['Who', 'Signed in', 'Last seen', 'Address', 'Browser', '']
           .map((t) => el('th', { text: t })))),
         el('tbody', {}, q.sessions.map((s) => el('tr', { 'data-session': s.id },
-          el('td', { class: 'mono', text: s.role === 'admin' ? 'admin' : `tenant ${s.tenant.slice(-12)}` }),
+          el('td', { class: 'mono', text: s.role === 'tenant' ? `tenant ${s.tenant.slice(-12)}` : s.role }),
           el('td', {}, time(s.created_at)), el('td', {}, time(s.seen_at)),
           el('td', { class: 'mono', text: s.address || '—' }), el('td', { text: s.agent || '—' }),
           el('td', {}, s.current ? el('span', { class: 'muted', text: 'this one' })
@@ -775,7 +799,7 @@
   /** Whose deliveries an incident action takes: the chosen tenant's, or (the admin with
    *  none chosen) every tenant's. */
   function incidentScope() {
-    if (app.me.role !== 'admin') return { tenant: null, label: 'this tenant' };
+    if (!overAll()) return { tenant: null, label: 'this tenant' };
     if (!app.tenant) return { tenant: null, label: 'every tenant' };
     return { tenant: app.tenant, label: `tenant ${$('tenant').selectedOptions[0]?.textContent || app.tenant}` };
   }

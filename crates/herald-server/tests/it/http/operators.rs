@@ -346,7 +346,25 @@ async fn dashboard_sessions_are_scoped_and_csrf_protected() {
             payload.contains("<script>"),
             "{b}: the payload as written, for the page to show as text"
         );
-        admin.get("/ui/api/deliveries").await.expect_error(BAD, "invalid_request");
+        // Without a tenant the admin lists every tenant's, narrowed by the latest error
+        // code and by prefixes of the key and the recipient.
+        let every = admin.get("/ui/api/deliveries").await.expect(OK);
+        let mut listed = ids(every["deliveries"].as_array().unwrap());
+        listed.sort();
+        let mut both = vec![failed.clone(), theirs.clone()];
+        both.sort();
+        assert_eq!(listed, both, "{b}");
+        for (query, expect) in [
+            ("error_code=refused", vec![failed.clone()]),
+            ("key_prefix=o", vec![theirs.clone()]),
+            ("to_prefix=x%40example", vec![theirs.clone()]),
+            ("to_prefix=%2B1555", vec![failed.clone()]),
+            ("key_prefix=zz", vec![]),
+            ("error_code=refused&key_prefix=o", vec![]),
+        ] {
+            let v = admin.get(&format!("/ui/api/deliveries?{query}")).await.expect(OK);
+            assert_eq!(ids(v["deliveries"].as_array().unwrap()), expect, "{b}: {query}");
+        }
         let theirs_list = admin.get(&format!("/ui/api/deliveries?tenant={}", other.id)).await;
         assert_eq!(ids(theirs_list.expect(OK)["deliveries"].as_array().unwrap()), [theirs], "{b}");
 
@@ -400,5 +418,61 @@ async fn every_answer_under_ui_carries_the_security_headers() {
         assert!(csp.is_some_and(|c| c.contains("frame-ancestors 'none'")), "{what}: {h:?}");
         assert_eq!(h.get(header::X_CONTENT_TYPE_OPTIONS).unwrap(), "nosniff", "{what}");
         assert_eq!(h.get(header::X_FRAME_OPTIONS).unwrap(), "DENY", "{what}");
+    }
+}
+
+/// The read-only operator (`HERALD_VIEWER_KEY`): its session reads what the admin reads —
+/// every tenant, the incident console, the audit log — and every action is a 403
+/// `read_only` that changes nothing; it may still sign out; its sign-in is logged as the
+/// `viewer`'s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_viewer_reads_everything_and_acts_on_nothing() {
+    for env in envs().await {
+        let b = env.backend;
+        let (a, other) = (env.api.tenant("acme").await, env.api.tenant("other").await);
+        env.api.grant(&a, "sms", 10).await;
+        env.api.grant(&other, "email", 10).await;
+        let failed = id_of(&env.api.submit(&a.key, &sms("s0")).await.expect(CREATED));
+        env.api.submit(&other.key, &email("e0")).await.expect(CREATED);
+        env.worker().run_once().await.unwrap();
+
+        let (viewer, who) = Browser::sign_in(&env.api, VIEWER_KEY).await;
+        assert_eq!(who["role"], "viewer", "{b}: {who}");
+        let tenants = viewer.get("/ui/api/tenants").await.expect(OK);
+        assert_eq!(tenants["tenants"].as_array().unwrap().len(), 2, "{b}: {tenants}");
+        let every = viewer.get("/ui/api/deliveries").await.expect(OK);
+        assert_eq!(every["deliveries"].as_array().unwrap().len(), 2, "{b}");
+        viewer.get(&format!("/ui/api/deliveries/{failed}")).await.expect(OK);
+        let failures = viewer.get("/ui/api/failures").await.expect(OK);
+        assert_eq!(failures["errors"][0]["key"], "refused", "{b}: {failures}");
+        viewer.get("/ui/api/audit").await.expect(OK);
+
+        let forbidden = StatusCode::FORBIDDEN;
+        let acts = [
+            (format!("/ui/api/deliveries/{failed}/replay"), json!({})),
+            (format!("/ui/api/deliveries/{failed}/cancel"), json!({})),
+            ("/ui/api/bulk".to_string(), json!({"action": "replay", "state": "failed"})),
+            ("/ui/api/holds".to_string(), json!({"kind": "channel", "value": "sms"})),
+        ];
+        for (uri, body) in &acts {
+            viewer.act(uri, body).await.expect_error(forbidden, "read_only");
+        }
+        let d = env.api.send(get(format!("/v1/deliveries/{failed}")).bearer(&a.key)).await;
+        assert_eq!(d.expect(OK)["state"], "failed", "{b}: nothing was replayed");
+        let holds = env.api.send(get("/v1/holds").bearer(ADMIN_KEY)).await.expect(OK);
+        assert_eq!(holds, json!({"holds": []}), "{b}: nothing was held");
+        // The viewer key is no API key.
+        env.api
+            .send(get("/v1/holds").bearer(VIEWER_KEY))
+            .await
+            .expect_error(UNAUTHORIZED, "unauthorized");
+
+        let log = env.api.send(get("/v1/audit").bearer(ADMIN_KEY)).await.expect(OK);
+        let sign_in = log["entries"].as_array().unwrap().iter().find(|e| e["action"] == "sign_in");
+        assert_eq!(sign_in.unwrap()["actor"], "viewer", "{b}: {log}");
+        let out = req(axum::http::Method::DELETE, "/ui/api/session");
+        let out = out.header("cookie", &viewer.cookie).header("x-herald-csrf", &viewer.csrf);
+        assert_eq!(env.api.send(out).await.status, StatusCode::NO_CONTENT, "{b}: it signs out");
+        viewer.get("/ui/api/tenants").await.expect_error(UNAUTHORIZED, "unauthorized");
     }
 }

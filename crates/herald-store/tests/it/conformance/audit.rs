@@ -99,6 +99,7 @@ async fn a_session_row_ends_once_and_only_for_its_tenant(db: &Db) {
         ended: None,
         address: Some("::1".into()),
         agent: Some("a browser".into()),
+        viewer: false,
     };
     let ids = ["a".repeat(32), "b".repeat(32), "c".repeat(32)];
     for (id, t) in ids.iter().zip([Some(a), Some(b), None]) {

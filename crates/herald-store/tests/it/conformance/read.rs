@@ -32,12 +32,25 @@ conformance!(
 /// A page of `tenant`'s deliveries, as ids.
 async fn page(db: &Db, filter: ListFilter<'_>) -> Vec<Uuid> {
     let rows = deliveries_list(db.conn().await.as_conn(), &filter).await.unwrap();
-    assert!(rows.iter().all(|r| r.tenant_id == filter.tenant), "another tenant's row");
+    assert!(
+        filter.tenant.is_none_or(|t| rows.iter().all(|r| r.tenant_id == t)),
+        "another tenant's row"
+    );
     rows.into_iter().map(|r| r.id).collect()
 }
 
 fn all_of(tenant: Uuid) -> ListFilter<'static> {
-    ListFilter { tenant, state: None, channel: None, before: None, from: None, limit: 100 }
+    ListFilter {
+        tenant: Some(tenant),
+        state: None,
+        channel: None,
+        before: None,
+        from: None,
+        error_code: None,
+        key_prefix: None,
+        to_prefix: None,
+        limit: 100,
+    }
 }
 
 /// A selection of `filter.tenant`'s deliveries.
@@ -230,6 +243,19 @@ async fn pages_filter_by_tenant_state_and_channel(db: &Db) {
     assert!(page(db, filter(Some(DeliveryState::Sent), None)).await.is_empty());
     assert!(page(db, filter(None, Some("sms"))).await.is_empty());
     assert_eq!(page(db, all_of(globex)).await, vec![theirs]);
+    // Every tenant's, and the prefixes of the key and the recipient (byte for byte: a
+    // prefix of another case or with a LIKE wildcard matches nothing).
+    let every = ListFilter { tenant: None, ..all_of(acme) };
+    assert_eq!(page(db, every).await, vec![theirs, webhook.id, e2, e1]);
+    let keyed = |p| ListFilter { key_prefix: Some(p), ..every };
+    assert_eq!(page(db, keyed("e")).await, vec![theirs, e2, e1]);
+    assert_eq!(page(db, ListFilter { tenant: Some(acme), ..keyed("e") }).await, vec![e2, e1]);
+    for nothing in ["E", "e%", "_1", "e1x"] {
+        assert!(page(db, keyed(nothing)).await.is_empty(), "{nothing}");
+    }
+    let to = |p| ListFilter { to_prefix: Some(p), ..every };
+    assert_eq!(page(db, to("a@example.")).await.len(), 4);
+    assert!(page(db, to("A@")).await.is_empty());
 }
 
 async fn pages_start_from_an_inclusive_id(db: &Db) {
