@@ -127,13 +127,6 @@ fn own_of(caller: &Caller) -> Option<TenantId> {
     }
 }
 
-fn by_of(caller: &Caller, headers: &HeaderMap, client: ClientAddr) -> By {
-    match caller {
-        Caller::Admin => By::admin(client),
-        Caller::Tenant { .. } => By::tenant(headers, client),
-    }
-}
-
 #[utoipa::path(get, path = "/v1/holds",
     responses((status = 200, body = HoldList, description = "The holds in place: every one for the admin key, a tenant's own and those over every tenant for its key"),
         (status = 401)))]
@@ -157,8 +150,7 @@ pub async fn hold(
     headers: HeaderMap,
     JsonBody(body): JsonBody<HoldRequest>,
 ) -> ApiResult<Json<HoldResult>> {
-    let by = by_of(&caller, &headers, client);
-    change(&state, own_of(&caller), &body, &by, false).await.map(Json)
+    called(&state, &caller, &headers, client, &body, false).await
 }
 
 #[utoipa::path(post, path = "/v1/holds/release", request_body = HoldRequest,
@@ -172,6 +164,21 @@ pub async fn release(
     headers: HeaderMap,
     JsonBody(body): JsonBody<HoldRequest>,
 ) -> ApiResult<Json<HoldResult>> {
-    let by = by_of(&caller, &headers, client);
-    change(&state, own_of(&caller), &body, &by, true).await.map(Json)
+    called(&state, &caller, &headers, client, &body, true).await
+}
+
+/// [`change`] for an API caller.
+async fn called(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    client: ClientAddr,
+    body: &HoldRequest,
+    release: bool,
+) -> ApiResult<Json<HoldResult>> {
+    let by = match caller {
+        Caller::Admin => By::admin(client),
+        Caller::Tenant { .. } => By::tenant(headers, client),
+    };
+    change(state, own_of(caller), body, &by, release).await.map(Json)
 }

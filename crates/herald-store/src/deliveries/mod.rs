@@ -24,12 +24,15 @@ pub use lease::{
     delivery_hand_back, delivery_lease_extend,
 };
 pub use manage::delivery_replay_apply;
+pub(crate) use read::{
+    FailingDialect, FailingTuple, ListBind, ListDialect, deliveries_failing_fn, deliveries_list_fn,
+    list_where,
+};
 pub use read::{
     FailingRow, ListFilter, SelectFilter, Selected, deliveries_count_by_channel,
     deliveries_count_by_state, deliveries_failing, deliveries_list, deliveries_select,
     delivery_attempts, delivery_by_identity, delivery_get, delivery_payload, oldest_due_age_ms,
 };
-pub(crate) use read::{FailingTuple, ListBind, ListDialect, list_where};
 pub use retention::{Pruned, retention_prune};
 
 use herald_core::DeliveryState;

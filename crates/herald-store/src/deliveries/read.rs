@@ -71,6 +71,39 @@ pub(crate) struct ListDialect {
     pub prefix_binds: usize,
 }
 
+/// A backend's `deliveries_list` over its connection type, its column list and its
+/// [`ListDialect`]: the one body every backend runs.
+macro_rules! deliveries_list_fn {
+    ($conn:ty, $cols:expr, $dialect:expr) => {
+        pub(crate) async fn deliveries_list(
+            c: &mut $conn,
+            f: &crate::deliveries::ListFilter<'_>,
+        ) -> Result<Vec<crate::deliveries::DeliveryRow>, crate::error::StoreError> {
+            let dialect: crate::deliveries::ListDialect = $dialect;
+            let (clause, binds) = crate::deliveries::list_where(f, &dialect);
+            let limit = (dialect.ph)(binds.len() + 1);
+            let q = format!(
+                "SELECT {} FROM deliveries d WHERE {clause} ORDER BY d.id DESC LIMIT {limit}",
+                $cols
+            );
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(q));
+            for b in binds {
+                query = match b {
+                    crate::deliveries::ListBind::Uuid(u) => query.bind(u),
+                    crate::deliveries::ListBind::Text(t) => query.bind(t),
+                };
+            }
+            let rows = query.bind(f.limit as i64).fetch_all(c).await?;
+            let mut page = Vec::with_capacity(rows.len());
+            for row in rows {
+                page.push(crate::deliveries::delivery_row!(row));
+            }
+            Ok(page)
+        }
+    };
+}
+pub(crate) use deliveries_list_fn;
+
 /// The WHERE clause of a page (`TRUE` when nothing narrows it) and its binds in order:
 /// only the filters given, so each backend plans the statement it runs (a tenant's page
 /// reads its (tenant, id) index; every tenant's, the primary key).
@@ -284,6 +317,57 @@ pub(crate) fn failing_row(t: FailingTuple) -> FailingRow {
     let (tenant_id, channel, recipient, state, next_attempt_at, error_code, finished_at) = t;
     FailingRow { tenant_id, channel, recipient, state, next_attempt_at, error_code, finished_at }
 }
+
+/// How a backend spells [`deliveries_failing`]'s statement: a time column as Unix ms, the
+/// optional tenant, the window's start and the limit (numbered placeholders are bound once,
+/// `?` ones at each place, `positional`).
+pub(crate) struct FailingDialect {
+    pub ms: fn(&str) -> String,
+    pub tenant: &'static str,
+    pub since: &'static str,
+    pub limit: &'static str,
+    pub positional: bool,
+}
+
+/// A backend's `deliveries_failing` over its connection type and its [`FailingDialect`].
+macro_rules! deliveries_failing_fn {
+    ($conn:ty, $dialect:expr) => {
+        pub(crate) async fn deliveries_failing(
+            c: &mut $conn,
+            tenant: Option<Uuid>,
+            since_ms: i64,
+            limit: i64,
+        ) -> Result<Vec<crate::deliveries::FailingTuple>, StoreError> {
+            let d: crate::deliveries::FailingDialect = $dialect;
+            let part = |state_and_order: &str| {
+                format!(
+                    "SELECT d.tenant_id, d.channel, d.recipient, d.state, {} AS next_ms,
+                         a.error_code, {} AS finished_ms
+                     FROM deliveries d
+                     LEFT JOIN delivery_attempts a ON a.delivery_id = d.id AND a.n = d.attempts
+                     WHERE {} AND {state_and_order} LIMIT {}",
+                    (d.ms)("d.next_attempt_at"),
+                    (d.ms)("a.finished_at"),
+                    d.tenant,
+                    d.limit
+                )
+            };
+            let failed = format!(
+                "d.state = 'failed' AND d.updated_at >= {} ORDER BY d.updated_at DESC",
+                d.since
+            );
+            let q = format!(
+                "SELECT * FROM ({}) f UNION ALL SELECT * FROM ({}) p",
+                part(&failed),
+                part("d.state = 'pending' AND d.attempts > 0 ORDER BY d.next_attempt_at"),
+            );
+            let q = sqlx::query_as(sqlx::AssertSqlSafe(q)).bind(tenant).bind(since_ms).bind(limit);
+            let q = if d.positional { q.bind(tenant).bind(limit) } else { q };
+            Ok(q.fetch_all(c).await?)
+        }
+    };
+}
+pub(crate) use deliveries_failing_fn;
 
 /// What the incident console reads: up to `limit` deliveries that failed since
 /// `since_ms` (newest first, by the final-state index) and up to `limit` pending ones that

@@ -1,8 +1,6 @@
 use super::{Bind, DELIVERY_COLS, sql};
 use crate::clock::Now;
-use crate::deliveries::{
-    AttemptRow, DeliveryRow, ListFilter, SelectFilter, attempt_row, delivery_row,
-};
+use crate::deliveries::{AttemptRow, DeliveryRow, SelectFilter, attempt_row, delivery_row};
 use crate::error::StoreError;
 use sqlx::MySqlConnection;
 use sqlx::types::Uuid;
@@ -76,36 +74,15 @@ pub(crate) async fn delivery_attempts(
     Ok(attempts)
 }
 
-pub(crate) async fn deliveries_list(
-    c: &mut MySqlConnection,
-    f: &ListFilter<'_>,
-) -> Result<Vec<DeliveryRow>, StoreError> {
-    let (clause, binds) = crate::deliveries::list_where(
-        f,
-        &crate::deliveries::ListDialect {
-            ph: |_| "?".to_string(),
-            starts_with: |col, p| format!("LEFT({col}, CHAR_LENGTH({})) = {}", p[0], p[1]),
-            prefix_binds: 2,
-        },
-    );
-    let limit = "?".to_string();
-    let q = format!(
-        "SELECT {DELIVERY_COLS} FROM deliveries d WHERE {clause} ORDER BY d.id DESC LIMIT {limit}"
-    );
-    let mut query = sqlx::query(sql(q));
-    for b in binds {
-        query = match b {
-            crate::deliveries::ListBind::Uuid(u) => query.bind(u),
-            crate::deliveries::ListBind::Text(t) => query.bind(t),
-        };
+crate::deliveries::deliveries_list_fn!(
+    sqlx::MySqlConnection,
+    DELIVERY_COLS,
+    crate::deliveries::ListDialect {
+        ph: |_| "?".to_string(),
+        starts_with: |col, p| format!("LEFT({col}, CHAR_LENGTH({})) = {}", p[0], p[1]),
+        prefix_binds: 2,
     }
-    let rows = query.bind(f.limit as i64).fetch_all(c).await?;
-    let mut page = Vec::with_capacity(rows.len());
-    for row in rows {
-        page.push(delivery_row!(row));
-    }
-    Ok(page)
-}
+);
 
 pub(crate) async fn oldest_due_age_ms(
     c: &mut MySqlConnection,
@@ -184,32 +161,13 @@ pub(crate) async fn delivery_payload(
         .await?)
 }
 
-pub(crate) async fn deliveries_failing(
-    c: &mut MySqlConnection,
-    tenant: Option<Uuid>,
-    since_ms: i64,
-    limit: i64,
-) -> Result<Vec<crate::deliveries::FailingTuple>, StoreError> {
-    let part = |state_and_order: &str| {
-        format!(
-            "SELECT d.tenant_id, d.channel, d.recipient, d.state, d.next_attempt_at AS next_ms,
-                 a.error_code, a.finished_at AS finished_ms
-             FROM deliveries d
-             LEFT JOIN delivery_attempts a ON a.delivery_id = d.id AND a.n = d.attempts
-             WHERE d.tenant_id = coalesce(?, d.tenant_id) AND {state_and_order} LIMIT ?"
-        )
-    };
-    let q = format!(
-        "SELECT * FROM ({}) f UNION ALL SELECT * FROM ({}) p",
-        part("d.state = 'failed' AND d.updated_at >= ? ORDER BY d.updated_at DESC"),
-        part("d.state = 'pending' AND d.attempts > 0 ORDER BY d.next_attempt_at"),
-    );
-    Ok(sqlx::query_as(sql(q))
-        .bind(tenant)
-        .bind(since_ms)
-        .bind(limit)
-        .bind(tenant)
-        .bind(limit)
-        .fetch_all(c)
-        .await?)
-}
+crate::deliveries::deliveries_failing_fn!(
+    sqlx::MySqlConnection,
+    crate::deliveries::FailingDialect {
+        ms: |col| col.to_string(),
+        tenant: "d.tenant_id = coalesce(?, d.tenant_id)",
+        since: "?",
+        limit: "?",
+        positional: true,
+    }
+);

@@ -1,8 +1,7 @@
 use super::{DELIVERY_COLS, sql};
 use crate::clock::Now;
 use crate::deliveries::{
-    AttemptRow, DeliveryRow, FINGERPRINT_NOT_COMPUTED, ListFilter, SelectFilter, attempt_row,
-    delivery_row,
+    AttemptRow, DeliveryRow, FINGERPRINT_NOT_COMPUTED, SelectFilter, attempt_row, delivery_row,
 };
 use crate::error::StoreError;
 use sqlx::PgConnection;
@@ -84,36 +83,15 @@ pub(crate) async fn delivery_attempts(
     Ok(attempts)
 }
 
-pub(crate) async fn deliveries_list(
-    c: &mut PgConnection,
-    f: &ListFilter<'_>,
-) -> Result<Vec<DeliveryRow>, StoreError> {
-    let (clause, binds) = crate::deliveries::list_where(
-        f,
-        &crate::deliveries::ListDialect {
-            ph: |n| format!("${n}"),
-            starts_with: |col, p| format!("starts_with({col}, {})", p[0]),
-            prefix_binds: 1,
-        },
-    );
-    let limit = format!("${}", binds.len() + 1);
-    let q = format!(
-        "SELECT {DELIVERY_COLS} FROM deliveries d WHERE {clause} ORDER BY d.id DESC LIMIT {limit}"
-    );
-    let mut query = sqlx::query(sql(q));
-    for b in binds {
-        query = match b {
-            crate::deliveries::ListBind::Uuid(u) => query.bind(u),
-            crate::deliveries::ListBind::Text(t) => query.bind(t),
-        };
+crate::deliveries::deliveries_list_fn!(
+    sqlx::PgConnection,
+    DELIVERY_COLS,
+    crate::deliveries::ListDialect {
+        ph: |n| format!("${n}"),
+        starts_with: |col, p| format!("starts_with({col}, {})", p[0]),
+        prefix_binds: 1,
     }
-    let rows = query.bind(f.limit as i64).fetch_all(c).await?;
-    let mut page = Vec::with_capacity(rows.len());
-    for row in rows {
-        page.push(delivery_row!(row));
-    }
-    Ok(page)
-}
+);
 
 pub(crate) async fn oldest_due_age_ms(
     c: &mut PgConnection,
@@ -186,29 +164,13 @@ pub(crate) async fn delivery_payload(
         .await?)
 }
 
-pub(crate) async fn deliveries_failing(
-    c: &mut PgConnection,
-    tenant: Option<Uuid>,
-    since_ms: i64,
-    limit: i64,
-) -> Result<Vec<crate::deliveries::FailingTuple>, StoreError> {
-    let part = |state_and_order: &str| {
-        format!(
-            "SELECT d.tenant_id, d.channel, d.recipient, d.state,
-                 herald_ms(d.next_attempt_at) AS next_ms, a.error_code,
-                 herald_ms(a.finished_at) AS finished_ms
-             FROM deliveries d
-             LEFT JOIN delivery_attempts a ON a.delivery_id = d.id AND a.n = d.attempts
-             WHERE ($1::uuid IS NULL OR d.tenant_id = $1) AND {state_and_order} LIMIT $3"
-        )
-    };
-    let q = format!(
-        "SELECT * FROM ({}) f UNION ALL SELECT * FROM ({}) p",
-        part(
-            "d.state = 'failed' AND d.updated_at >= herald_ts($2)
-             ORDER BY d.updated_at DESC"
-        ),
-        part("d.state = 'pending' AND d.attempts > 0 ORDER BY d.next_attempt_at"),
-    );
-    Ok(sqlx::query_as(sql(q)).bind(tenant).bind(since_ms).bind(limit).fetch_all(c).await?)
-}
+crate::deliveries::deliveries_failing_fn!(
+    sqlx::PgConnection,
+    crate::deliveries::FailingDialect {
+        ms: |col| format!("herald_ms({col})"),
+        tenant: "($1::uuid IS NULL OR d.tenant_id = $1)",
+        since: "herald_ts($2)",
+        limit: "$3",
+        positional: false,
+    }
+);
