@@ -370,6 +370,7 @@ pub async fn deliveries(db: Db, cmd: DeliveriesCmd) -> Result<()> {
                 error_code: None,
                 key_prefix: None,
                 to_prefix: None,
+                failed_since: None,
                 before: None,
                 from: None,
                 to: None,

@@ -33,6 +33,8 @@ pub struct DeliveryFilter {
     pub key_prefix: Option<String>,
     /// Recipients that start with this (`https://hooks.example.com`, a URL's path).
     pub to_prefix: Option<String>,
+    /// Deliveries that failed at or after this time.
+    pub failed_since: Option<Timestamp>,
     /// Keyset position: only deliveries created before this one (exclusive).
     pub before: Option<DeliveryId>,
     /// Only deliveries created at or after this time.
@@ -92,6 +94,7 @@ impl Herald {
             error_code: filter.error_code.as_deref(),
             key_prefix: filter.key_prefix.as_deref(),
             to_prefix: filter.to_prefix.as_deref(),
+            failed_since: filter.failed_since.map(|t| t.as_millisecond()),
             limit: filter.limit,
         };
         let rows = self

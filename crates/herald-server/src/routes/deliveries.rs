@@ -279,6 +279,7 @@ pub async fn list(
         error_code: None,
         key_prefix: None,
         to_prefix: None,
+        failed_since: None,
         from: None,
         to: None,
         limit: q.limit.as_deref(),
@@ -297,6 +298,8 @@ pub(crate) struct PageQuery<'q> {
     pub error_code: Option<&'q str>,
     pub key_prefix: Option<&'q str>,
     pub to_prefix: Option<&'q str>,
+    /// Failed at or after (RFC 3339).
+    pub failed_since: Option<&'q str>,
     /// Created at or after (RFC 3339).
     pub from: Option<&'q str>,
     /// Created before (RFC 3339).
@@ -312,7 +315,7 @@ pub(crate) async fn page(
     tenant: Option<herald::TenantId>,
     q: &PageQuery<'_>,
 ) -> ApiResult<DeliveryList> {
-    let filters = [q.state, q.channel, q.error_code, q.key_prefix, q.to_prefix];
+    let filters = [q.state, q.channel, q.error_code, q.key_prefix, q.to_prefix, q.failed_since];
     let limit = match q.limit {
         None => PAGE_DEFAULT,
         Some(raw) => match raw.parse::<usize>() {
@@ -338,6 +341,7 @@ pub(crate) async fn page(
         error_code: q.error_code.map(str::to_string),
         key_prefix: q.key_prefix.map(str::to_string),
         to_prefix: q.to_prefix.map(str::to_string),
+        failed_since: parse_time(q.failed_since, "failed_since")?,
         before: before.map(herald::DeliveryId::from_uuid),
         from: parse_time(q.from, "from")?,
         to: parse_time(q.to, "to")?,

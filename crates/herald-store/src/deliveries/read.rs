@@ -53,6 +53,8 @@ pub struct ListFilter<'a> {
     pub key_prefix: Option<&'a str>,
     /// Only recipients that start with this (a webhook URL's scheme and host, a path).
     pub to_prefix: Option<&'a str>,
+    /// Only deliveries that failed at or after this time (Unix ms).
+    pub failed_since: Option<i64>,
     pub limit: usize,
 }
 
@@ -61,12 +63,15 @@ pub struct ListFilter<'a> {
 pub(crate) enum ListBind<'a> {
     Uuid(Uuid),
     Text(&'a str),
+    Int(i64),
 }
 
 /// How a backend writes [`list_where`]'s conditions: its placeholder of parameter n, and
 /// "column starts with" given as many placeholders of the prefix as it needs.
 pub(crate) struct ListDialect {
     pub ph: fn(usize) -> String,
+    /// A placeholder holding Unix ms as the backend's time.
+    pub time: fn(String) -> String,
     pub starts_with: fn(&str, &[String]) -> String,
     pub prefix_binds: usize,
 }
@@ -91,6 +96,7 @@ macro_rules! deliveries_list_fn {
                 query = match b {
                     crate::deliveries::ListBind::Uuid(u) => query.bind(u),
                     crate::deliveries::ListBind::Text(t) => query.bind(t),
+                    crate::deliveries::ListBind::Int(n) => query.bind(n),
                 };
             }
             let rows = query.bind(f.limit as i64).fetch_all(c).await?;
@@ -135,6 +141,10 @@ pub(crate) fn list_where<'a>(f: &ListFilter<'a>, d: &ListDialect) -> (String, Ve
                      WHERE a.delivery_id = d.id AND a.n = d.attempts AND a.error_code = {})",
             next(ListBind::Text(code), &mut binds)
         ));
+    }
+    if let Some(since) = f.failed_since {
+        let at = (d.time)(next(ListBind::Int(since), &mut binds));
+        conds.push(format!("d.state = 'failed' AND d.updated_at >= {at}"));
     }
     for (column, prefix) in [("d.operation_key", f.key_prefix), ("d.recipient", f.to_prefix)] {
         if let Some(p) = prefix {

@@ -79,6 +79,7 @@ crate::deliveries::deliveries_list_fn!(
     DELIVERY_COLS,
     crate::deliveries::ListDialect {
         ph: |_| "?".to_string(),
+        time: |p| p,
         starts_with: |col, p| format!("LEFT({col}, CHAR_LENGTH({})) = {}", p[0], p[1]),
         prefix_binds: 2,
     }

@@ -88,6 +88,7 @@ crate::deliveries::deliveries_list_fn!(
     DELIVERY_COLS,
     crate::deliveries::ListDialect {
         ph: |n| format!("${n}"),
+        time: |p| format!("herald_ts({p})"),
         starts_with: |col, p| format!("starts_with({col}, {})", p[0]),
         prefix_binds: 1,
     }

@@ -74,6 +74,7 @@ crate::deliveries::deliveries_list_fn!(
     DELIVERY_COLS,
     crate::deliveries::ListDialect {
         ph: |n| format!("?{n}"),
+        time: |p| p,
         starts_with: |col, p| format!("substr({col}, 1, length({})) = {}", p[0], p[0]),
         prefix_binds: 1,
     }

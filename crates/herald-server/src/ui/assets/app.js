@@ -484,6 +484,7 @@
       input('error_code', 'Latest error code', 'search', p.error_code, 'e.g. http_503'),
       input('key_prefix', 'Key starts with', 'search', p.key_prefix, 'order-17'),
       input('to_prefix', 'To starts with', 'search', p.to_prefix, 'https://hooks.example.com'),
+      input('failed_since', 'Failed since', 'datetime-local', toLocal(p.failed_since)),
       input('from', 'Created from', 'datetime-local', toLocal(p.from)),
       input('to', 'Created before', 'datetime-local', toLocal(p.to)),
       el('div', { class: 'actions' },
@@ -494,7 +495,7 @@
       const f = new FormData(form);
       const next = new URLSearchParams();
       for (const k of ['q', 'state', 'channel', 'error_code', 'key_prefix', 'to_prefix']) if (f.get(k)) next.set(k, String(f.get(k)).trim());
-      for (const k of ['from', 'to']) if (toIso(f.get(k))) next.set(k, toIso(f.get(k)));
+      for (const k of ['from', 'to', 'failed_since']) if (toIso(f.get(k))) next.set(k, toIso(f.get(k)));
       const s = next.toString();
       location.hash = s ? `#/deliveries?${s}` : '#/deliveries';
     });
@@ -508,7 +509,7 @@
       el('div', { class: 'card' }, summary, table, pager), bulkCard(p));
 
     const filter = { q: p.q, state: p.state, channel: p.channel, from: p.from, to: p.to,
-      error_code: p.error_code, key_prefix: p.key_prefix, to_prefix: p.to_prefix };
+      error_code: p.error_code, key_prefix: p.key_prefix, to_prefix: p.to_prefix, failed_since: p.failed_since };
     const cursors = [];
     let cursor = '';
     const load = async () => {
@@ -550,11 +551,11 @@
   }
 
   function bulkCard(p) {
-    if (p.key_prefix || p.to_prefix) {
+    if (p.key_prefix || p.to_prefix || p.failed_since) {
       // A bulk action takes only what it can bound exactly: never more than the list shows.
       return el('div', { class: 'card', id: 'bulk' },
         el('h2', { text: 'Bulk replay or cancel' }),
-        el('p', { class: 'muted', text: 'Bulk actions filter by state, channel, time and error code (and, on the Incidents page, destination): clear the key and recipient prefixes to use them.' }));
+        el('p', { class: 'muted', text: 'Bulk actions filter by state, channel, time and error code (and, on the Incidents page, destination): clear the key and recipient prefixes and the failure time to use them.' }));
     }
     const result = el('p', { class: 'muted', id: 'bulk-result', role: 'status' });
     const action = el('select', { id: 'bulk-action', name: 'action' },

@@ -443,6 +443,17 @@ async fn the_viewer_reads_everything_and_acts_on_nothing() {
         let every = viewer.get("/ui/api/deliveries").await.expect(OK);
         assert_eq!(every["deliveries"].as_array().unwrap().len(), 2, "{b}");
         viewer.get(&format!("/ui/api/deliveries/{failed}")).await.expect(OK);
+        for (since, expect) in
+            [("2000-01-01T00:00:00Z", vec![failed.clone()]), ("9000-01-01T00:00:00Z", vec![])]
+        {
+            let v =
+                viewer.get(&format!("/ui/api/deliveries?failed_since={since}")).await.expect(OK);
+            assert_eq!(
+                ids(v["deliveries"].as_array().unwrap()),
+                expect,
+                "{b}: failed since {since}"
+            );
+        }
         let failures = viewer.get("/ui/api/failures").await.expect(OK);
         assert_eq!(failures["errors"][0]["key"], "refused", "{b}: {failures}");
         viewer.get("/ui/api/audit").await.expect(OK);

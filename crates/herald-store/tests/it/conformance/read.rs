@@ -49,6 +49,7 @@ fn all_of(tenant: Uuid) -> ListFilter<'static> {
         error_code: None,
         key_prefix: None,
         to_prefix: None,
+        failed_since: None,
         limit: 100,
     }
 }
