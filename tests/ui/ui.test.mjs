@@ -462,6 +462,7 @@ async function main() {
     assert.equal(await confirm.textContent(), 'Replay at most 6 failed deliveries to 127.0.0.2 of every tenant');
     await shot(page, 'incident-paused');
     await confirm.click();
+    // It runs as a job of the server; the page shows its progress, then what it did.
     await until('the replay reported', async () => /6 deliveries to 127\.0\.0\.2 replayed/.test(await page.locator('#incident-result').textContent()));
     await sleep(600);
     assert.equal(brokenSeen.size, 0, 'replayed but still paused: nothing sent yet');

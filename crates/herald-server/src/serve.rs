@@ -83,6 +83,7 @@ pub fn state(herald: &Herald, config: &ServeConfig) -> AppState {
         allowed_hosts: config.http.allowed_hosts.clone(),
         guesses: Arc::new(crate::guesses::Guesses::default()),
         ui_idle: config.http.ui_idle,
+        bulk_jobs: Arc::default(),
     }
 }
 

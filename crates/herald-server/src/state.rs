@@ -30,6 +30,8 @@ pub struct AppState {
     pub guesses: Arc<crate::guesses::Guesses>,
     /// A dashboard session unused this long is over.
     pub ui_idle: std::time::Duration,
+    /// The dashboard's running bulk actions (`ui::jobs`).
+    pub bulk_jobs: Arc<crate::ui::jobs::Jobs>,
 }
 
 impl std::fmt::Debug for AppState {

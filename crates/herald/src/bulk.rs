@@ -11,6 +11,7 @@ use herald_core::hold::destination_of;
 use herald_core::{DeliveryState, TenantId};
 use herald_store::deliveries::{SelectFilter, deliveries_select};
 use jiff::Timestamp;
+use std::sync::atomic::{AtomicU64, Ordering};
 use uuid::Uuid;
 
 /// Most deliveries one bulk call handles; `BulkReport::more` says when more matched.
@@ -43,6 +44,22 @@ pub struct BulkFilter {
     /// more than it said (a delivery that came to match since may take the place of one
     /// that no longer does, never add to them).
     pub max: Option<u64>,
+}
+
+/// A bulk call's counts so far, read while it runs.
+#[derive(Debug, Default)]
+pub struct BulkProgress {
+    pub matched: AtomicU64,
+    pub changed: AtomicU64,
+    pub skipped: AtomicU64,
+}
+
+impl BulkProgress {
+    /// (matched, changed, skipped) so far.
+    pub fn counts(&self) -> (u64, u64, u64) {
+        let get = |n: &AtomicU64| n.load(Ordering::Relaxed);
+        (get(&self.matched), get(&self.changed), get(&self.skipped))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +100,18 @@ impl Herald {
         action: BulkAction,
         filter: &BulkFilter,
         dry_run: bool,
+    ) -> Result<BulkReport, Error> {
+        self.bulk_tracked(tenant, action, filter, dry_run, &BulkProgress::default()).await
+    }
+
+    /// [`Herald::bulk`], counting into `progress` as it goes (a long one's progress bar).
+    pub async fn bulk_tracked(
+        &self,
+        tenant: TenantId,
+        action: BulkAction,
+        filter: &BulkFilter,
+        dry_run: bool,
+        progress: &BulkProgress,
     ) -> Result<BulkReport, Error> {
         if let (Some(from), Some(to)) = (filter.from, filter.to)
             && from >= to
@@ -138,6 +167,7 @@ impl Herald {
                     return Ok(report);
                 }
                 report.matched += 1;
+                progress.matched.fetch_add(1, Ordering::Relaxed);
                 report.through = Some(herald_core::DeliveryId::from_uuid(row.id));
                 if dry_run {
                     continue;
@@ -148,10 +178,16 @@ impl Herald {
                     BulkAction::Cancel => self.cancel(tenant, id).await.map(drop),
                 };
                 match done {
-                    Ok(()) => report.changed += 1,
+                    Ok(()) => {
+                        report.changed += 1;
+                        progress.changed.fetch_add(1, Ordering::Relaxed);
+                    }
                     Err(
                         Error::WrongState { .. } | Error::QuotaExhausted { .. } | Error::NotFound,
-                    ) => report.skipped += 1,
+                    ) => {
+                        report.skipped += 1;
+                        progress.skipped.fetch_add(1, Ordering::Relaxed);
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -174,6 +210,17 @@ impl Herald {
         filter: &BulkFilter,
         dry_run: bool,
     ) -> Result<BulkReport, Error> {
+        self.bulk_all_tenants_tracked(action, filter, dry_run, &BulkProgress::default()).await
+    }
+
+    /// [`Herald::bulk_all_tenants`], counting into `progress` as it goes.
+    pub async fn bulk_all_tenants_tracked(
+        &self,
+        action: BulkAction,
+        filter: &BulkFilter,
+        dry_run: bool,
+        progress: &BulkProgress,
+    ) -> Result<BulkReport, Error> {
         let mut total = BulkReport::default();
         let most = filter.max.map_or(BULK_MAX as u64, |m| m.min(BULK_MAX as u64));
         for (tenant, _) in self.tenants(TENANTS_MAX).await? {
@@ -183,7 +230,7 @@ impl Herald {
                 break;
             }
             let narrowed = BulkFilter { max: Some(left), ..filter.clone() };
-            let r = self.bulk(tenant, action, &narrowed, dry_run).await?;
+            let r = self.bulk_tracked(tenant, action, &narrowed, dry_run, progress).await?;
             total.matched += r.matched;
             total.changed += r.changed;
             total.skipped += r.skipped;

@@ -52,7 +52,7 @@ mod worker;
 
 pub use admin::{Tenant, new_webhook_secret};
 pub use audit::{AuditActor, AuditEntry, AuditRecord};
-pub use bulk::{BULK_MAX, BulkAction, BulkFilter, BulkReport};
+pub use bulk::{BULK_MAX, BulkAction, BulkFilter, BulkProgress, BulkReport};
 pub use channel::{Channel, Leased, Outcome};
 pub use clock::Clock;
 pub use counts::{COUNTS_MAX_AGE, DeliveryCounts};

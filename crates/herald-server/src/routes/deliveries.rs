@@ -457,7 +457,7 @@ pub async fn replay_matching(
     JsonBody(body): JsonBody<BulkRequest>,
 ) -> ApiResult<Json<BulkResult>> {
     let by = By::tenant(&headers, client);
-    bulk(&state, Some(tenant), BulkAction::Replay, &body, &by).await.map(Json)
+    bulk(&state, Some(tenant), BulkAction::Replay, &body, &by, &Default::default()).await.map(Json)
 }
 
 #[utoipa::path(post, path = "/v1/deliveries/cancel", request_body = BulkRequest,
@@ -472,23 +472,26 @@ pub async fn cancel_matching(
     JsonBody(body): JsonBody<BulkRequest>,
 ) -> ApiResult<Json<BulkResult>> {
     let by = By::tenant(&headers, client);
-    bulk(&state, Some(tenant), BulkAction::Cancel, &body, &by).await.map(Json)
+    bulk(&state, Some(tenant), BulkAction::Cancel, &body, &by, &Default::default()).await.map(Json)
 }
 
 /// A bulk replay or cancel for one tenant, as the API and the dashboard run it; what it
 /// changed goes into the audit log (a dry run changes nothing and is not logged).
-/// `tenant`: `None` is every tenant's (the admin's incident console).
+/// `tenant`: `None` is every tenant's (the admin's incident console); `progress` counts
+/// as it goes.
 pub(crate) async fn bulk(
     state: &AppState,
     tenant: Option<herald::TenantId>,
     action: BulkAction,
     body: &BulkRequest,
     by: &By,
+    progress: &herald::BulkProgress,
 ) -> ApiResult<BulkResult> {
     let filter = body.filter()?;
+    let (herald, dry) = (&state.herald, body.dry_run);
     let report = match tenant {
-        Some(tenant) => state.herald.bulk(tenant, action, &filter, body.dry_run).await?,
-        None => state.herald.bulk_all_tenants(action, &filter, body.dry_run).await?,
+        Some(tenant) => herald.bulk_tracked(tenant, action, &filter, dry, progress).await?,
+        None => herald.bulk_all_tenants_tracked(action, &filter, dry, progress).await?,
     };
     let result = BulkResult::new(body.dry_run, report);
     if !body.dry_run {

@@ -11,7 +11,7 @@ use crate::keys;
 use crate::routes::deliveries::{PageQuery, page};
 use crate::routes::path_id;
 use crate::state::AppState;
-use crate::wire::{AttemptView, BulkRequest, BulkResult, DeliveryList, DeliveryView, QuotaView};
+use crate::wire::{AttemptView, BulkRequest, DeliveryList, DeliveryView, QuotaView};
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
@@ -539,6 +539,10 @@ pub struct BulkCall {
     max: Option<u64>,
     #[serde(default)]
     dry_run: bool,
+    /// Run as a job of the server and answer its id at once (`GET /ui/api/bulk/{job}`
+    /// reads its progress); a dry run is always answered in place.
+    #[serde(default)]
+    background: bool,
 }
 
 /// `POST /ui/api/bulk`: replay or cancel what a filter matches, or count it; a
@@ -548,7 +552,7 @@ pub async fn bulk(
     Actor(s): Actor,
     client: ClientAddr,
     JsonBody(body): JsonBody<BulkCall>,
-) -> ApiResult<Json<BulkResult>> {
+) -> ApiResult<Response> {
     let tenant = scope(&s, body.tenant.as_deref())?;
     let action = match body.action.as_str() {
         "replay" => BulkAction::Replay,
@@ -566,10 +570,39 @@ pub async fn bulk(
         max: body.max,
         dry_run: body.dry_run,
     };
-    // The admin without a tenant acts over every tenant (the incident console).
-    crate::routes::deliveries::bulk(&state, tenant, action, &request, &by(&s, client))
-        .await
-        .map(Json)
+    let by = by(&s, client);
+    if !body.background || request.dry_run {
+        // The admin without a tenant acts over every tenant (the incident console).
+        let progress = herald::BulkProgress::default();
+        let done =
+            crate::routes::deliveries::bulk(&state, tenant, action, &request, &by, &progress);
+        return Ok(Json(done.await?).into_response());
+    }
+    request.filter()?; // a bad filter is this answer, not the job's
+    let expected = request.max.unwrap_or(herald::BULK_MAX as u64);
+    let (id, job) = state.bulk_jobs.start(own_tenant(&s), expected)?;
+    let task_state = state.clone();
+    tokio::spawn(async move {
+        let done = crate::routes::deliveries::bulk(
+            &task_state,
+            tenant,
+            action,
+            &request,
+            &by,
+            &job.progress,
+        );
+        job.finish(done.await.map_err(|e| e.message));
+    });
+    Ok((StatusCode::ACCEPTED, Json(json!({"job": id}))).into_response())
+}
+
+/// `GET /ui/api/bulk/{job}`: a running or finished bulk action's counts and result.
+pub async fn bulk_job(
+    State(state): State<AppState>,
+    Reader(s): Reader,
+    PathParams(id): PathParams<String>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(state.bulk_jobs.get(&id, own_tenant(&s))?.view()))
 }
 
 /// `GET /ui/api/quotas`: the tenant's accounts and the newest of its journal.

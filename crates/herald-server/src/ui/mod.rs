@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod incident;
+pub mod jobs;
 pub mod session;
 
 use crate::state::AppState;
@@ -51,6 +52,7 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/api/deliveries/{id}/replay", post(api::replay))
         .route("/ui/api/deliveries/{id}/cancel", post(api::cancel))
         .route("/ui/api/bulk", post(api::bulk))
+        .route("/ui/api/bulk/{job}", get(api::bulk_job))
         .route("/ui/api/quotas", get(api::quotas))
         .route("/ui/api/sessions", get(api::sessions))
         .route("/ui/api/audit", get(api::audit_log))

@@ -151,6 +151,26 @@
     return data;
   }
 
+  /** Runs a confirmed bulk action as a job of the server, showing its progress through
+   *  `show(counts)` until it is done; its result. */
+  async function runBulk(body, show) {
+    const { job } = await api('POST', '/ui/api/bulk', { ...body, background: true });
+    for (;;) {
+      await new Promise((r) => setTimeout(r, 300));
+      const j = await api('GET', `/ui/api/bulk/${job}`);
+      show(j);
+      if (j.done) {
+        if (j.error) throw new Error(j.error);
+        return j.result;
+      }
+    }
+  }
+
+  /** "12 of at most 40 replayed, 1 skipped" */
+  function bulkProgress(verb, j) {
+    return `${fmtNum(j.changed)} of at most ${fmtNum(j.expected)} ${verb} so far, ${fmtNum(j.skipped)} skipped…`;
+  }
+
   /** A query string: the chosen tenant (an admin's) and the given parameters. */
   function query(params, withTenant = true) {
     const q = new URLSearchParams();
@@ -594,8 +614,8 @@
     confirmButton.addEventListener('click', async () => {
       confirmButton.disabled = true;
       try {
-        const r = await api('POST', '/ui/api/bulk', body(false));
         const verb = action.value === 'replay' ? 'replayed' : 'cancelled';
+        const r = await runBulk(body(false), (j) => { result.textContent = bulkProgress(verb, j); });
         result.textContent = `${fmtNum(r.changed)} ${verb}, ${fmtNum(r.skipped)} skipped (their state had changed)` +
           (r.more ? '; more match: run it again for the rest.' : '.');
         confirmButton.hidden = true;
@@ -840,11 +860,18 @@
       if (c && c.matched) {
         const confirm = el('button', { type: 'button', class: 'danger', 'data-confirm': key,
           text: `Replay at most ${fmtNum(c.matched)} failed deliveries to ${key} of ${incidentScope().label}` });
-        confirm.addEventListener('click', () => {
+        confirm.addEventListener('click', async () => {
           counted.delete(key);
-          change('/ui/api/bulk', { action: 'replay', state: 'failed', destination: key, dry_run: false,
-            through: c.through, max: c.matched },
-          (r) => `${fmtNum(r.changed)} deliveries to ${key} replayed, ${fmtNum(r.skipped)} skipped.`);
+          confirm.disabled = true;
+          try {
+            const r = await runBulk(scoped({ action: 'replay', state: 'failed', destination: key, dry_run: false,
+              through: c.through, max: c.matched }), (j) => { result.textContent = bulkProgress('replayed', j); });
+            result.textContent = `${fmtNum(r.changed)} deliveries to ${key} replayed, ${fmtNum(r.skipped)} skipped.`;
+            flash(result.textContent);
+            await load();
+          } catch (e) {
+            result.textContent = e.message;
+          }
         });
         cell.append(confirm);
       } else if (d.failed) {

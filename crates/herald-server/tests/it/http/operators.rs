@@ -487,3 +487,47 @@ async fn the_viewer_reads_everything_and_acts_on_nothing() {
         viewer.get("/ui/api/tenants").await.expect_error(UNAUTHORIZED, "unauthorized");
     }
 }
+
+/// A confirmed bulk action from the dashboard can run as a job of the server: the call
+/// answers 202 with its id at once, and the job's counts are read until it is done —
+/// by the session's tenant or the admin, a 404 to anyone else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bulk_action_runs_as_a_job_whose_progress_the_page_reads() {
+    for env in envs().await {
+        let b = env.backend;
+        let (a, other) = (env.api.tenant("acme").await, env.api.tenant("other").await);
+        env.api.grant(&a, "sms", 10).await;
+        for k in ["j0", "j1", "j2"] {
+            env.api.submit(&a.key, &sms(k)).await.expect(CREATED);
+        }
+        env.worker().run_once().await.unwrap();
+        let (tenant, _) = Browser::sign_in(&env.api, &a.key).await;
+        let body = json!({"action": "replay", "state": "failed", "max": 3, "background": true});
+        let started = tenant.act("/ui/api/bulk", &body).await.expect(StatusCode::ACCEPTED);
+        let job = format!("/ui/api/bulk/{}", started["job"].as_str().unwrap());
+        let done = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            loop {
+                let v = tenant.get(&job).await.expect(OK);
+                if v["done"] == true {
+                    return v;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the job ends");
+        assert_eq!(
+            (done["expected"].clone(), done["changed"].clone()),
+            (json!(3), json!(3)),
+            "{b}: {done}"
+        );
+        assert_eq!(done["result"]["changed"], 3, "{b}: {done}");
+        let (theirs, _) = Browser::sign_in(&env.api, &other.key).await;
+        theirs.get(&job).await.expect_error(NOT_FOUND, "not_found");
+        let (admin, _) = Browser::sign_in(&env.api, ADMIN_KEY).await;
+        admin.get(&job).await.expect(OK);
+        // A bad filter is the call's answer, not a job's.
+        let bad = json!({"action": "replay", "state": "nope", "background": true});
+        tenant.act("/ui/api/bulk", &bad).await.expect_error(BAD, "invalid_request");
+    }
+}
