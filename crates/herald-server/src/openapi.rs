@@ -29,10 +29,6 @@ use std::collections::BTreeSet;
 pub const NO_CONTROL: &str =
     r"^[^\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+$";
 
-/// An `http(s)` URL that every URL parser reads the same way: DNS-style host names
-/// whose last label starts with a letter (so it is never read as an IPv4 number), no
-/// `--` (so never a malformed punycode label), a port of at most 4 digits, then any
-/// visible ASCII. The server accepts more (IP literals, any WHATWG URL).
 /// A rendered email (`raw`): header fields (a name of printable ASCII but `:`, then `:`,
 /// perhaps folded onto lines that begin with a space or tab) up to an empty line or the
 /// end, then the body. herald::channels::raw_email checks the same grammar.
@@ -41,6 +37,10 @@ pub const RAW_EMAIL: &str = r"^(?:[!-9;-~]+:[^\r\n]*(?:(?:\r\n|\r|\n)[ \t][^\r\n
 /// Standard base64 with padding.
 pub const BASE64: &str = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$";
 
+/// An `http(s)` URL that every URL parser reads the same way: DNS-style host names
+/// whose last label starts with a letter (so it is never read as an IPv4 number), no
+/// `--` (so never a malformed punycode label), a port of at most 4 digits, then any
+/// visible ASCII. The server accepts more (IP literals, any WHATWG URL).
 pub const WEBHOOK_URL: &str = r"^https?://([A-Za-z0-9]+(-[A-Za-z0-9]+)*\.)*[A-Za-z][A-Za-z0-9]*(-[A-Za-z0-9]+)*(:[0-9]{1,4})?(/[!-~]*)?$";
 
 /// A cursor: 24 bytes, base64url without padding.
@@ -59,12 +59,30 @@ pub fn document(channels: &BTreeSet<String>) -> Value {
     let mut doc = serde_json::to_value(crate::openapi_document()).unwrap_or(Value::Null);
     add_error_body(&mut doc);
     add_delivery_rules(&mut doc, channels);
+    add_hold_rules(&mut doc);
     add_parameters(&mut doc);
     add_response_rules(&mut doc);
     add_links(&mut doc);
     add_security(&mut doc);
     doc
 }
+
+/// A hold's `value` follows its `kind`: a channel name, a tenant id, a destination host.
+fn add_hold_rules(doc: &mut Value) {
+    let Some(hold) = schemas(doc).and_then(|s| s.get_mut("HoldRequest")) else { return };
+    let value = |rule: Value| json!({"properties": {"value": rule}});
+    hold["allOf"] = json!([
+        {"if": {"properties": {"kind": {"const": "channel"}}},
+         "then": value(json!({"maxLength": chars_within(CHANNEL_LEN_MAX), "pattern": NO_CONTROL}))},
+        {"if": {"properties": {"kind": {"const": "tenant"}}},
+         "then": value(json!({"format": "uuid"}))},
+        {"if": {"properties": {"kind": {"const": "destination"}}},
+         "then": value(json!({"pattern": DESTINATION}))},
+    ]);
+}
+
+/// A destination as a hold or a bulk filter names it: a host's characters, or `smtp`.
+pub const DESTINATION: &str = r"^[A-Za-z0-9._:\[\]-]+$";
 
 fn schemas(doc: &mut Value) -> Option<&mut serde_json::Map<String, Value>> {
     doc.pointer_mut("/components/schemas")?.as_object_mut()
