@@ -14,7 +14,9 @@ use crate::handle::Herald;
 use herald_core::TenantId;
 use herald_core::hold::{HoldKind, HoldScope, check_destination};
 use herald_core::limits::CHANNEL_LEN_MAX;
-use herald_store::holds::{HoldRow, hold_add, hold_remove, holds_list};
+use herald_store::deliveries::LeasedRow;
+use herald_store::holds::{HoldRow, delivery_hold_leased, hold_add, hold_remove, holds_list};
+use herald_store::{Conn, StoreError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -64,6 +66,36 @@ impl HoldsCache {
             *cached = None;
         }
     }
+}
+
+/// The leased `rows` not in a held scope; those in one go back, held, in the lease's own
+/// transaction (`conn`), so no attempt is spent and nothing is sent. `cached`: the worker's
+/// copy of the holds, `None` when stale — then they are read here, and returned to be kept.
+pub(crate) async fn hold_leased(
+    mut conn: Conn<'_>,
+    rows: Vec<LeasedRow>,
+    cached: Option<Arc<Vec<HoldScope>>>,
+    worker: &str,
+) -> Result<(Vec<LeasedRow>, Option<Arc<Vec<HoldScope>>>), StoreError> {
+    let (holds, read) = match cached {
+        Some(holds) => (holds, None),
+        None if rows.is_empty() => return Ok((rows, None)),
+        None => {
+            let read: Arc<Vec<HoldScope>> =
+                Arc::new(holds_list(conn.reborrow()).await?.into_iter().map(|h| h.scope).collect());
+            (read.clone(), Some(read))
+        }
+    };
+    let mut kept = Vec::with_capacity(rows.len());
+    for row in rows {
+        let d = &row.delivery;
+        if holds.iter().any(|h| h.covers(d.tenant_id, &d.channel, &d.recipient)) {
+            delivery_hold_leased(conn.reborrow(), d.id, worker, d.attempts).await?;
+        } else {
+            kept.push(row);
+        }
+    }
+    Ok((kept, read))
 }
 
 impl Herald {

@@ -15,7 +15,6 @@ use crate::recorder::{Recorder, Recording};
 use crate::rollup::Counted;
 use crate::wake::Listener;
 use crate::wake::{HOT_FOR, HOT_POLL_EVERY};
-use herald_core::hold::HoldScope;
 use herald_core::limits::{
     LEASE_BATCH_MAX, LEASE_DEFAULT, LEASE_SAFETY_MARGIN, ORPHANS_BATCH_MAX, POLL_INTERVAL_DEFAULT,
     RELEASE_LEN_MAX, SEND_TIMEOUT_DEFAULT, SHUTDOWN_GRACE_DEFAULT, WORKER_ID_LEN_MAX,
@@ -26,7 +25,6 @@ use herald_store::deliveries::{
     Lease, LeasedRow, deliveries_lease, deliveries_leased_by, delivery_hand_back,
     delivery_lease_extend,
 };
-use herald_store::holds::{delivery_hold_leased, holds_list};
 use herald_store::workers::worker_register;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -421,28 +419,7 @@ impl Worker {
                 Box::pin(async move {
                     let params = Lease { worker, channels, limit, lease, now };
                     let rows = deliveries_lease(tx.conn(), &params).await?;
-                    // Rows in a held scope go back, held, before any send: the lease and the
-                    // hold are one transaction, so no attempt is spent.
-                    let (holds, read) = match cached {
-                        Some(holds) => (holds, None),
-                        None if rows.is_empty() => return Ok((rows, None)),
-                        None => {
-                            let read: Arc<Vec<HoldScope>> = Arc::new(
-                                holds_list(tx.conn()).await?.into_iter().map(|h| h.scope).collect(),
-                            );
-                            (read.clone(), Some(read))
-                        }
-                    };
-                    let mut kept = Vec::with_capacity(rows.len());
-                    for row in rows {
-                        let d = &row.delivery;
-                        if holds.iter().any(|h| h.covers(d.tenant_id, &d.channel, &d.recipient)) {
-                            delivery_hold_leased(tx.conn(), d.id, worker, d.attempts).await?;
-                        } else {
-                            kept.push(row);
-                        }
-                    }
-                    Ok((kept, read))
+                    Ok(crate::holds::hold_leased(tx.conn(), rows, cached, worker).await?)
                 })
             })
             .await?
