@@ -6,6 +6,7 @@
 pub mod backoff;
 pub mod decide;
 pub mod duration;
+pub mod fair;
 pub mod fingerprint;
 pub mod grant;
 pub mod hold;

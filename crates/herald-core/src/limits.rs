@@ -107,8 +107,14 @@ pub const LEASE_DEFAULT: Duration = Duration::from_secs(60);
 pub const SEND_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 pub const LEASE_SAFETY_MARGIN: Duration = Duration::from_secs(5);
 
-/// Concurrent sends per process (`HERALD_WORKERS`).
-pub const WORKER_SLOTS_DEFAULT: usize = 8;
+/// Concurrent sends per process (`HERALD_WORKERS`). 16: a lane may hold at most 9 of
+/// them and a tenant 12 (herald_core::fair), so one slow receiver never holds them all
+/// and still has more than the 8 it had before lanes.
+pub const WORKER_SLOTS_DEFAULT: usize = 16;
+
+/// Most lanes one lease walks (herald_core::fair): an index probe each. A worker with more
+/// lanes than this walks on from where its last lease stopped.
+pub const LEASE_LANES_MAX: usize = 128;
 
 /// Most deliveries leased in one statement (1,000: with many send slots, batches of 500
 /// and 1,000 drained about 7 % and 20 % faster than 250 in `herald bench --drain-only`;

@@ -30,6 +30,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (9, "audit", include_str!("../migrations/sqlite/0009_audit.sql")),
     (10, "holds", include_str!("../migrations/sqlite/0010_holds.sql")),
     (11, "viewers", include_str!("../migrations/sqlite/0011_viewers.sql")),
+    (12, "lanes", include_str!("../migrations/sqlite/0012_lanes.sql")),
 ];
 const POSTGRES: &[(i64, &str, &str)] = &[
     (1, "foundation", include_str!("../migrations/postgres/0001_foundation.sql")),
@@ -49,6 +50,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (15, "audit", include_str!("../migrations/postgres/0015_audit.sql")),
     (16, "holds", include_str!("../migrations/postgres/0016_holds.sql")),
     (17, "viewers", include_str!("../migrations/postgres/0017_viewers.sql")),
+    (18, "lanes", include_str!("../migrations/postgres/0018_lanes.sql")),
 ];
 /// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
 /// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.
@@ -64,6 +66,7 @@ const MYSQL: &[(i64, &str, &str)] = &[
     (9, "audit", include_str!("../migrations/mysql/0009_audit.sql")),
     (10, "holds", include_str!("../migrations/mysql/0010_holds.sql")),
     (11, "viewers", include_str!("../migrations/mysql/0011_viewers.sql")),
+    (12, "lanes", include_str!("../migrations/mysql/0012_lanes.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -32,6 +32,7 @@ mod handle;
 mod holds;
 mod keys;
 mod known_leases;
+mod lanes;
 mod manage;
 mod once;
 mod ops;

@@ -10,6 +10,7 @@ use crate::channel::{Channel, Leased, Outcome};
 use crate::error::Error;
 use crate::handle::Herald;
 use crate::known_leases::{KnownLeases, LeaseKey};
+use crate::lanes::{Ask, Lanes, Slot};
 use crate::outcome::AttemptReport;
 use crate::recorder::{Recorder, Recording};
 use crate::rollup::Counted;
@@ -22,8 +23,7 @@ use herald_core::limits::{
 };
 use herald_core::{Decision, Payload, Report, RetryPolicy};
 use herald_store::deliveries::{
-    Lease, LeasedRow, deliveries_lease, deliveries_leased_by, delivery_hand_back,
-    delivery_lease_extend,
+    LeasedRow, deliveries_leased_by, delivery_hand_back, delivery_lease_extend,
 };
 use herald_store::workers::worker_register;
 use std::collections::BTreeMap;
@@ -177,6 +177,8 @@ struct Inner {
     counts: Arc<WorkerCounts>,
     /// Set once the worker's release is recorded (before its first lease).
     registered: tokio::sync::OnceCell<()>,
+    /// What this worker has in flight per lane, and where its next lease looks.
+    lanes: Arc<Lanes>,
 }
 
 impl fmt::Debug for Worker {
@@ -201,8 +203,9 @@ impl Worker {
         let channel_names = channels.keys().cloned().collect();
         let (recorder, counts) = (OnceLock::new(), Arc::default());
         let registered = tokio::sync::OnceCell::new();
+        let lanes = Arc::default();
         let inner =
-            Inner { herald, options, channels, channel_names, recorder, counts, registered };
+            Inner { herald, options, channels, channel_names, recorder, counts, registered, lanes };
         Ok(Worker { inner: Arc::new(inner) })
     }
 
@@ -226,9 +229,12 @@ impl Worker {
         let leased = self.lease(self.inner.options.slots).await?;
         let mut report = RunReport { leased: leased.len(), ..RunReport::default() };
         let mut sends = JoinSet::new();
-        for row in leased {
+        for (row, slot) in leased {
             let inner = self.inner.clone();
-            sends.spawn(async move { inner.execute(row).await });
+            sends.spawn(async move {
+                let _slot = slot;
+                inner.execute(row).await
+            });
         }
         while let Some(joined) = sends.join_next().await {
             match joined {
@@ -281,7 +287,7 @@ impl Worker {
                 match self.lease(free).await {
                     Ok(rows) => {
                         leased_count = rows.len();
-                        for row in rows {
+                        for (row, slot) in rows {
                             if shutdown.is_cancelled() {
                                 self.inner.hand_back(&row).await;
                                 continue;
@@ -290,6 +296,7 @@ impl Worker {
                             let lease = (row.delivery.id, row.delivery.attempts);
                             known.received(lease);
                             inflight.spawn(async move {
+                                let _slot = slot;
                                 let recorded = inner.execute(row).await;
                                 if let Err(e) = &recorded {
                                     tracing::warn!(error = %e, "recording an outcome failed; the lease will expire and the reconciler will retry");
@@ -401,32 +408,22 @@ impl Worker {
         }
     }
 
-    async fn lease(&self, wanted: usize) -> Result<Vec<LeasedRow>, Error> {
+    /// Leases up to `wanted` rows, shared among the lanes with due work (`lanes.rs`).
+    async fn lease(&self, wanted: usize) -> Result<Vec<(LeasedRow, Slot)>, Error> {
         let inner = &self.inner;
-        let limit = wanted.min(LEASE_BATCH_MAX);
-        if limit == 0 {
+        let wanted = wanted.min(LEASE_BATCH_MAX);
+        if wanted == 0 || inner.channel_names.is_empty() {
             return Ok(Vec::new());
         }
         inner.registered.get_or_try_init(|| inner.register()).await?;
-        let now = inner.herald.clock().now();
-        let (worker, channels, lease) =
-            (inner.options.id.as_str(), inner.channel_names.as_slice(), inner.options.lease);
-        let cached = inner.herald.holds.fresh();
-        let (rows, read) = inner
-            .herald
-            .transaction(|tx| {
-                let cached = cached.clone();
-                Box::pin(async move {
-                    let params = Lease { worker, channels, limit, lease, now };
-                    let rows = deliveries_lease(tx.conn(), &params).await?;
-                    Ok(crate::holds::hold_leased(tx.conn(), rows, cached, worker).await?)
-                })
-            })
-            .await?
-            .value;
-        if let Some(read) = read {
-            inner.herald.holds.store(read);
-        }
+        let ask = Ask {
+            worker: &inner.options.id,
+            channels: &inner.channel_names,
+            slots: inner.options.slots,
+            wanted,
+            lease: inner.options.lease,
+        };
+        let rows = inner.lanes.lease(&inner.herald, &ask).await?;
         inner.counts.lease_transactions.fetch_add(1, Ordering::Relaxed);
         inner.counts.leased.fetch_add(rows.len() as u64, Ordering::Relaxed);
         Ok(rows)

@@ -7,6 +7,7 @@ use super::LeasedRow;
 use crate::clock::Now;
 use crate::conn::Conn;
 use crate::error::StoreError;
+use herald_core::fair::Lane;
 use sqlx::types::Uuid;
 use std::time::Duration;
 
@@ -21,7 +22,8 @@ pub struct Lease<'a> {
     pub now: Now,
 }
 
-/// Leases up to `limit` due deliveries, oldest due first: `sending`, `attempts + 1`, the
+/// Leases up to `limit` due deliveries, oldest due first whatever their lane (tools and
+/// tests; workers lease lane by lane, [`deliveries_lease_lanes`]): `sending`, `attempts + 1`, the
 /// lease starting now. An attempt's row is written when it ends; until then the delivery
 /// row stands for it (`attempt_worker`, `attempt_started_at`).
 pub async fn deliveries_lease(
@@ -32,6 +34,129 @@ pub async fn deliveries_lease(
         return Ok(Vec::new());
     }
     crate::per_backend!(conn, lease::deliveries_lease(lease))
+}
+
+/// Where to look for lanes with due work (herald_core::fair): the lanes of pending rows in
+/// (tenant, destination) order after `after` (from the first when `None`), at most
+/// `lanes_max` of them, one index probe each — never a scan of a lane's backlog.
+#[derive(Debug, Clone)]
+pub struct LanesDue<'a> {
+    /// Due rows are counted only of these channels (the ones this process can send).
+    pub channels: &'a [String],
+    pub now: Now,
+    pub after: Option<&'a Lane>,
+    pub lanes_max: usize,
+    /// Due rows are counted up to this many per lane (what the lease could take).
+    pub due_max: usize,
+}
+
+/// A lane the walk visited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneFound {
+    pub lane: Lane,
+    /// Due rows of the channels asked for, at most `due_max`; 0 for a lane whose pending
+    /// rows are all scheduled later (or held).
+    pub due: usize,
+    /// The tenant's `send_weight`.
+    pub weight: u32,
+    /// Until when a receiver asked this lane to wait (Retry-After), Unix ms.
+    pub paused_until_ms: Option<i64>,
+}
+
+/// The lanes with pending rows after `walk.after`, in order, each with its due count.
+pub async fn deliveries_lanes(
+    conn: Conn<'_>,
+    walk: &LanesDue<'_>,
+) -> Result<Vec<LaneFound>, StoreError> {
+    if walk.lanes_max == 0 || walk.channels.is_empty() {
+        return Ok(Vec::new());
+    }
+    crate::per_backend!(conn, lease::deliveries_lanes(walk))
+}
+
+/// The walk of `deliveries_lanes` on MariaDB and SQLite, which have no LATERAL: each step
+/// finds the next lane with index probes of `MIN` (the next destination of the same
+/// tenant, else the first of the next tenant); then each lane's due rows are counted up to
+/// `due_max`, as the rows no later than its `due_max`-th due one (an OFFSET in a scalar
+/// subquery: MariaDB refuses a LIMIT in a correlated derived table). `channels`: the
+/// placeholders of the channel list; `t`: the SQL of "now". Binds, in order: the start
+/// (tenant, tenant, destination) when `after`, `lanes_max`, the channels, now, the
+/// channels, `due_max - 1`, now.
+pub(crate) fn lanes_walk_sql(after: bool, channels: &str, t: &str) -> String {
+    let start =
+        if after { "AND (tenant_id > ? OR (tenant_id = ? AND destination > ?))" } else { "" };
+    let pending = "FROM deliveries x WHERE x.state = 'pending'";
+    let same_tenant =
+        format!("{pending} AND x.tenant_id = l.tenant_id AND x.destination > l.destination");
+    let next_tenant = format!("SELECT MIN(x.tenant_id) {pending} AND x.tenant_id > l.tenant_id");
+    format!(
+        "WITH RECURSIVE lanes (tenant_id, destination, n) AS (
+             SELECT * FROM (
+                 SELECT tenant_id, destination, 1 FROM deliveries
+                 WHERE state = 'pending' {start}
+                 ORDER BY tenant_id, destination LIMIT 1) first_lane
+           UNION ALL
+             SELECT
+                 COALESCE((SELECT MAX(x.tenant_id) {same_tenant}), ({next_tenant})),
+                 COALESCE((SELECT MIN(x.destination) {same_tenant}),
+                     (SELECT MIN(x.destination) {pending} AND x.tenant_id = ({next_tenant}))),
+                 l.n + 1
+             FROM lanes l WHERE l.tenant_id IS NOT NULL AND l.n < ?)
+         SELECT l.tenant_id, l.destination,
+             (SELECT COUNT(*) FROM deliveries d
+              WHERE d.state = 'pending' AND d.tenant_id = l.tenant_id
+                AND d.destination = l.destination AND d.channel IN ({channels})
+                AND d.next_attempt_at <= COALESCE(
+                    (SELECT k.next_attempt_at FROM deliveries k
+                     WHERE k.state = 'pending' AND k.tenant_id = l.tenant_id
+                       AND k.destination = l.destination AND k.next_attempt_at <= {t}
+                       AND k.channel IN ({channels})
+                     ORDER BY k.next_attempt_at LIMIT 1 OFFSET ?),
+                    {t})) AS due,
+             t.send_weight, p.until_ms
+         FROM lanes l JOIN tenants t ON t.id = l.tenant_id
+         LEFT JOIN herald_lane_pauses p
+             ON p.tenant_id = l.tenant_id AND p.destination = l.destination
+         WHERE l.tenant_id IS NOT NULL
+         ORDER BY l.n"
+    )
+}
+
+/// A lanes walk's rows: (tenant, destination, due, send_weight, paused until).
+pub(crate) fn lanes_found(
+    rows: Vec<(sqlx::types::Uuid, String, i64, i32, Option<i64>)>,
+    due_max: usize,
+) -> Vec<LaneFound> {
+    rows.into_iter()
+        .map(|(tenant, destination, due, weight, paused_until_ms)| LaneFound {
+            lane: Lane { tenant, destination },
+            due: (due.max(0) as usize).min(due_max),
+            weight: weight.max(1) as u32,
+            paused_until_ms,
+        })
+        .collect()
+}
+
+/// What to lease lane by lane: up to `take` rows of each lane, its oldest due first.
+#[derive(Debug, Clone)]
+pub struct LeaseLanes<'a> {
+    pub worker: &'a str,
+    pub channels: &'a [String],
+    pub lanes: &'a [(Lane, usize)],
+    pub lease: Duration,
+    pub now: Now,
+}
+
+/// Leases what `lanes` asks for (rows another worker holds locked are skipped, never
+/// waited for): `sending`, `attempts + 1`, the lease starting now.
+pub async fn deliveries_lease_lanes(
+    conn: Conn<'_>,
+    lease: &LeaseLanes<'_>,
+) -> Result<Vec<LeasedRow>, StoreError> {
+    if lease.lanes.iter().all(|(_, n)| *n == 0) || lease.channels.is_empty() {
+        return Ok(Vec::new());
+    }
+    crate::per_backend!(conn, lease::deliveries_lease_lanes(lease))
 }
 
 /// Extends a live lease (heartbeat). `false` when attempt `n` of `worker` no longer holds it.

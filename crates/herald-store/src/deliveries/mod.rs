@@ -20,9 +20,11 @@ pub use apply::{
 pub use claim::{Claim, NewDelivery, deliveries_claim_many, delivery_claim};
 pub(crate) use claim::{Planned, claim_plan};
 pub use lease::{
-    ExpiredLease, Lease, deliveries_expired, deliveries_lease, deliveries_leased_by,
-    delivery_hand_back, delivery_lease_extend,
+    ExpiredLease, LaneFound, LanesDue, Lease, LeaseLanes, deliveries_expired, deliveries_lanes,
+    deliveries_lease, deliveries_lease_lanes, deliveries_leased_by, delivery_hand_back,
+    delivery_lease_extend,
 };
+pub(crate) use lease::{lanes_found, lanes_walk_sql};
 pub use manage::delivery_replay_apply;
 pub(crate) use read::{
     FailingDialect, FailingTuple, ListBind, ListDialect, deliveries_failing_fn, deliveries_list_fn,
@@ -91,6 +93,9 @@ pub struct LeasedRow {
     /// [`FINGERPRINT_NOT_COMPUTED`]): the due time moves with retries, and the check
     /// before a send needs what the request said.
     pub fingerprint_send_at: Option<i64>,
+    /// Its destination as stored (herald_core::hold::destination_of): with its tenant, the
+    /// lane whose share of the worker it uses.
+    pub destination: String,
 }
 
 impl std::fmt::Debug for LeasedRow {
@@ -101,6 +106,7 @@ impl std::fmt::Debug for LeasedRow {
             .field("payload", &format_args!("<{} bytes>", self.payload.len()))
             .field("stripe", &self.stripe)
             .field("fingerprint_send_at", &self.fingerprint_send_at)
+            .field("destination", &self.destination)
             .finish()
     }
 }

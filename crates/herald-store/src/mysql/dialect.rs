@@ -37,6 +37,12 @@ pub const MARIADB_ONLY_MIGRATION: &str = "-- MariaDB only.";
 /// MySQL 8's binary, NO PAD collation of utf8mb4.
 pub const MYSQL_BIN_COLLATION: &str = "utf8mb4_0900_bin";
 
+/// A regular expression's first back reference in `REGEXP_REPLACE`, as the migration
+/// files spell it for MariaDB (PCRE: `\1`, written inside a quoted statement inside a
+/// quoted string), and as MySQL's ICU spells it.
+const MARIADB_BACK_REFERENCE: &str = r"''\\\\1''";
+const MYSQL_BACK_REFERENCE: &str = "''$1''";
+
 impl Flavor {
     /// From `SELECT VERSION()`: MariaDB says so ("10.11.19-MariaDB-0+deb12u1").
     pub fn of_version(version: &str) -> Flavor {
@@ -125,7 +131,10 @@ impl Flavor {
             Flavor::MySql if sql.starts_with(MARIADB_ONLY_MIGRATION) => {
                 Cow::Borrowed("DO 0 -- a MariaDB-only migration (herald_store::mysql::dialect)")
             }
-            Flavor::MySql => Cow::Owned(sql.replace(MARIADB_BIN_COLLATION, MYSQL_BIN_COLLATION)),
+            Flavor::MySql => Cow::Owned(
+                sql.replace(MARIADB_BIN_COLLATION, MYSQL_BIN_COLLATION)
+                    .replace(MARIADB_BACK_REFERENCE, MYSQL_BACK_REFERENCE),
+            ),
         }
     }
 }

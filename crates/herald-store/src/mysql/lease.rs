@@ -1,7 +1,10 @@
 use super::{Bind, DELIVERY_COLS, bind_in_list, in_list_len, placeholders, sql};
 use crate::clock::Now;
-use crate::deliveries::{ExpiredLease, Lease, LeasedRow, delivery_row};
+use crate::deliveries::{
+    ExpiredLease, LaneFound, LanesDue, Lease, LeaseLanes, LeasedRow, delivery_row,
+};
 use crate::error::StoreError;
+use herald_core::fair::Lane;
 use sqlx::types::Uuid;
 use sqlx::{MySqlConnection, Row};
 use std::time::Duration;
@@ -28,9 +31,21 @@ pub(crate) async fn deliveries_lease(
     let channels: Vec<&str> = lease.channels.iter().map(|c| c.as_ref()).collect();
     let due = sqlx::query_scalar::<_, Uuid>(sql(q)).bind_now(now);
     let ids = bind_in_list(due, &channels).bind(lease.limit as i64).fetch_all(&mut *c).await?;
+    lease_ids(c, lease.worker, lease.lease, now, &ids).await
+}
+
+/// Marks the locked `ids` `sending` for `worker`, then reads them back with their payloads.
+async fn lease_ids(
+    c: &mut MySqlConnection,
+    worker: &str,
+    lease: Duration,
+    now: Now,
+    ids: &[Uuid],
+) -> Result<Vec<LeasedRow>, StoreError> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
+    let t = now.mysql_sql();
     let q = format!(
         "UPDATE deliveries SET state = 'sending', attempts = attempts + 1, lease_owner = ?,
              lease_until = {t} + ?, updated_at = {t}, attempt_worker = ?,
@@ -39,16 +54,17 @@ pub(crate) async fn deliveries_lease(
         placeholders(in_list_len(ids.len()))
     );
     let mark = sqlx::query(sql(q))
-        .bind(lease.worker)
+        .bind(worker)
         .bind_now(now)
-        .bind(lease.lease.as_millis() as i64)
+        .bind(lease.as_millis() as i64)
         .bind_now(now)
-        .bind(lease.worker)
+        .bind(worker)
         .bind_now(now);
-    bind_in_list(mark, &ids).execute(&mut *c).await?;
+    bind_in_list(mark, ids).execute(&mut *c).await?;
     let cols = DELIVERY_COLS.split(", ").map(|c| format!("d.{c}")).collect::<Vec<_>>().join(", ");
     let q = format!(
-        "SELECT {cols}, p.payload, v.stripe, d.fingerprint_send_at_ms FROM deliveries d
+        "SELECT {cols}, p.payload, v.stripe, d.fingerprint_send_at_ms, d.destination
+         FROM deliveries d
          JOIN delivery_payloads p ON p.delivery_id = d.id
          LEFT JOIN quota_journal v ON v.reserve_of = d.id
               AND v.reservation_seq = d.reservation_seq
@@ -56,20 +72,68 @@ pub(crate) async fn deliveries_lease(
          ORDER BY d.next_attempt_at, d.id",
         placeholders(in_list_len(ids.len()))
     );
-    let rows = bind_in_list(sqlx::query(sql(q)), &ids).fetch_all(&mut *c).await?;
+    let rows = bind_in_list(sqlx::query(sql(q)), ids).fetch_all(&mut *c).await?;
     let mut leased = Vec::with_capacity(rows.len());
     for row in rows {
-        let payload: String = row.try_get("payload")?;
-        let stripe: Option<i16> = row.try_get("stripe")?;
-        let fingerprint_send_at = row.try_get("fingerprint_send_at_ms")?;
         leased.push(LeasedRow {
             delivery: delivery_row!(row),
-            payload,
-            stripe,
-            fingerprint_send_at,
+            payload: row.try_get("payload")?,
+            stripe: row.try_get("stripe")?,
+            fingerprint_send_at: row.try_get("fingerprint_send_at_ms")?,
+            destination: row.try_get("destination")?,
         });
     }
     Ok(leased)
+}
+
+/// The lanes walk ([`crate::deliveries::lanes_walk_sql`], shared with SQLite).
+pub(crate) async fn deliveries_lanes(
+    c: &mut MySqlConnection,
+    walk: &LanesDue<'_>,
+) -> Result<Vec<LaneFound>, StoreError> {
+    let (now, t) = (walk.now, walk.now.mysql_sql());
+    let channels = placeholders(in_list_len(walk.channels.len()));
+    let q = crate::deliveries::lanes_walk_sql(walk.after.is_some(), &channels, t);
+    let channels: Vec<&str> = walk.channels.iter().map(|c| c.as_ref()).collect();
+    let mut query = sqlx::query_as::<_, (Uuid, String, i64, i32, Option<i64>)>(sql(q));
+    if let Some(after) = walk.after {
+        query = query.bind(after.tenant).bind(after.tenant).bind(after.destination.as_str());
+    }
+    query = bind_in_list(query.bind(walk.lanes_max as i64), &channels);
+    query = bind_in_list(query.bind_now(now), &channels);
+    let rows =
+        query.bind(walk.due_max.saturating_sub(1) as i64).bind_now(now).fetch_all(&mut *c).await?;
+    Ok(crate::deliveries::lanes_found(rows, walk.due_max))
+}
+
+/// Each lane's oldest due rows locked with `FOR UPDATE SKIP LOCKED`, one UNION ALL branch
+/// per lane (padded to a power of two with empty branches, so that a handful of texts
+/// serve every count of lanes), then marked and read back as [`deliveries_lease`] does.
+pub(crate) async fn deliveries_lease_lanes(
+    c: &mut MySqlConnection,
+    lease: &LeaseLanes<'_>,
+) -> Result<Vec<LeasedRow>, StoreError> {
+    let lanes: Vec<&(Lane, usize)> = lease.lanes.iter().filter(|(_, n)| *n > 0).collect();
+    let (now, t) = (lease.now, lease.now.mysql_sql());
+    let channels = placeholders(in_list_len(lease.channels.len()));
+    let branch = format!(
+        "(SELECT id FROM deliveries
+          WHERE state = 'pending' AND tenant_id = ? AND destination = ?
+            AND next_attempt_at <= {t} AND channel IN ({channels})
+          ORDER BY next_attempt_at LIMIT ?
+          FOR UPDATE SKIP LOCKED)"
+    );
+    let q = vec![branch; in_list_len(lanes.len())].join(" UNION ALL ");
+    let channels: Vec<&str> = lease.channels.iter().map(|c| c.as_ref()).collect();
+    let mut query = sqlx::query_scalar::<_, Uuid>(sql(q));
+    for i in 0..in_list_len(lanes.len()) {
+        let (lane, take) = lanes[i.min(lanes.len() - 1)];
+        let take = if i < lanes.len() { *take } else { 0 };
+        query = query.bind(lane.tenant).bind(lane.destination.as_str()).bind_now(now);
+        query = bind_in_list(query, &channels).bind(take as i64);
+    }
+    let ids = query.fetch_all(&mut *c).await?;
+    lease_ids(c, lease.worker, lease.lease, now, &ids).await
 }
 
 pub(crate) async fn delivery_lease_extend(

@@ -1,7 +1,10 @@
 use super::{DELIVERY_COLS, sql};
 use crate::clock::Now;
-use crate::deliveries::{ExpiredLease, Lease, LeasedRow, delivery_row};
+use crate::deliveries::{
+    ExpiredLease, LaneFound, LanesDue, Lease, LeaseLanes, LeasedRow, delivery_row,
+};
 use crate::error::StoreError;
+use herald_core::fair::Lane;
 use sqlx::types::Uuid;
 use sqlx::{PgConnection, Row};
 use std::time::Duration;
@@ -34,7 +37,7 @@ pub(crate) async fn deliveries_lease(
              (SELECT p.payload::text FROM delivery_payloads p WHERE p.delivery_id = d.id)
                  AS payload,
              d.reserve_stripe AS stripe,
-             d.fingerprint_send_at_ms
+             d.fingerprint_send_at_ms, d.destination
          FROM leased d
          ORDER BY d.next_attempt_at, d.id"
     );
@@ -46,19 +49,123 @@ pub(crate) async fn deliveries_lease(
         .bind(lease.lease.as_millis() as i64)
         .fetch_all(c)
         .await?;
+    leased_rows(rows)
+}
+
+fn leased_rows(rows: Vec<sqlx::postgres::PgRow>) -> Result<Vec<LeasedRow>, StoreError> {
     let mut leased = Vec::with_capacity(rows.len());
     for row in rows {
-        let payload: String = row.try_get("payload")?;
-        let stripe: Option<i16> = row.try_get("stripe")?;
-        let fingerprint_send_at = row.try_get("fingerprint_send_at_ms")?;
         leased.push(LeasedRow {
             delivery: delivery_row!(row),
-            payload,
-            stripe,
-            fingerprint_send_at,
+            payload: row.try_get("payload")?,
+            stripe: row.try_get("stripe")?,
+            fingerprint_send_at: row.try_get("fingerprint_send_at_ms")?,
+            destination: row.try_get("destination")?,
         });
     }
     Ok(leased)
+}
+
+/// A recursive walk of `deliveries_lanes` (pending only): each step one probe for the
+/// next (tenant, destination), then one bounded count of each lane's due rows.
+pub(crate) async fn deliveries_lanes(
+    c: &mut PgConnection,
+    walk: &LanesDue<'_>,
+) -> Result<Vec<LaneFound>, StoreError> {
+    let start = if walk.after.is_some() {
+        "AND (tenant_id, destination) > ($4, $5)"
+    } else {
+        // Every parameter named, so that each has a type.
+        "AND $4::uuid IS NULL AND $5::text IS NULL"
+    };
+    let q = format!(
+        "WITH RECURSIVE lanes (tenant_id, destination, n) AS (
+             (SELECT tenant_id, destination, 1 FROM deliveries
+              WHERE state = 'pending' {start}
+              ORDER BY tenant_id, destination LIMIT 1)
+           UNION ALL
+             SELECT nx.tenant_id, nx.destination, l.n + 1 FROM lanes l
+             CROSS JOIN LATERAL (
+                 SELECT tenant_id, destination FROM deliveries
+                 WHERE state = 'pending'
+                   AND (tenant_id, destination) > (l.tenant_id, l.destination)
+                 ORDER BY tenant_id, destination LIMIT 1) nx
+             WHERE l.n < $3)
+         SELECT l.tenant_id, l.destination,
+             (SELECT count(*) FROM (
+                  SELECT 1 FROM deliveries d
+                  WHERE d.state = 'pending' AND d.tenant_id = l.tenant_id
+                    AND d.destination = l.destination
+                    AND d.next_attempt_at <= herald_now($1) AND d.channel = ANY($2)
+                  LIMIT $6) x) AS due,
+             t.send_weight,
+             (SELECT p.until_ms FROM herald_lane_pauses p
+              WHERE p.tenant_id = l.tenant_id AND p.destination = l.destination)
+                 AS paused_until_ms
+         FROM lanes l JOIN tenants t ON t.id = l.tenant_id
+         ORDER BY l.n"
+    );
+    let rows: Vec<(Uuid, String, i64, i32, Option<i64>)> = sqlx::query_as(sql(q))
+        .bind(walk.now.pg())
+        .bind(walk.channels)
+        .bind(walk.lanes_max as i64)
+        .bind(walk.after.map(|l| l.tenant))
+        .bind(walk.after.map(|l| l.destination.as_str()))
+        .bind(walk.due_max as i64)
+        .fetch_all(c)
+        .await?;
+    Ok(crate::deliveries::lanes_found(rows, walk.due_max))
+}
+
+/// One statement: each lane's oldest due rows locked with `SKIP LOCKED` (a bounded probe
+/// of the lane's index range), marked `sending`, and returned with their payloads.
+pub(crate) async fn deliveries_lease_lanes(
+    c: &mut PgConnection,
+    lease: &LeaseLanes<'_>,
+) -> Result<Vec<LeasedRow>, StoreError> {
+    let lanes: Vec<&(Lane, usize)> = lease.lanes.iter().filter(|(_, n)| *n > 0).collect();
+    let tenants: Vec<Uuid> = lanes.iter().map(|(l, _)| l.tenant).collect();
+    let destinations: Vec<&str> = lanes.iter().map(|(l, _)| l.destination.as_str()).collect();
+    let takes: Vec<i64> = lanes.iter().map(|(_, n)| *n as i64).collect();
+    let q = format!(
+        "WITH due AS (
+             SELECT x.id FROM unnest($5::uuid[], $6::text[], $7::bigint[])
+                 AS w (tenant_id, destination, take)
+             CROSS JOIN LATERAL (
+                 SELECT id FROM deliveries
+                 WHERE state = 'pending' AND tenant_id = w.tenant_id
+                   AND destination = w.destination
+                   AND next_attempt_at <= herald_now($1) AND channel = ANY($2)
+                 ORDER BY next_attempt_at
+                 LIMIT w.take
+                 FOR UPDATE SKIP LOCKED) x),
+         leased AS (
+             UPDATE deliveries u SET state = 'sending', attempts = u.attempts + 1,
+                 lease_owner = $3,
+                 lease_until = herald_now($1) + $4 * interval '1 millisecond',
+                 updated_at = herald_now($1), attempt_worker = $3,
+                 attempt_started_at = herald_now($1)
+             WHERE u.id = ANY(ARRAY(SELECT id FROM due))
+             RETURNING u.*)
+         SELECT {DELIVERY_COLS},
+             (SELECT p.payload::text FROM delivery_payloads p WHERE p.delivery_id = d.id)
+                 AS payload,
+             d.reserve_stripe AS stripe,
+             d.fingerprint_send_at_ms, d.destination
+         FROM leased d
+         ORDER BY d.next_attempt_at, d.id"
+    );
+    let rows = sqlx::query(sql(q))
+        .bind(lease.now.pg())
+        .bind(lease.channels)
+        .bind(lease.worker)
+        .bind(lease.lease.as_millis() as i64)
+        .bind(&tenants)
+        .bind(&destinations)
+        .bind(&takes)
+        .fetch_all(c)
+        .await?;
+    leased_rows(rows)
 }
 
 pub(crate) async fn delivery_lease_extend(

@@ -15,8 +15,9 @@ pub(crate) async fn delivery_claim(
     let inserted = sqlx::query(
         "INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
              fingerprint, fingerprint_version, quota_key, cost, state, max_attempts,
-             next_attempt_at, created_at, updated_at)
-         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?12, ?7, ?8, 'pending', ?9, coalesce(?10, ?11), ?11, ?11
+             next_attempt_at, created_at, updated_at, destination)
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?12, ?7, ?8, 'pending', ?9, coalesce(?10, ?11), ?11, ?11,
+             ?13
          WHERE EXISTS (SELECT 1 FROM tenants WHERE id = ?2)
          ON CONFLICT (tenant_id, operation_key, channel) DO NOTHING",
     )
@@ -32,6 +33,8 @@ pub(crate) async fn delivery_claim(
     .bind(new.send_at)
     .bind(now)
     .bind(new.fingerprint_version)
+    // PostgreSQL and MariaDB generate the column from the same function.
+    .bind(herald_core::hold::destination_of(new.channel, new.recipient))
     .execute(&mut *c)
     .await?
     .rows_affected()

@@ -1,7 +1,10 @@
 use super::{DELIVERY_COLS, json_array, sql};
 use crate::clock::Now;
-use crate::deliveries::{ExpiredLease, Lease, LeasedRow, delivery_row};
+use crate::deliveries::{
+    ExpiredLease, LaneFound, LanesDue, Lease, LeaseLanes, LeasedRow, delivery_row,
+};
 use crate::error::StoreError;
+use herald_core::fair::Lane;
 use sqlx::SqliteConnection;
 use sqlx::types::Uuid;
 use std::time::Duration;
@@ -21,7 +24,7 @@ pub(crate) async fn deliveries_lease(
              WHERE state = 'pending' AND next_attempt_at <= ?2
                AND channel IN (SELECT value FROM json_each(?4))
              ORDER BY next_attempt_at LIMIT ?5)
-         RETURNING {DELIVERY_COLS}"
+         RETURNING {DELIVERY_COLS}, destination"
     );
     let rows = sqlx::query(sql(q))
         .bind(lease.worker)
@@ -31,13 +34,22 @@ pub(crate) async fn deliveries_lease(
         .bind(lease.limit as i64)
         .fetch_all(&mut *c)
         .await?;
+    with_payloads(c, rows).await
+}
+
+/// The leased rows, oldest due first, each with its payload and destination.
+async fn with_payloads(
+    c: &mut SqliteConnection,
+    rows: Vec<sqlx::sqlite::SqliteRow>,
+) -> Result<Vec<LeasedRow>, StoreError> {
     let mut deliveries = Vec::with_capacity(rows.len());
     for row in rows {
-        deliveries.push(delivery_row!(row));
+        let destination: String = sqlx::Row::try_get(&row, "destination")?;
+        deliveries.push((delivery_row!(row), destination));
     }
-    deliveries.sort_by_key(|d| (d.next_attempt_at, d.id));
+    deliveries.sort_by_key(|(d, _)| (d.next_attempt_at, d.id));
     let mut leased = Vec::with_capacity(deliveries.len());
-    for delivery in deliveries {
+    for (delivery, destination) in deliveries {
         let payload: String =
             sqlx::query_scalar("SELECT payload FROM delivery_payloads WHERE delivery_id = ?1")
                 .bind(delivery.id)
@@ -46,9 +58,79 @@ pub(crate) async fn deliveries_lease(
         // SQLite's accounts have one stripe (the schema's CHECK: stripe = 0).
         let stripe = (delivery.cost > 0).then_some(0);
         // No SQL API on SQLite: every row's fingerprint was computed by herald.
-        leased.push(LeasedRow { delivery, payload, stripe, fingerprint_send_at: None });
+        leased.push(LeasedRow {
+            delivery,
+            payload,
+            stripe,
+            fingerprint_send_at: None,
+            destination,
+        });
     }
     Ok(leased)
+}
+
+/// The lanes walk ([`crate::deliveries::lanes_walk_sql`], shared with MariaDB).
+pub(crate) async fn deliveries_lanes(
+    c: &mut SqliteConnection,
+    walk: &LanesDue<'_>,
+) -> Result<Vec<LaneFound>, StoreError> {
+    let now = walk.now.sqlite_ms();
+    let channels = vec!["?"; walk.channels.len()].join(", ");
+    let q = crate::deliveries::lanes_walk_sql(walk.after.is_some(), &channels, "?");
+    let mut query = sqlx::query_as::<_, (Uuid, String, i64, i32, Option<i64>)>(sql(q));
+    if let Some(after) = walk.after {
+        query = query.bind(after.tenant).bind(after.tenant).bind(after.destination.as_str());
+    }
+    query = query.bind(walk.lanes_max as i64);
+    for channel in walk.channels {
+        query = query.bind(channel.as_str());
+    }
+    query = query.bind(now);
+    for channel in walk.channels {
+        query = query.bind(channel.as_str());
+    }
+    let rows =
+        query.bind(walk.due_max.saturating_sub(1) as i64).bind(now).fetch_all(&mut *c).await?;
+    Ok(crate::deliveries::lanes_found(rows, walk.due_max))
+}
+
+/// One UPDATE of each lane's oldest due rows (SQLite has one writer: nothing to skip).
+pub(crate) async fn deliveries_lease_lanes(
+    c: &mut SqliteConnection,
+    lease: &LeaseLanes<'_>,
+) -> Result<Vec<LeasedRow>, StoreError> {
+    let now = lease.now.sqlite_ms();
+    let lanes: Vec<&(Lane, usize)> = lease.lanes.iter().filter(|(_, n)| *n > 0).collect();
+    // Numbered parameters throughout: SQLite numbers a bare `?` after the largest so far.
+    let branch = |i: usize| {
+        let p = 5 + 3 * i;
+        format!(
+            "SELECT id FROM (SELECT id FROM deliveries
+             WHERE state = 'pending' AND tenant_id = ?{p} AND destination = ?{}
+               AND next_attempt_at <= ?2 AND channel IN (SELECT value FROM json_each(?4))
+             ORDER BY next_attempt_at LIMIT ?{})",
+            p + 1,
+            p + 2
+        )
+    };
+    let q = format!(
+        "UPDATE deliveries SET state = 'sending', attempts = attempts + 1,
+             lease_owner = ?1, lease_until = ?2 + ?3, updated_at = ?2,
+             attempt_worker = ?1, attempt_started_at = ?2
+         WHERE id IN ({})
+         RETURNING {DELIVERY_COLS}, destination",
+        (0..lanes.len()).map(branch).collect::<Vec<_>>().join(" UNION ALL ")
+    );
+    let mut query = sqlx::query(sql(q))
+        .bind(lease.worker)
+        .bind(now)
+        .bind(lease.lease.as_millis() as i64)
+        .bind(json_array(lease.channels));
+    for (lane, take) in &lanes {
+        query = query.bind(lane.tenant).bind(lane.destination.as_str()).bind(*take as i64);
+    }
+    let rows = query.fetch_all(&mut *c).await?;
+    with_payloads(c, rows).await
 }
 
 pub(crate) async fn delivery_lease_extend(

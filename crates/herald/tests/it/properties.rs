@@ -27,6 +27,7 @@ use herald::{
     Channel, Clock, Conn, DeliveryState, Error, Herald, Leased, Outcome, Reconciler,
     ReconcilerOptions, SubmitRequest, Uuid, Worker, WorkerOptions,
 };
+use herald_core::fair::{Busy, DueLane, Lane, allot};
 use herald_store::deliveries::{Lease, deliveries_lease};
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -496,7 +497,21 @@ impl World {
                     .iter()
                     .filter(|d| d.state() == DeliveryState::Pending && d.next_attempt_at <= now)
                     .collect();
-                let expect_leased = due.len().min(slots);
+                // Shared among lanes as the worker does (herald_core::fair): each lane and
+                // each tenant to its cap of the slots.
+                let mut lanes: Vec<DueLane> = Vec::new();
+                for d in &due {
+                    // Every request is to an address on CHANNEL: one destination.
+                    let destination = herald_core::destination_of(CHANNEL, "user@example.com");
+                    let lane = Lane { tenant: d.tenant, destination };
+                    match lanes.iter_mut().find(|l| l.lane == lane) {
+                        Some(l) => l.due += 1,
+                        None => lanes.push(DueLane { lane, due: 1, weight: 1, room: None }),
+                    }
+                }
+                lanes.sort_by(|a, b| a.lane.cmp(&b.lane));
+                let expect_leased: usize =
+                    allot(slots, slots, &lanes, &Busy::default(), &mut [], None).iter().sum();
                 let outcome = match answer {
                     Answer::Sent => Outcome::Sent,
                     Answer::Transient => Outcome::transient("busy", "try later"),
@@ -533,7 +548,7 @@ impl World {
                     Answer::Sent => (report.leased, 0, 0),
                     Answer::Terminal => (0, 0, report.leased),
                     // Which rows were leased is only known when every due row was.
-                    Answer::Transient if due.len() <= slots => {
+                    Answer::Transient if expect_leased == due.len() => {
                         let failed = due.iter().filter(exhausted).count();
                         (0, report.leased - failed, failed)
                     }

@@ -341,6 +341,19 @@ impl Db {
         self.find(id).await.unwrap_or_else(|| panic!("delivery {id} is gone"))
     }
 
+    /// A delivery's stored destination (the lanes' column).
+    pub async fn destination(&self, id: Uuid) -> String {
+        let mut conn = self.conn().await;
+        let (d,): (String,) = raw_query_as!(
+            conn.as_conn(),
+            "SELECT destination FROM deliveries WHERE id = $1",
+            [id],
+            fetch_one
+        )
+        .expect("read the destination");
+        d
+    }
+
     /// A delivery, if it exists.
     pub async fn find(&self, id: Uuid) -> Option<DeliveryRow> {
         delivery_get(self.conn().await.as_conn(), None, id, false).await.unwrap()

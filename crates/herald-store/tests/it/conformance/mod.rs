@@ -23,6 +23,7 @@ mod apply;
 mod audit;
 mod claim;
 mod keys;
+mod lanes;
 mod lease;
 mod manage;
 mod migrate;

@@ -1,0 +1,244 @@
+//! Fair sending: how a worker shares its free send slots among the work that is due.
+//!
+//! A **lane** is one tenant's deliveries to one destination ([`crate::hold::destination_of`]).
+//! The lease no longer takes the oldest due rows of the whole database, which let one
+//! tenant's backlog (or one slow receiver) hold every slot: it finds the lanes with due
+//! work and [`allot`]s the free slots among them —
+//!
+//! - **tenants first, by turns**: the tenant with the fewest sends in flight in this worker
+//!   picks first; each round gives every tenant its weight in slots (`send_weight`,
+//!   1 by default), so a tenant with one due delivery gets a slot as soon as one is free,
+//!   however deep another's backlog;
+//! - **then its lanes, by turns**, so one slow destination of a tenant does not hold back
+//!   its others;
+//! - **never the whole worker**: a tenant holds at most [`tenant_cap`] of the worker's
+//!   slots, and a lane at most [`lane_cap`], so a receiver that answers slowly (or hangs
+//!   until the send timeout) always leaves slots for everyone else;
+//! - **within the destination's limits** (`herald_destination_limits`: sends in flight and
+//!   sends per second across every process), given as each lane's `room`.
+//!
+//! Rows over a cap or a limit stay pending and due; no attempt is spent on them.
+
+use std::collections::HashMap;
+use uuid::Uuid;
+
+/// One tenant's deliveries to one destination.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Lane {
+    pub tenant: Uuid,
+    pub destination: String,
+}
+
+/// A lane with due work, as the lease found it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DueLane {
+    pub lane: Lane,
+    /// Due rows found (the lease counts at most as many as it could take).
+    pub due: usize,
+    /// The tenant's share against other tenants (1 to 100).
+    pub weight: u32,
+    /// Which of the `rooms` given to [`allot`] bounds this lane (a destination limit
+    /// shared by the lanes it covers), `None` when no limit applies.
+    pub room: Option<usize>,
+}
+
+/// The sends a worker has in flight, per lane and per tenant.
+#[derive(Debug, Default, Clone)]
+pub struct Busy {
+    lanes: HashMap<Lane, usize>,
+    tenants: HashMap<Uuid, usize>,
+}
+
+impl Busy {
+    pub fn add(&mut self, lane: &Lane) {
+        *self.lanes.entry(lane.clone()).or_default() += 1;
+        *self.tenants.entry(lane.tenant).or_default() += 1;
+    }
+
+    pub fn remove(&mut self, lane: &Lane) {
+        if let Some(n) = self.lanes.get_mut(lane) {
+            *n -= 1;
+            if *n == 0 {
+                self.lanes.remove(lane);
+            }
+        }
+        if let Some(n) = self.tenants.get_mut(&lane.tenant) {
+            *n -= 1;
+            if *n == 0 {
+                self.tenants.remove(&lane.tenant);
+            }
+        }
+    }
+
+    pub fn lane(&self, lane: &Lane) -> usize {
+        self.lanes.get(lane).copied().unwrap_or(0)
+    }
+
+    pub fn tenant(&self, tenant: Uuid) -> usize {
+        self.tenants.get(&tenant).copied().unwrap_or(0)
+    }
+}
+
+/// The most of a worker's `slots` one tenant may hold: all but a quarter of them (at
+/// least one is kept for the others, when there are two or more).
+pub fn tenant_cap(slots: usize) -> usize {
+    if slots <= 1 { slots } else { slots - (slots / 4).max(1) }
+}
+
+/// The most of a worker's `slots` one lane may hold: a tenant's cap of the tenant's cap,
+/// so a tenant's other destinations keep a share of its own.
+pub fn lane_cap(slots: usize) -> usize {
+    tenant_cap(tenant_cap(slots))
+}
+
+/// How many rows of each of `due`'s lanes to lease now, `free` slots in all, for a worker
+/// of `slots` slots with `busy` in flight. `rooms[i]`: sends a destination limit still
+/// allows (spent here as lanes get rows). `first`: the tenant to start after among those
+/// equally busy (the one served first last time), so turns rotate between leases.
+pub fn allot(
+    free: usize,
+    slots: usize,
+    due: &[DueLane],
+    busy: &Busy,
+    rooms: &mut [usize],
+    after: Option<Uuid>,
+) -> Vec<usize> {
+    let mut given = vec![0usize; due.len()];
+    let (tenant_max, lane_max) = (tenant_cap(slots), lane_cap(slots));
+    // Tenants in the order they are served: fewest in flight first; among equals, the
+    // lanes' order rotated to start after `after`.
+    let mut tenants: Vec<(Uuid, Vec<usize>)> = Vec::new();
+    for (i, d) in due.iter().enumerate() {
+        match tenants.iter_mut().find(|(t, _)| *t == d.lane.tenant) {
+            Some((_, lanes)) => lanes.push(i),
+            None => tenants.push((d.lane.tenant, vec![i])),
+        }
+    }
+    if let Some(pos) = after.and_then(|a| tenants.iter().position(|(t, _)| *t == a)) {
+        tenants.rotate_left(pos + 1);
+    }
+    tenants.sort_by_key(|(t, _)| busy.tenant(*t));
+    let mut next_lane = vec![0usize; tenants.len()];
+    let mut tenant_given = vec![0usize; tenants.len()];
+    let mut left = free;
+    while left > 0 {
+        let mut progress = false;
+        for (ti, (tenant, lanes)) in tenants.iter().enumerate() {
+            let weight = lanes.first().map_or(1, |&i| due[i].weight.max(1)) as usize;
+            for _ in 0..weight {
+                if left == 0 || busy.tenant(*tenant) + tenant_given[ti] >= tenant_max {
+                    break;
+                }
+                let open = (0..lanes.len()).map(|k| (next_lane[ti] + k) % lanes.len()).find(|&k| {
+                    let i = lanes[k];
+                    let d = &due[i];
+                    given[i] < d.due
+                        && busy.lane(&d.lane) + given[i] < lane_max
+                        && d.room.is_none_or(|r| rooms.get(r).is_some_and(|&n| n > 0))
+                });
+                let Some(k) = open else { break };
+                let i = lanes[k];
+                given[i] += 1;
+                tenant_given[ti] += 1;
+                if let Some(r) = due[i].room
+                    && let Some(n) = rooms.get_mut(r)
+                {
+                    *n -= 1;
+                }
+                next_lane[ti] = (k + 1) % lanes.len();
+                left -= 1;
+                progress = true;
+            }
+        }
+        if !progress {
+            break;
+        }
+    }
+    given
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lane(t: u128, d: &str) -> Lane {
+        Lane { tenant: Uuid::from_u128(t), destination: d.to_string() }
+    }
+
+    fn due(t: u128, d: &str, n: usize) -> DueLane {
+        DueLane { lane: lane(t, d), due: n, weight: 1, room: None }
+    }
+
+    #[test]
+    fn caps_keep_a_quarter_of_the_slots_for_the_others() {
+        assert_eq!(tenant_cap(8), 6);
+        assert_eq!(lane_cap(8), 5);
+        assert_eq!(tenant_cap(16), 12);
+        assert_eq!(lane_cap(16), 9);
+        assert_eq!((tenant_cap(1), lane_cap(1)), (1, 1));
+        assert_eq!((tenant_cap(2), lane_cap(2)), (1, 1));
+        assert_eq!(tenant_cap(0), 0);
+    }
+
+    #[test]
+    fn one_tenant_alone_takes_its_cap_not_the_worker() {
+        let given = allot(16, 16, &[due(1, "slow", 64)], &Busy::default(), &mut [], None);
+        assert_eq!(given, vec![lane_cap(16)]);
+    }
+
+    #[test]
+    fn a_tenant_with_one_due_delivery_gets_the_next_free_slot() {
+        let mut busy = Busy::default();
+        for _ in 0..5 {
+            busy.add(&lane(1, "slow"));
+        }
+        let lanes = [due(1, "slow", 59), due(2, "fast", 1)];
+        assert_eq!(allot(1, 8, &lanes, &busy, &mut [], None), vec![0, 1]);
+        // Two free: the slow lane is at its cap (5 of 8); the other tenant takes its one.
+        assert_eq!(allot(3, 8, &lanes, &busy, &mut [], None), vec![0, 1]);
+    }
+
+    #[test]
+    fn tenants_take_turns_by_weight_and_lanes_within_a_tenant_take_turns() {
+        let mut lanes = [due(1, "a", 100), due(1, "b", 100), due(2, "c", 100)];
+        lanes[2].weight = 3;
+        let given = allot(8, 64, &lanes, &Busy::default(), &mut [], None);
+        assert_eq!(given, vec![1, 1, 6]);
+        let given = allot(40, 64, &lanes, &Busy::default(), &mut [], None);
+        assert_eq!(given.iter().sum::<usize>(), 40);
+        assert_eq!(given[0], given[1]);
+        assert_eq!(given[2], 30);
+    }
+
+    #[test]
+    fn the_least_busy_tenant_picks_first_and_turns_rotate_among_equals() {
+        let lanes = [due(1, "a", 10), due(2, "b", 10)];
+        assert_eq!(allot(1, 8, &lanes, &Busy::default(), &mut [], None), vec![1, 0]);
+        let after = Some(Uuid::from_u128(1));
+        assert_eq!(allot(1, 8, &lanes, &Busy::default(), &mut [], after), vec![0, 1]);
+        let mut busy = Busy::default();
+        busy.add(&lane(2, "b"));
+        assert_eq!(allot(1, 8, &lanes, &busy, &mut [], after), vec![1, 0]);
+        busy.remove(&lane(2, "b"));
+        assert_eq!(busy.tenant(Uuid::from_u128(2)), 0);
+    }
+
+    #[test]
+    fn a_destination_limit_is_shared_by_the_lanes_it_covers() {
+        let mut lanes = [due(1, "h", 10), due(2, "h", 10), due(3, "other", 10)];
+        lanes[0].room = Some(0);
+        lanes[1].room = Some(0);
+        let mut rooms = [3];
+        let given = allot(12, 64, &lanes, &Busy::default(), &mut rooms, None);
+        assert_eq!(given[0] + given[1], 3);
+        assert_eq!(given[2], 9);
+        assert_eq!(rooms, [0]);
+    }
+
+    #[test]
+    fn never_more_than_due_or_free() {
+        let lanes = [due(1, "a", 2), due(2, "b", 1)];
+        assert_eq!(allot(100, 100, &lanes, &Busy::default(), &mut [], None), vec![2, 1]);
+        assert_eq!(allot(0, 100, &lanes, &Busy::default(), &mut [], None), vec![0, 0]);
+    }
+}

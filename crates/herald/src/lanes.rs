@@ -1,0 +1,166 @@
+//! A worker's lease, lane by lane (herald_core::fair says why and how slots are shared).
+//!
+//! One transaction: walk the lanes with pending rows from where the last lease stopped
+//! (at most [`LEASE_LANES_MAX`] lanes, an index probe each), share the free slots among
+//! those with due rows ([`herald_core::fair::allot`], given what this worker has in flight
+//! per lane and tenant), lease each lane's share with `SKIP LOCKED`, and hold back what a
+//! hold covers. A lane a receiver paused (Retry-After) is passed over until the pause ends.
+//!
+//! Each leased row comes with a [`Slot`]: this worker's count of that lane's sends in
+//! flight, given back when the slot is dropped (the send recorded, handed back, or its
+//! task gone), so the next lease's shares are computed from what is really in flight.
+
+use crate::error::Error;
+use crate::handle::Herald;
+use herald_core::fair::{Busy, DueLane, Lane, allot};
+use herald_core::limits::LEASE_LANES_MAX;
+use herald_store::Now;
+use herald_store::deliveries::{
+    LaneFound, LanesDue, LeaseLanes, LeasedRow, deliveries_lanes, deliveries_lease_lanes,
+};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// A worker's lanes: what it has in flight, and where its next walk starts.
+#[derive(Debug, Default)]
+pub(crate) struct Lanes {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    busy: Busy,
+    /// The last lane the previous walk visited when it stopped at [`LEASE_LANES_MAX`];
+    /// `None`: the next walk starts at the first lane.
+    cursor: Option<Lane>,
+    /// The last tenant served, so that turns among equally busy tenants rotate.
+    last_tenant: Option<Uuid>,
+}
+
+/// One send's place in its lane's count of sends in flight; dropping it gives it back.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    lanes: Arc<Lanes>,
+    lane: Lane,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Ok(mut state) = self.lanes.state.lock() {
+            state.busy.remove(&self.lane);
+        }
+    }
+}
+
+/// What one lease asks for.
+pub(crate) struct Ask<'a> {
+    pub worker: &'a str,
+    pub channels: &'a [String],
+    /// The worker's send slots (the caps are shares of these).
+    pub slots: usize,
+    /// Free slots to fill, at most.
+    pub wanted: usize,
+    pub lease: Duration,
+}
+
+impl Lanes {
+    /// Leases up to `ask.wanted` rows, shared fairly among the lanes with due work.
+    pub(crate) async fn lease(
+        self: &Arc<Self>,
+        herald: &Herald,
+        ask: &Ask<'_>,
+    ) -> Result<Vec<(LeasedRow, Slot)>, Error> {
+        let (busy, cursor, last_tenant) = {
+            let state = self.state.lock().map_err(|_| Error::app("worker lane state poisoned"))?;
+            (state.busy.clone(), state.cursor.clone(), state.last_tenant)
+        };
+        let now = herald.clock().now();
+        // A pause's end is written from this clock (Retry-After, seconds long).
+        let now_ms = herald.clock().wall_ms();
+        let cached = herald.holds.fresh();
+        let (leased, read, next_cursor, served) = herald
+            .transaction(|tx| {
+                let (busy, cursor, cached) = (&busy, cursor.clone(), cached.clone());
+                Box::pin(async move {
+                    let mut conn = tx.conn();
+                    let (found, next_cursor) =
+                        walk(conn.reborrow(), ask, now, cursor.as_ref()).await?;
+                    let due: Vec<DueLane> = found
+                        .into_iter()
+                        .filter(|f| f.due > 0 && f.paused_until_ms.is_none_or(|u| u <= now_ms))
+                        .map(|f| DueLane { lane: f.lane, due: f.due, weight: f.weight, room: None })
+                        .collect();
+                    let given = allot(ask.wanted, ask.slots, &due, busy, &mut [], last_tenant);
+                    let plan: Vec<(Lane, usize)> = due
+                        .iter()
+                        .zip(&given)
+                        .filter(|(_, n)| **n > 0)
+                        .map(|(d, n)| (d.lane.clone(), *n))
+                        .collect();
+                    let served = plan.last().map(|(l, _)| l.tenant);
+                    if plan.is_empty() {
+                        return Ok((Vec::new(), None, next_cursor, served));
+                    }
+                    let lease = LeaseLanes {
+                        worker: ask.worker,
+                        channels: ask.channels,
+                        lanes: &plan,
+                        lease: ask.lease,
+                        now,
+                    };
+                    let rows = deliveries_lease_lanes(conn.reborrow(), &lease).await?;
+                    let (rows, read) =
+                        crate::holds::hold_leased(conn, rows, cached, ask.worker).await?;
+                    Ok((rows, read, next_cursor, served))
+                })
+            })
+            .await?
+            .value;
+        if let Some(read) = read {
+            herald.holds.store(read);
+        }
+        let mut state = self.state.lock().map_err(|_| Error::app("worker lane state poisoned"))?;
+        state.cursor = next_cursor;
+        if served.is_some() {
+            state.last_tenant = served;
+        }
+        Ok(leased
+            .into_iter()
+            .map(|row| {
+                let lane =
+                    Lane { tenant: row.delivery.tenant_id, destination: row.destination.clone() };
+                state.busy.add(&lane);
+                (row, Slot { lanes: self.clone(), lane })
+            })
+            .collect())
+    }
+}
+
+/// The lanes after `cursor`, wrapping to the first lanes when the walk reaches the last
+/// one before [`LEASE_LANES_MAX`]; and where the next walk starts.
+async fn walk(
+    mut conn: herald_store::Conn<'_>,
+    ask: &Ask<'_>,
+    now: Now,
+    cursor: Option<&Lane>,
+) -> Result<(Vec<LaneFound>, Option<Lane>), herald_store::StoreError> {
+    let due_max = ask.wanted;
+    let walk = LanesDue {
+        channels: ask.channels,
+        now,
+        after: cursor,
+        lanes_max: LEASE_LANES_MAX,
+        due_max,
+    };
+    let mut found = deliveries_lanes(conn.reborrow(), &walk).await?;
+    if let Some(cursor) = cursor
+        && found.len() < LEASE_LANES_MAX
+    {
+        let rest = LanesDue { after: None, lanes_max: LEASE_LANES_MAX - found.len(), ..walk };
+        let wrapped = deliveries_lanes(conn, &rest).await?;
+        found.extend(wrapped.into_iter().take_while(|f| &f.lane <= cursor));
+    }
+    let next = (found.len() >= LEASE_LANES_MAX).then(|| found.last().map(|f| f.lane.clone()));
+    Ok((found, next.flatten()))
+}
