@@ -13,6 +13,7 @@ mod cli;
 mod composer;
 mod deb;
 mod e2e;
+mod fair;
 mod faults;
 mod fingerprint;
 mod migrate_race;
