@@ -10,6 +10,7 @@ mod bench;
 mod channels;
 mod demo;
 mod holds;
+mod limits;
 mod migrate;
 mod ops;
 mod run;
@@ -110,6 +111,29 @@ enum Command {
     Holds {
         #[command(flatten)]
         db: ops::Db,
+    },
+    /// Limit a destination across every process (`herald limit hooks.example.com
+    /// --max-in-flight 4 --per-second 10`): sends over it wait, no attempt spent.
+    Limit {
+        #[command(flatten)]
+        db: ops::Db,
+        #[command(flatten)]
+        args: limits::LimitArgs,
+    },
+    /// The destination limits.
+    Limits {
+        #[command(flatten)]
+        db: ops::Db,
+    },
+    /// A tenant's share of every worker's send slots against other tenants (1 to 100,
+    /// 1 by default).
+    SendWeight {
+        #[command(flatten)]
+        db: ops::Db,
+        /// The tenant's id.
+        tenant: String,
+        /// Its weight.
+        weight: u32,
     },
     /// Who may submit through the SQL API (PostgreSQL, MariaDB), for which tenants.
     Sql {
@@ -222,6 +246,11 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Hold { db, scope } => holds::change(db, scope, false).await,
         Command::Release { db, scope } => holds::change(db, scope, true).await,
         Command::Holds { db } => holds::list(db).await,
+        Command::Limit { db, args } => limits::change(db, args).await,
+        Command::Limits { db } => limits::list(db).await,
+        Command::SendWeight { db, tenant, weight } => {
+            limits::send_weight(db, &tenant, weight).await
+        }
         Command::Demo(args) => demo::run(args).await,
         Command::Bench(args) => bench::run(args).await,
         // main() runs the audit before the runtime starts (it has exit codes of its own);

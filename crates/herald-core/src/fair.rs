@@ -157,7 +157,75 @@ pub fn allot(
     given
 }
 
+/// A destination's limit, across every process on the database: at most `max_in_flight`
+/// sends at once and `per_second` started per second (a token bucket holding one second's
+/// worth, at least one token). `destination` `*` is the default of every destination
+/// without a limit of its own (each destination counted apart); `tenant` narrows it to
+/// that tenant's sends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit {
+    pub destination: String,
+    pub tenant: Option<Uuid>,
+    pub max_in_flight: Option<u32>,
+    pub per_second: Option<f64>,
+}
+
+/// The destination of a limit that is every destination's default.
+pub const ANY_DESTINATION: &str = "*";
+/// The most sends in flight a limit may allow.
+pub const IN_FLIGHT_MAX: u32 = 100_000;
+/// The highest rate a limit may allow, per second.
+pub const PER_SECOND_MAX: f64 = 1_000_000.0;
+
+impl Limit {
+    /// Checks a limit as an operator gives it: a destination (or `*`), and at least one of
+    /// `max_in_flight` (1 to [`IN_FLIGHT_MAX`]) and `per_second` (above 0, at most
+    /// [`PER_SECOND_MAX`]). Returns it with the destination as stored.
+    pub fn checked(mut self) -> Result<Limit, String> {
+        if self.destination.trim() != ANY_DESTINATION {
+            self.destination = crate::hold::check_destination(&self.destination)?;
+        } else {
+            self.destination = ANY_DESTINATION.to_string();
+        }
+        if self.max_in_flight.is_none() && self.per_second.is_none() {
+            return Err("a limit sets max_in_flight, per_second or both".to_string());
+        }
+        if self.max_in_flight.is_some_and(|n| !(1..=IN_FLIGHT_MAX).contains(&n)) {
+            return Err(format!("max_in_flight must be 1 to {IN_FLIGHT_MAX}"));
+        }
+        if self.per_second.is_some_and(|r| !(r > 0.0 && r <= PER_SECOND_MAX)) {
+            return Err(format!("per_second must be above 0 and at most {PER_SECOND_MAX}"));
+        }
+        Ok(self)
+    }
+
+    /// A token bucket's size: one second's worth, at least one.
+    pub fn bucket(&self) -> Option<f64> {
+        self.per_second.map(|r| r.max(1.0))
+    }
+}
+
+/// The limit that governs `lane`, the most specific first: the lane's tenant's own for its
+/// destination, every tenant's for it, the default for its tenant, the default for all.
+pub fn limit_for<'a>(limits: &'a [Limit], lane: &Lane) -> Option<&'a Limit> {
+    let find = |destination: &str, tenant: Option<Uuid>| {
+        limits.iter().find(|l| l.destination == destination && l.tenant == tenant)
+    };
+    find(&lane.destination, Some(lane.tenant))
+        .or_else(|| find(&lane.destination, None))
+        .or_else(|| find(ANY_DESTINATION, Some(lane.tenant)))
+        .or_else(|| find(ANY_DESTINATION, None))
+}
+
+/// A bucket's tokens at `now_ms`, refilled at `per_second` from `tokens` at `then_ms`, up
+/// to `full`.
+pub fn refill(tokens: f64, then_ms: i64, now_ms: i64, per_second: f64, full: f64) -> f64 {
+    let elapsed = (now_ms.saturating_sub(then_ms)).max(0) as f64 / 1000.0;
+    (tokens + elapsed * per_second).min(full).max(0.0)
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
 
@@ -233,6 +301,52 @@ mod tests {
         assert_eq!(given[0] + given[1], 3);
         assert_eq!(given[2], 9);
         assert_eq!(rooms, [0]);
+    }
+
+    #[test]
+    fn the_most_specific_limit_governs_a_lane() {
+        let t = Uuid::from_u128(7);
+        let limit = |d: &str, tenant: Option<Uuid>, n: u32| Limit {
+            destination: d.to_string(),
+            tenant,
+            max_in_flight: Some(n),
+            per_second: None,
+        };
+        let all = [
+            limit("*", None, 1),
+            limit("*", Some(t), 2),
+            limit("h", None, 3),
+            limit("h", Some(t), 4),
+        ];
+        let n = |limits: &[Limit], l: &Lane| limit_for(limits, l).and_then(|l| l.max_in_flight);
+        assert_eq!(n(&all, &lane(7, "h")), Some(4));
+        assert_eq!(n(&all, &lane(8, "h")), Some(3));
+        assert_eq!(n(&all, &lane(7, "other")), Some(2));
+        assert_eq!(n(&all, &lane(8, "other")), Some(1));
+        assert_eq!(n(&all[2..3], &lane(8, "other")), None);
+    }
+
+    #[test]
+    fn limits_are_checked_and_buckets_refill_to_one_second() {
+        let limit = Limit {
+            destination: " Hooks.Example.com ".into(),
+            tenant: None,
+            max_in_flight: None,
+            per_second: Some(0.5),
+        };
+        let checked = limit.clone().checked().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (checked.destination.as_str(), checked.bucket()),
+            ("hooks.example.com", Some(1.0))
+        );
+        assert!(Limit { per_second: None, ..limit.clone() }.checked().is_err());
+        assert!(Limit { per_second: Some(0.0), ..limit.clone() }.checked().is_err());
+        assert!(Limit { per_second: Some(f64::NAN), ..limit.clone() }.checked().is_err());
+        assert!(Limit { max_in_flight: Some(0), ..limit.clone() }.checked().is_err());
+        assert!(Limit { destination: "a b".into(), ..limit }.checked().is_err());
+        assert_eq!(refill(0.0, 0, 500, 10.0, 10.0), 5.0);
+        assert_eq!(refill(9.0, 0, 60_000, 10.0, 10.0), 10.0);
+        assert_eq!(refill(3.0, 1_000, 0, 10.0, 10.0), 3.0, "a clock that went back adds nothing");
     }
 
     #[test]

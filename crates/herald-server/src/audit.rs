@@ -92,6 +92,18 @@ impl By {
     }
 }
 
+/// How a hold or a limit names who placed it: `admin`, `viewer`, `tenant:<key id>`,
+/// `operator` or `anonymous`.
+pub(crate) fn actor_name(actor: &herald::AuditActor) -> String {
+    match actor {
+        herald::AuditActor::Admin => "admin".to_string(),
+        herald::AuditActor::Viewer => "viewer".to_string(),
+        herald::AuditActor::Tenant { key_id } => format!("tenant:{key_id}"),
+        herald::AuditActor::Operator => "operator".to_string(),
+        herald::AuditActor::Anonymous { .. } => "anonymous".to_string(),
+    }
+}
+
 /// One entry of the audit log.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct AuditView {

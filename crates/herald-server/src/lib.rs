@@ -24,7 +24,7 @@ pub mod write_stall;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use error::ApiError;
 pub use state::AppState;
 use utoipa::OpenApi;
@@ -65,6 +65,10 @@ pub const BATCH_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
         routes::holds::list,
         routes::holds::hold,
         routes::holds::release,
+        routes::limits::list,
+        routes::limits::set,
+        routes::limits::remove,
+        routes::admin::send_weight,
         routes::system::healthz,
         routes::system::readyz,
         routes::system::metrics,
@@ -108,6 +112,9 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/audit", get(audit::list))
         .route("/v1/holds", get(routes::holds::list).post(routes::holds::hold))
         .route("/v1/holds/release", post(routes::holds::release))
+        .route("/v1/limits", get(routes::limits::list).post(routes::limits::set))
+        .route("/v1/limits/remove", post(routes::limits::remove))
+        .route("/v1/tenants/{tenant}/send-weight", put(admin::send_weight))
         .route("/healthz", get(system::healthz))
         .route("/readyz", get(system::readyz))
         .route("/metrics", get(system::metrics))

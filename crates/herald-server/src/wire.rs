@@ -288,6 +288,13 @@ pub(crate) mod integral {
         whole(&serde_json::Number::deserialize(d)?)
     }
 
+    /// A required field of any integer type: out of its range is an error.
+    pub fn req<'de, D: Deserializer<'de>, T: TryFrom<i64>>(d: D) -> Result<T, D::Error> {
+        let n = serde_json::Number::deserialize(d)?;
+        T::try_from(whole::<D::Error>(&n)?)
+            .map_err(|_| D::Error::custom(format!("{n} is out of range")))
+    }
+
     /// An optional field of any integer type (`i64`, `u32`, `u64`): out of its range is an error.
     pub fn opt<'de, D: Deserializer<'de>, T: TryFrom<i64>>(d: D) -> Result<Option<T>, D::Error> {
         match Option::<serde_json::Number>::deserialize(d)? {

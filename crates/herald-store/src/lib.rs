@@ -29,6 +29,7 @@ pub mod clock;
 pub mod conn;
 pub mod deliveries;
 pub mod demo;
+pub mod destinations;
 pub mod diag;
 pub mod error;
 pub mod holds;

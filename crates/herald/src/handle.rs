@@ -49,7 +49,9 @@ pub struct Herald {
     /// The dashboard's recent counts (`counts.rs`).
     pub(crate) counts: Arc<crate::counts::CountsCache>,
     /// The holds workers check leased rows against (`holds.rs`).
-    pub(crate) holds: Arc<crate::holds::HoldsCache>,
+    pub(crate) holds: Arc<crate::holds::Fresh<Vec<herald_core::HoldScope>>>,
+    /// The destination limits the lease applies (`destinations.rs`).
+    pub(crate) limits: Arc<crate::holds::Fresh<Vec<herald_core::fair::Limit>>>,
 }
 
 impl Herald {
@@ -75,6 +77,7 @@ impl Herald {
             rollup: Arc::default(),
             counts: Arc::default(),
             holds: Arc::default(),
+            limits: Arc::default(),
         }
     }
 

@@ -20,7 +20,8 @@ use herald_store::{Conn, StoreError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long a worker's copy of the holds serves before it reads them again.
+/// How long a worker's copy of the holds (and of the destination limits) serves before it
+/// reads them again.
 pub const HOLDS_MAX_AGE: Duration = Duration::from_secs(1);
 
 /// A hold as the library shows it.
@@ -42,22 +43,30 @@ pub struct HoldReport {
     pub deliveries: u64,
 }
 
-/// The holds a handle's workers check leased rows against.
-#[derive(Debug, Default)]
-pub(crate) struct HoldsCache {
-    cached: Mutex<Option<(Instant, Arc<Vec<HoldScope>>)>>,
+/// What a handle's workers keep of a table they check every lease against (the holds,
+/// the destination limits): read again when older than [`HOLDS_MAX_AGE`], at once after a
+/// change through this handle.
+#[derive(Debug)]
+pub(crate) struct Fresh<T> {
+    cached: Mutex<Option<(Instant, Arc<T>)>>,
 }
 
-impl HoldsCache {
-    /// The cached holds, or `None` when they are older than [`HOLDS_MAX_AGE`].
-    pub(crate) fn fresh(&self) -> Option<Arc<Vec<HoldScope>>> {
+impl<T> Default for Fresh<T> {
+    fn default() -> Self {
+        Fresh { cached: Mutex::new(None) }
+    }
+}
+
+impl<T> Fresh<T> {
+    /// The copy kept, or `None` when it is older than [`HOLDS_MAX_AGE`].
+    pub(crate) fn fresh(&self) -> Option<Arc<T>> {
         let cached = self.cached.lock().ok()?;
         cached.as_ref().filter(|(at, _)| at.elapsed() < HOLDS_MAX_AGE).map(|(_, h)| h.clone())
     }
 
-    pub(crate) fn store(&self, holds: Arc<Vec<HoldScope>>) {
+    pub(crate) fn store(&self, value: Arc<T>) {
         if let Ok(mut cached) = self.cached.lock() {
-            *cached = Some((Instant::now(), holds));
+            *cached = Some((Instant::now(), value));
         }
     }
 

@@ -3,13 +3,16 @@
 //! One transaction: walk the lanes with pending rows from where the last lease stopped
 //! (at most [`LEASE_LANES_MAX`] lanes, an index probe each), share the free slots among
 //! those with due rows ([`herald_core::fair::allot`], given what this worker has in flight
-//! per lane and tenant), lease each lane's share with `SKIP LOCKED`, and hold back what a
-//! hold covers. A lane a receiver paused (Retry-After) is passed over until the pause ends.
+//! per lane and tenant, and the room the destination limits leave, `destinations.rs`),
+//! lease each lane's share with `SKIP LOCKED`, spend the limits' tokens, and hold back what
+//! a hold covers. A lane a receiver paused (Retry-After) is passed over until the pause
+//! ends.
 //!
 //! Each leased row comes with a [`Slot`]: this worker's count of that lane's sends in
 //! flight, given back when the slot is dropped (the send recorded, handed back, or its
 //! task gone), so the next lease's shares are computed from what is really in flight.
 
+use crate::destinations::{Rooms, limits_now};
 use crate::error::Error;
 use crate::handle::Herald;
 use herald_core::fair::{Busy, DueLane, Lane, allot};
@@ -18,6 +21,7 @@ use herald_store::Now;
 use herald_store::deliveries::{
     LaneFound, LanesDue, LeaseLanes, LeasedRow, deliveries_lanes, deliveries_lease_lanes,
 };
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
@@ -79,19 +83,27 @@ impl Lanes {
         // A pause's end is written from this clock (Retry-After, seconds long).
         let now_ms = herald.clock().wall_ms();
         let cached = herald.holds.fresh();
-        let (leased, read, next_cursor, served) = herald
+        let cached_limits = herald.limits.fresh();
+        let (leased, read, limits_read, next_cursor, served) = herald
             .transaction(|tx| {
                 let (busy, cursor, cached) = (&busy, cursor.clone(), cached.clone());
+                let cached_limits = cached_limits.clone();
                 Box::pin(async move {
                     let mut conn = tx.conn();
                     let (found, next_cursor) =
                         walk(conn.reborrow(), ask, now, cursor.as_ref()).await?;
-                    let due: Vec<DueLane> = found
+                    let mut due: Vec<DueLane> = found
                         .into_iter()
                         .filter(|f| f.due > 0 && f.paused_until_ms.is_none_or(|u| u <= now_ms))
                         .map(|f| DueLane { lane: f.lane, due: f.due, weight: f.weight, room: None })
                         .collect();
-                    let given = allot(ask.wanted, ask.slots, &due, busy, &mut [], last_tenant);
+                    if due.is_empty() {
+                        return Ok((Vec::new(), None, None, next_cursor, None));
+                    }
+                    let (limits, limits_read) = limits_now(conn.reborrow(), cached_limits).await?;
+                    let mut rooms = Rooms::of(conn.reborrow(), &limits, &mut due, now_ms).await?;
+                    let given =
+                        allot(ask.wanted, ask.slots, &due, busy, &mut rooms.rooms, last_tenant);
                     let plan: Vec<(Lane, usize)> = due
                         .iter()
                         .zip(&given)
@@ -100,7 +112,7 @@ impl Lanes {
                         .collect();
                     let served = plan.last().map(|(l, _)| l.tenant);
                     if plan.is_empty() {
-                        return Ok((Vec::new(), None, next_cursor, served));
+                        return Ok((Vec::new(), None, limits_read, next_cursor, served));
                     }
                     let lease = LeaseLanes {
                         worker: ask.worker,
@@ -110,15 +122,24 @@ impl Lanes {
                         now,
                     };
                     let rows = deliveries_lease_lanes(conn.reborrow(), &lease).await?;
+                    let mut per_lane: BTreeMap<Lane, usize> = BTreeMap::new();
+                    for row in &rows {
+                        let lane = lane_of(row);
+                        *per_lane.entry(lane).or_default() += 1;
+                    }
+                    rooms.spend(conn.reborrow(), &due, &per_lane).await?;
                     let (rows, read) =
                         crate::holds::hold_leased(conn, rows, cached, ask.worker).await?;
-                    Ok((rows, read, next_cursor, served))
+                    Ok((rows, read, limits_read, next_cursor, served))
                 })
             })
             .await?
             .value;
         if let Some(read) = read {
             herald.holds.store(read);
+        }
+        if let Some(read) = limits_read {
+            herald.limits.store(read);
         }
         let mut state = self.state.lock().map_err(|_| Error::app("worker lane state poisoned"))?;
         state.cursor = next_cursor;
@@ -135,6 +156,11 @@ impl Lanes {
             })
             .collect())
     }
+}
+
+/// The lane a leased row belongs to.
+pub(crate) fn lane_of(row: &LeasedRow) -> Lane {
+    Lane { tenant: row.delivery.tenant_id, destination: row.destination.clone() }
 }
 
 /// The lanes after `cursor`, wrapping to the first lanes when the walk reaches the last

@@ -535,6 +535,17 @@ impl Inner {
                 let outcome = self.send(channel.clone(), leased, d.id, n).await;
                 metrics::histogram!("herald_send_seconds", "channel" => d.channel.clone())
                     .record(started.elapsed().as_secs_f64());
+                if let Outcome::Transient { retry_after: Some(after), .. } = &outcome {
+                    // The receiver asked to wait (429 or 503 with Retry-After): so does the
+                    // rest of its lane, not only this delivery; other lanes go on.
+                    let after = (*after).min(self.options.retry.retry_after_max);
+                    crate::destinations::pause_lane(
+                        &self.herald,
+                        &crate::lanes::lane_of(&row),
+                        after,
+                    )
+                    .await;
+                }
                 outcome
             }
         };

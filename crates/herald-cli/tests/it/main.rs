@@ -16,6 +16,7 @@ mod e2e;
 mod fair;
 mod faults;
 mod fingerprint;
+mod limits;
 mod migrate_race;
 mod openapi;
 mod php;

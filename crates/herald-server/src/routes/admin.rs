@@ -153,3 +153,35 @@ pub async fn grant(
         .ok_or_else(ApiError::internal)?;
     Ok(Json(Granted { applied, quota }))
 }
+
+/// A tenant's share of every worker's send slots.
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendWeight {
+    /// 1 to 100 (1 by default): against other tenants with due work, a tenant of weight 3
+    /// gets three turns to another's one.
+    #[serde(deserialize_with = "crate::wire::integral::req")]
+    #[schema(value_type = u32, minimum = 1, maximum = 100)]
+    pub send_weight: u32,
+}
+
+#[utoipa::path(put, path = "/v1/tenants/{tenant}/send-weight", request_body = SendWeight,
+    params(("tenant" = String, Path)),
+    responses((status = 200, body = SendWeight), (status = 400), (status = 401), (status = 403), (status = 404)))]
+pub async fn send_weight(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    _: NoQuery,
+    client: ClientAddr,
+    PathParams(tenant): PathParams<String>,
+    JsonBody(body): JsonBody<SendWeight>,
+) -> ApiResult<Json<SendWeight>> {
+    let tenant = path_id(&tenant, "tenant")?;
+    match state.herald.set_send_weight(tenant, body.send_weight).await {
+        Err(herald::Error::NotFound) => return Err(ApiError::not_found("tenant")),
+        other => other?,
+    }
+    let entry = By::admin(client).entry(Some(tenant), "send_weight");
+    audit::record(&state, entry.count(i64::from(body.send_weight))).await;
+    Ok(Json(body))
+}

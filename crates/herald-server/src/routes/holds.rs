@@ -95,13 +95,7 @@ pub(crate) async fn change(
     release: bool,
 ) -> ApiResult<HoldResult> {
     let scope = scope_of(own, body)?;
-    let actor = match &by.actor {
-        herald::AuditActor::Admin => "admin".to_string(),
-        herald::AuditActor::Viewer => "viewer".to_string(),
-        herald::AuditActor::Tenant { key_id } => format!("tenant:{key_id}"),
-        herald::AuditActor::Operator => "operator".to_string(),
-        herald::AuditActor::Anonymous { .. } => "anonymous".to_string(),
-    };
+    let actor = audit::actor_name(&by.actor);
     let report = if release {
         state.herald.release_hold(&scope).await?
     } else {

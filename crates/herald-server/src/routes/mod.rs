@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod deliveries;
 pub mod holds;
+pub mod limits;
 pub mod system;
 
 use crate::error::ApiError;

@@ -21,6 +21,7 @@ pub(crate) mod apply;
 pub(crate) mod audit;
 pub(crate) mod bench;
 pub(crate) mod claim;
+pub(crate) mod destinations;
 pub mod dialect;
 pub(crate) mod holds;
 pub(crate) mod keys;

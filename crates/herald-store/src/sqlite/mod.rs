@@ -7,6 +7,7 @@
 pub(crate) mod apply;
 pub(crate) mod audit;
 pub(crate) mod claim;
+pub(crate) mod destinations;
 pub(crate) mod holds;
 pub(crate) mod keys;
 pub(crate) mod lease;

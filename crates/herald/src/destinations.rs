@@ -1,0 +1,249 @@
+//! Destination limits (herald_core::fair::Limit): at most N sends in flight and R started
+//! per second to a destination, across every process on the database, set per tenant or
+//! for all, with `*` as every destination's default; and the pauses receivers ask for.
+//!
+//! The lease applies them in its own transaction: for the due lanes a limit governs, it
+//! locks the limit's token bucket (`herald_destination_pace`, one row per destination and
+//! scope, in one order, so leases of one destination take turns across processes and never
+//! deadlock), counts what is in flight to the destination, gives each limit its `room`,
+//! and spends the bucket's tokens on what it leased. A delivery over a limit stays pending
+//! and due: no attempt is spent. A receiver's 429 or 503 with Retry-After pauses its lane —
+//! that tenant's sends to that destination — until then ([`pause_lane`]).
+
+use crate::error::Error;
+use crate::handle::Herald;
+use herald_core::TenantId;
+use herald_core::fair::{DueLane, Lane, Limit, limit_for, refill};
+use herald_store::destinations::{
+    LimitRow, deliveries_in_flight, lane_pause, limit_remove, limit_set, limits_list, pace_lock,
+    pace_save, scope_key, tenant_send_weight,
+};
+use herald_store::{Conn, StoreError};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The largest `send_weight` a tenant may have.
+pub const SEND_WEIGHT_MAX: u32 = 100;
+
+/// A limit as the library shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DestinationLimit {
+    pub limit: Limit,
+    pub updated_ms: i64,
+    pub actor: String,
+}
+
+/// What a lease's limits allow: one room per (destination, scope) that governs a due lane.
+#[derive(Debug, Default)]
+pub(crate) struct Rooms {
+    /// (destination, scope key) → the governing limit; the index of each is its room.
+    keys: Vec<((String, String), Limit)>,
+    /// Sends each allows now (what `allot` spends).
+    pub(crate) rooms: Vec<usize>,
+    /// Each bucket's tokens as refilled for this lease (`None`: no rate), and as of when:
+    /// never before the time the bucket was last counted, so a lease that waited for the
+    /// bucket's lock behind another never moves its clock back (and counts no refill twice).
+    tokens: Vec<Option<(f64, i64)>>,
+}
+
+impl Rooms {
+    /// Marks each lane of `due` with the room of the limit that governs it, reading and
+    /// locking what those limits need. Nothing is read when no limit governs a due lane.
+    pub(crate) async fn of(
+        mut conn: Conn<'_>,
+        limits: &[Limit],
+        due: &mut [DueLane],
+        now_ms: i64,
+    ) -> Result<Rooms, StoreError> {
+        let mut by_key: BTreeMap<(String, String), Limit> = BTreeMap::new();
+        for d in due.iter() {
+            if let Some(limit) = limit_for(limits, &d.lane) {
+                by_key.insert(key_of(&d.lane, limit), limit.clone());
+            }
+        }
+        let mut rooms = Rooms { keys: by_key.into_iter().collect(), ..Rooms::default() };
+        for d in due.iter_mut() {
+            d.room = limit_for(limits, &d.lane).and_then(|limit| {
+                let key = key_of(&d.lane, limit);
+                rooms.keys.iter().position(|(k, _)| *k == key)
+            });
+        }
+        // In key order: every lease locks buckets in the one order.
+        let mut in_flight: BTreeMap<String, Vec<(uuid::Uuid, i64)>> = BTreeMap::new();
+        for ((destination, scope), limit) in &rooms.keys {
+            let full = limit.bucket().unwrap_or(1.0);
+            let (tokens, then_ms) =
+                pace_lock(conn.reborrow(), destination, scope, full, now_ms).await?;
+            let at_ms = now_ms.max(then_ms);
+            let tokens = limit.per_second.map(|r| (refill(tokens, then_ms, at_ms, r, full), at_ms));
+            let mut room = tokens.map_or(usize::MAX, |(t, _)| t.floor() as usize);
+            if let Some(max) = limit.max_in_flight {
+                if !in_flight.contains_key(destination) {
+                    let counts = deliveries_in_flight(conn.reborrow(), destination).await?;
+                    in_flight.insert(destination.clone(), counts);
+                }
+                let busy: i64 = in_flight[destination]
+                    .iter()
+                    .filter(|(t, _)| limit.tenant.is_none_or(|own| own == *t))
+                    .map(|(_, n)| n)
+                    .sum();
+                room = room.min((max as i64).saturating_sub(busy).max(0) as usize);
+            }
+            rooms.rooms.push(room);
+            rooms.tokens.push(tokens);
+        }
+        Ok(rooms)
+    }
+
+    /// Spends each bucket's tokens on the rows leased in the lanes it governs.
+    pub(crate) async fn spend(
+        &self,
+        mut conn: Conn<'_>,
+        due: &[DueLane],
+        leased: &BTreeMap<Lane, usize>,
+    ) -> Result<(), StoreError> {
+        for (i, ((destination, scope), _)) in self.keys.iter().enumerate() {
+            let Some((tokens, at_ms)) = self.tokens[i] else { continue };
+            let spent: usize = due
+                .iter()
+                .filter(|d| d.room == Some(i))
+                .map(|d| leased.get(&d.lane).copied().unwrap_or(0))
+                .sum();
+            let left = (tokens - spent as f64).max(0.0);
+            pace_save(conn.reborrow(), destination, scope, left, at_ms).await?;
+        }
+        Ok(())
+    }
+}
+
+/// A limit's bucket for `lane`: the lane's destination (a default limit counts each
+/// destination apart) and the limit's scope.
+fn key_of(lane: &Lane, limit: &Limit) -> (String, String) {
+    (lane.destination.clone(), scope_key(limit.tenant))
+}
+
+/// The limits: `cached` (the handle's copy) when fresh, else read here — and returned to
+/// be kept.
+pub(crate) async fn limits_now(
+    conn: Conn<'_>,
+    cached: Option<Arc<Vec<Limit>>>,
+) -> Result<(Arc<Vec<Limit>>, Option<Arc<Vec<Limit>>>), StoreError> {
+    match cached {
+        Some(limits) => Ok((limits, None)),
+        None => {
+            let read: Vec<Limit> = limits_list(conn).await?.into_iter().map(|r| r.limit).collect();
+            let read = Arc::new(read);
+            Ok((read.clone(), Some(read)))
+        }
+    }
+}
+
+/// Pauses `lane` for `after` (a receiver's Retry-After): its due deliveries wait, no
+/// attempt spent, while every other lane goes on. Best effort: a pause that cannot be
+/// written leaves the lane to its own retries.
+pub(crate) async fn pause_lane(herald: &Herald, lane: &Lane, after: Duration) {
+    let now_ms = herald.clock().wall_ms();
+    let until_ms = now_ms.saturating_add(after.as_millis().min(i64::MAX as u128) as i64);
+    let paused = herald
+        .transaction(|tx| {
+            Box::pin(async move {
+                Ok(lane_pause(tx.conn(), lane.tenant, &lane.destination, until_ms, now_ms).await?)
+            })
+        })
+        .await;
+    match paused {
+        Ok(_) => {
+            tracing::info!(destination = %lane.destination, ?after, "the receiver asked to wait: lane paused")
+        }
+        Err(e) => tracing::warn!(error = %e, "pausing the lane failed"),
+    }
+}
+
+impl Herald {
+    /// Sets a destination limit (replacing the one of the same destination and scope).
+    /// `actor` says who set it.
+    pub async fn set_destination_limit(&self, limit: &Limit, actor: &str) -> Result<Limit, Error> {
+        let limit =
+            limit.clone().checked().map_err(|m| Error::invalid_field("limit", "invalid", m))?;
+        if let Some(tenant) = limit.tenant {
+            self.tenant_name(TenantId::from_uuid(tenant)).await?;
+        }
+        let row = LimitRow {
+            limit: limit.clone(),
+            updated_ms: self.clock().wall_ms(),
+            actor: actor.chars().take(64).collect(),
+        };
+        self.transaction(|tx| {
+            let row = &row;
+            Box::pin(async move { Ok(limit_set(tx.conn(), row).await?) })
+        })
+        .await?;
+        self.limits.forget();
+        Ok(limit)
+    }
+
+    /// Removes the limit of (`destination`, `tenant`); `false` when there was none. What it
+    /// held back is due at once.
+    pub async fn remove_destination_limit(
+        &self,
+        destination: &str,
+        tenant: Option<TenantId>,
+    ) -> Result<bool, Error> {
+        let probe = Limit {
+            destination: destination.to_string(),
+            tenant: None,
+            max_in_flight: Some(1),
+            per_second: None,
+        };
+        let destination = probe
+            .checked()
+            .map_err(|m| Error::invalid_field("destination", "not_a_destination", m))?
+            .destination;
+        let tenant = tenant.map(|t| t.as_uuid());
+        let removed = self
+            .transaction(|tx| {
+                let destination = &destination;
+                Box::pin(async move { Ok(limit_remove(tx.conn(), destination, tenant).await?) })
+            })
+            .await?
+            .value;
+        self.limits.forget();
+        self.wake().soon();
+        Ok(removed)
+    }
+
+    /// Sets `tenant`'s share of every worker's slots against other tenants with due work
+    /// (`send_weight`, 1 to 100; 1 by default): a tenant of weight 3 gets three turns to
+    /// another's one.
+    pub async fn set_send_weight(&self, tenant: TenantId, weight: u32) -> Result<(), Error> {
+        if !(1..=SEND_WEIGHT_MAX).contains(&weight) {
+            return Err(Error::invalid_field(
+                "send_weight",
+                "out_of_range",
+                format!("send_weight must be 1 to {SEND_WEIGHT_MAX}"),
+            ));
+        }
+        let tenant = tenant.as_uuid();
+        let set = self
+            .transaction(|tx| {
+                Box::pin(async move { Ok(tenant_send_weight(tx.conn(), tenant, weight).await?) })
+            })
+            .await?
+            .value;
+        if set { Ok(()) } else { Err(Error::NotFound) }
+    }
+
+    /// Every destination limit; `tenant`'s own and those over every tenant when given.
+    pub async fn destination_limits(
+        &self,
+        tenant: Option<TenantId>,
+    ) -> Result<Vec<DestinationLimit>, Error> {
+        let rows = self.read(|conn, _| Box::pin(async move { limits_list(conn).await })).await?;
+        Ok(rows
+            .into_iter()
+            .filter(|r| tenant.is_none_or(|t| r.limit.tenant.is_none_or(|own| own == t.as_uuid())))
+            .map(|r| DestinationLimit { limit: r.limit, updated_ms: r.updated_ms, actor: r.actor })
+            .collect())
+    }
+}
