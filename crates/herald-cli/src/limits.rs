@@ -1,6 +1,8 @@
-//! `herald limit`, `herald limits` and `herald send-weight`: the operator's side of
-//! `/v1/limits` and `PUT /v1/tenants/{id}/send-weight` — how much a destination takes
-//! across every process, and a tenant's share of the slots — logged as the operator's.
+//! `herald limit`, `herald limits`, `herald send-weight`, `herald circuits`, `herald
+//! enable` and `herald events-url`: the operator's side of `/v1/limits`, `/v1/circuits` and
+//! the tenant's send weight and events webhook — how much a destination takes across every
+//! process, a tenant's share of the slots, the lanes whose sends fail — logged as the
+//! operator's.
 
 use crate::ops::{Db, by_operator, logged, open, uuid};
 use anyhow::Result;
@@ -118,6 +120,75 @@ pub async fn send_weight(db: Db, tenant: &str, weight: u32) -> Result<()> {
             println!("{}", serde_json::json!({"tenant": tenant.to_string(), "send_weight": weight}))
         }
         false => println!("tenant {tenant}: send weight {weight}"),
+    }
+    herald.close().await;
+    Ok(())
+}
+
+/// `herald circuits`: the lanes whose sends fail, the most failures first.
+pub async fn circuits(db: Db) -> Result<()> {
+    let herald = open(&db).await?;
+    let lanes = herald.lanes_failing(None).await?;
+    let at = |ms: Option<i64>| {
+        ms.and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok()).map(|t| t.to_string())
+    };
+    if db.json {
+        let rows: Vec<_> = lanes
+            .iter()
+            .map(|l| {
+                serde_json::json!({"tenant": l.tenant.to_string(), "destination": l.destination,
+                    "circuit": l.circuit, "failures": l.health.failures,
+                    "failing_since": at(l.health.failing_since_ms),
+                    "disabled_at": at(l.health.disabled_ms)})
+            })
+            .collect();
+        println!("{}", serde_json::json!({"circuits": rows}));
+    } else if lanes.is_empty() {
+        println!("no lane is failing");
+    } else {
+        for l in &lanes {
+            println!(
+                "{:<36} {:<40} {:<8} {:>5} failures since {}",
+                l.tenant,
+                l.destination,
+                l.circuit,
+                l.health.failures,
+                at(l.health.failing_since_ms).unwrap_or_default()
+            );
+        }
+    }
+    herald.close().await;
+    Ok(())
+}
+
+/// `herald enable TENANT DESTINATION`: the lane sends again.
+pub async fn enable(db: Db, tenant: &str, destination: &str) -> Result<()> {
+    let tenant: TenantId = uuid("tenant", tenant)?;
+    let herald = open(&db).await?;
+    let enabled = herald.enable_lane(tenant, destination).await?;
+    if enabled {
+        logged(&herald, by_operator(Some(tenant), "lane_enable").target(destination.trim())).await;
+    }
+    match (db.json, enabled) {
+        (true, _) => println!("{}", serde_json::json!({"enabled": enabled})),
+        (false, true) => println!("{destination} (tenant {tenant}) sends again"),
+        (false, false) => println!("{destination} (tenant {tenant}) had no failures"),
+    }
+    herald.close().await;
+    Ok(())
+}
+
+/// `herald events-url TENANT [URL]`: where the tenant hears of herald's events (no URL:
+/// nowhere).
+pub async fn events_url(db: Db, tenant: &str, url: Option<&str>) -> Result<()> {
+    let tenant: TenantId = uuid("tenant", tenant)?;
+    let herald = open(&db).await?;
+    herald.set_events_url(tenant, url).await?;
+    logged(&herald, by_operator(Some(tenant), "events_url")).await;
+    match (db.json, url) {
+        (true, _) => println!("{}", serde_json::json!({"tenant": tenant.to_string(), "url": url})),
+        (false, Some(url)) => println!("tenant {tenant} hears of herald's events at {url}"),
+        (false, None) => println!("tenant {tenant} has no events webhook"),
     }
     herald.close().await;
     Ok(())

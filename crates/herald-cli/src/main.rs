@@ -135,6 +135,30 @@ enum Command {
         /// Its weight.
         weight: u32,
     },
+    /// The lanes (a tenant's sends to one destination) whose sends fail: failing, open
+    /// (waiting for a probe) or disabled.
+    Circuits {
+        #[command(flatten)]
+        db: ops::Db,
+    },
+    /// Enable a lane again (disabled, or open): what waited is due now.
+    Enable {
+        #[command(flatten)]
+        db: ops::Db,
+        /// The tenant's id.
+        tenant: String,
+        /// The destination (a webhook's host, `smtp`, a channel's name).
+        destination: String,
+    },
+    /// Where a tenant hears of herald's own events (an endpoint disabled): a webhook URL;
+    /// without one, nowhere.
+    EventsUrl {
+        #[command(flatten)]
+        db: ops::Db,
+        /// The tenant's id.
+        tenant: String,
+        url: Option<String>,
+    },
     /// Who may submit through the SQL API (PostgreSQL, MariaDB), for which tenants.
     Sql {
         #[command(flatten)]
@@ -248,6 +272,13 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Holds { db } => holds::list(db).await,
         Command::Limit { db, args } => limits::change(db, args).await,
         Command::Limits { db } => limits::list(db).await,
+        Command::Circuits { db } => limits::circuits(db).await,
+        Command::Enable { db, tenant, destination } => {
+            limits::enable(db, &tenant, &destination).await
+        }
+        Command::EventsUrl { db, tenant, url } => {
+            limits::events_url(db, &tenant, url.as_deref()).await
+        }
         Command::SendWeight { db, tenant, weight } => {
             limits::send_weight(db, &tenant, weight).await
         }

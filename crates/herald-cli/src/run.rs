@@ -42,6 +42,7 @@ async fn open(settings: &Resolved) -> Result<Herald> {
     let herald = Herald::open_with(&settings.db, &options).await?.with_options(EngineOptions {
         max_attempts: settings.max_attempts,
         queue_wait: settings.queue_wait,
+        circuit: settings.circuit,
     })?;
     // A secret on the command line is in `ps` for every user of the machine.
     for flag in ["--admin-key", "--metrics-token", "--smtp-url"] {

@@ -40,7 +40,7 @@ pub struct Settings {
     /// The release this process runs, recorded on every attempt it makes [default: herald's version]
     #[arg(long, env = "HERALD_RELEASE")]
     pub release: Option<String>,
-    /// Concurrent sends per process [default: 8]
+    /// Concurrent sends per process [default: 16]
     #[arg(long, env = "HERALD_WORKERS")]
     pub workers: Option<String>,
     /// Lease length [default: 60s]
@@ -107,6 +107,15 @@ pub struct Settings {
     /// The URL users reach herald at behind a proxy (`https://herald.example.com`): its host is allowed, and the dashboard takes requests from its origin [default: none]
     #[arg(long, env = "HERALD_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Consecutive failed sends that open a lane's circuit (a tenant's sends to one destination wait for a probe, no attempt spent); 1 to 1000 [default: 5]
+    #[arg(long, env = "HERALD_CIRCUIT_FAILURES")]
+    pub circuit_failures: Option<String>,
+    /// An open circuit's first probe comes this long after it opened; each failed probe doubles it, up to an hour [default: 30s]
+    #[arg(long, env = "HERALD_CIRCUIT_PROBE")]
+    pub circuit_probe: Option<String>,
+    /// A lane failing this long is disabled until enabled (`herald enable`), its tenant told on its events webhook [default: 5d]
+    #[arg(long, env = "HERALD_CIRCUIT_DISABLE_AFTER")]
+    pub circuit_disable_after: Option<String>,
     /// A dashboard session unused this long is over (sessions also end when signed out, revoked, or 8 hours after signing in); 1m to 8h [default: 30m]
     #[arg(long, env = "HERALD_UI_IDLE_TIMEOUT")]
     pub ui_idle_timeout: Option<String>,
@@ -132,6 +141,7 @@ pub struct Resolved {
     pub metrics_per_tenant: bool,
     pub http: HttpOptions,
     pub queue_wait: Duration,
+    pub circuit: herald_core::fair::CircuitPolicy,
 }
 
 impl Settings {
@@ -191,6 +201,17 @@ impl Settings {
                 limits::QUEUE_WAIT_MAX
             );
         }
+        let defaults = herald_core::fair::CircuitPolicy::default();
+        let circuit = herald_core::fair::CircuitPolicy {
+            open_after: number(&self.circuit_failures, "circuit_failures", 5, 1..=1000)? as u32,
+            probe_first: positive(&self.circuit_probe, "circuit_probe", defaults.probe_first)?,
+            probe_max: defaults.probe_max,
+            disable_after: positive(
+                &self.circuit_disable_after,
+                "circuit_disable_after",
+                defaults.disable_after,
+            )?,
+        };
         let ui_idle = duration(&self.ui_idle_timeout, "ui_idle_timeout", herald::UI_SESSION_IDLE)?;
         if !(Duration::from_secs(60)..=herald::UI_SESSION_TTL).contains(&ui_idle) {
             bail!("HERALD_UI_IDLE_TIMEOUT: {ui_idle:?} is not from 1m to 8h");
@@ -327,6 +348,7 @@ impl Settings {
             metrics_per_tenant: boolean(&self.metrics_per_tenant, "metrics_per_tenant")?,
             http,
             queue_wait,
+            circuit,
         })
     }
 
@@ -377,6 +399,9 @@ impl Settings {
             "allowed_hosts",
             "public_url",
             "ui_idle_timeout",
+            "circuit_failures",
+            "circuit_probe",
+            "circuit_disable_after",
         ];
         let mut out = BTreeMap::new();
         for (key, value) in table {
@@ -430,6 +455,9 @@ impl std::fmt::Debug for Settings {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("public_url", &self.public_url)
             .field("ui_idle_timeout", &self.ui_idle_timeout)
+            .field("circuit_failures", &self.circuit_failures)
+            .field("circuit_probe", &self.circuit_probe)
+            .field("circuit_disable_after", &self.circuit_disable_after)
             .finish()
     }
 }
@@ -450,6 +478,7 @@ impl std::fmt::Debug for Resolved {
             .field("smtp_url", &self.smtp_url.as_deref().map(redact_url))
             .field("smtp_from", &self.smtp_from)
             .field("queue_wait", &self.queue_wait)
+            .field("circuit", &self.circuit)
             .finish()
     }
 }

@@ -20,6 +20,7 @@
 //! Rows over a cap or a limit stay pending and due; no attempt is spent on them.
 
 use std::collections::HashMap;
+use std::time::Duration;
 use uuid::Uuid;
 
 /// One tenant's deliveries to one destination.
@@ -224,6 +225,115 @@ pub fn refill(tokens: f64, then_ms: i64, now_ms: i64, per_second: f64, full: f64
     (tokens + elapsed * per_second).min(full).max(0.0)
 }
 
+/// A lane's health, as stored (`herald_lanes`): a healthy lane has none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LaneHealth {
+    /// The lane sends again from this instant (Unix ms): after a receiver's Retry-After, or
+    /// at an open circuit's next probe.
+    pub until_ms: i64,
+    /// Consecutive failed sends (transient: timeouts, 5xx, refused connections).
+    pub failures: u32,
+    /// When the first of them happened.
+    pub failing_since_ms: Option<i64>,
+    /// An open circuit's current probe interval.
+    pub probe_ms: Option<i64>,
+    /// When the circuit's current wait began (it opened, or its last probe failed): a send
+    /// that started before then was in flight as it opened, and its failure changes no
+    /// schedule.
+    pub opened_ms: Option<i64>,
+    /// When the circuit was disabled (failing for [`CircuitPolicy::disable_after`]).
+    pub disabled_ms: Option<i64>,
+}
+
+/// Where a disabled lane's `until_ms` stands: far past every time herald judges.
+pub const DISABLED_UNTIL_MS: i64 = i64::MAX / 4;
+
+/// What a failure did to a lane's circuit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CircuitChange {
+    /// Still closed (fewer failures than [`CircuitPolicy::open_after`]), or open already.
+    None,
+    /// The circuit opened: the lane waits for its first probe.
+    Opened,
+    /// The lane has failed for [`CircuitPolicy::disable_after`]: it waits until an
+    /// operator or its tenant enables it again.
+    Disabled,
+}
+
+/// When a lane's circuit opens, how it is probed, when it is disabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CircuitPolicy {
+    /// Consecutive failures that open the circuit (`HERALD_CIRCUIT_FAILURES`, 5).
+    pub open_after: u32,
+    /// The first probe's wait after the circuit opens; each failed probe doubles it
+    /// (`HERALD_CIRCUIT_PROBE`, 30 s) ...
+    pub probe_first: Duration,
+    /// ... up to this (1 hour).
+    pub probe_max: Duration,
+    /// Failing this long disables the lane (`HERALD_CIRCUIT_DISABLE_AFTER`, 5 days: Svix's
+    /// rule).
+    pub disable_after: Duration,
+}
+
+impl Default for CircuitPolicy {
+    fn default() -> Self {
+        CircuitPolicy {
+            open_after: 5,
+            probe_first: Duration::from_secs(30),
+            probe_max: Duration::from_secs(3600),
+            disable_after: Duration::from_secs(5 * 24 * 3600),
+        }
+    }
+}
+
+fn ms(d: Duration) -> i64 {
+    d.as_millis().min(i64::MAX as u128) as i64
+}
+
+impl CircuitPolicy {
+    /// Whether a lane with this health has its circuit open (or disabled).
+    pub fn is_open(&self, h: &LaneHealth) -> bool {
+        h.disabled_ms.is_some() || h.failures >= self.open_after.max(1)
+    }
+
+    /// The health after one more failed send, started at `started_ms`, failing at `now_ms`.
+    pub fn failed(
+        &self,
+        mut h: LaneHealth,
+        started_ms: i64,
+        now_ms: i64,
+    ) -> (LaneHealth, CircuitChange) {
+        if h.disabled_ms.is_some() {
+            return (h, CircuitChange::None);
+        }
+        h.failures = h.failures.saturating_add(1);
+        if h.opened_ms.is_some_and(|opened| started_ms < opened) {
+            // In flight as the circuit opened (or before the last probe): not a probe.
+            return (h, CircuitChange::None);
+        }
+        let since = *h.failing_since_ms.get_or_insert(now_ms);
+        if h.failures < self.open_after.max(1) {
+            return (h, CircuitChange::None);
+        }
+        if now_ms.saturating_sub(since) >= ms(self.disable_after) {
+            h.disabled_ms = Some(now_ms);
+            h.until_ms = DISABLED_UNTIL_MS;
+            return (h, CircuitChange::Disabled);
+        }
+        let opened = h.probe_ms.is_none();
+        let probe = match h.probe_ms {
+            None => ms(self.probe_first),
+            Some(p) => p.saturating_mul(2).min(ms(self.probe_max)),
+        }
+        .max(1);
+        h.probe_ms = Some(probe);
+        h.opened_ms = Some(now_ms);
+        // From now: this replaces the wait a lease set while its probe was out.
+        h.until_ms = now_ms.saturating_add(probe);
+        (h, if opened { CircuitChange::Opened } else { CircuitChange::None })
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
@@ -347,6 +457,42 @@ mod tests {
         assert_eq!(refill(0.0, 0, 500, 10.0, 10.0), 5.0);
         assert_eq!(refill(9.0, 0, 60_000, 10.0, 10.0), 10.0);
         assert_eq!(refill(3.0, 1_000, 0, 10.0, 10.0), 3.0, "a clock that went back adds nothing");
+    }
+
+    #[test]
+    fn a_circuit_opens_after_its_failures_probes_later_each_time_and_disables() {
+        let p = CircuitPolicy {
+            open_after: 3,
+            probe_first: Duration::from_secs(1),
+            probe_max: Duration::from_secs(3),
+            disable_after: Duration::from_secs(10),
+        };
+        let (mut h, mut changes) = (LaneHealth::default(), Vec::new());
+        for at in [0, 100, 200, 1_300, 3_400, 6_500, 10_100] {
+            let (next, change) = p.failed(h, at - 10, at);
+            h = next;
+            changes.push((change, h.until_ms, p.is_open(&h)));
+        }
+        assert_eq!(
+            changes,
+            [
+                (CircuitChange::None, 0, false),
+                (CircuitChange::None, 0, false),
+                (CircuitChange::Opened, 1_200, true),
+                (CircuitChange::None, 3_300, true),
+                (CircuitChange::None, 6_400, true),
+                (CircuitChange::None, 9_500, true),
+                (CircuitChange::Disabled, DISABLED_UNTIL_MS, true),
+            ]
+        );
+        assert_eq!(p.failed(h, 20_000, 20_000).1, CircuitChange::None, "disabled stays disabled");
+        // Sends in flight as the circuit opened fail without moving its probe.
+        let (open, _) = p.failed(LaneHealth { failures: 2, ..LaneHealth::default() }, 0, 500);
+        let (later, change) = p.failed(open, 400, 600);
+        assert_eq!(
+            (later.until_ms, later.failures, change),
+            (open.until_ms, 4, CircuitChange::None)
+        );
     }
 
     #[test]

@@ -65,9 +65,12 @@ pub const BATCH_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
         routes::holds::list,
         routes::holds::hold,
         routes::holds::release,
-        routes::limits::list,
-        routes::limits::set,
-        routes::limits::remove,
+        routes::destinations::list,
+        routes::destinations::set,
+        routes::destinations::remove,
+        routes::destinations::circuits,
+        routes::destinations::enable,
+        routes::admin::events_url,
         routes::admin::send_weight,
         routes::system::healthz,
         routes::system::readyz,
@@ -112,8 +115,11 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/audit", get(audit::list))
         .route("/v1/holds", get(routes::holds::list).post(routes::holds::hold))
         .route("/v1/holds/release", post(routes::holds::release))
-        .route("/v1/limits", get(routes::limits::list).post(routes::limits::set))
-        .route("/v1/limits/remove", post(routes::limits::remove))
+        .route("/v1/limits", get(routes::destinations::list).post(routes::destinations::set))
+        .route("/v1/limits/remove", post(routes::destinations::remove))
+        .route("/v1/circuits", get(routes::destinations::circuits))
+        .route("/v1/circuits/enable", post(routes::destinations::enable))
+        .route("/v1/tenants/{tenant}/events-url", put(admin::events_url))
         .route("/v1/tenants/{tenant}/send-weight", put(admin::send_weight))
         .route("/healthz", get(system::healthz))
         .route("/readyz", get(system::readyz))

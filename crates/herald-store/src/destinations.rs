@@ -1,11 +1,11 @@
 //! Destination limits and pacing (`herald_destination_limits`, `herald_destination_pace`,
-//! `herald_lane_pauses`; herald_core::fair says what they mean): the limits an operator set,
+//! `herald_lanes`; herald_core::fair says what they mean): the limits an operator set,
 //! the token bucket of each, locked by the leases that take its destination's rows, what
 //! is in flight to a destination, and the pauses receivers asked for.
 
 use crate::conn::Conn;
 use crate::error::StoreError;
-use herald_core::fair::Limit;
+use herald_core::fair::{LaneHealth, Limit};
 use sqlx::types::Uuid;
 
 /// One limit as stored.
@@ -69,7 +69,7 @@ pub async fn deliveries_in_flight(
 }
 
 /// Pauses the lane (`tenant`, `destination`) until `until_ms` (a later pause there was
-/// stays), and forgets pauses that ended before `now_ms`.
+/// stays), and forgets pauses of healthy lanes that ended before `now_ms`.
 pub async fn lane_pause(
     conn: Conn<'_>,
     tenant: Uuid,
@@ -88,6 +88,78 @@ pub async fn tenant_send_weight(
     weight: u32,
 ) -> Result<bool, StoreError> {
     crate::per_backend!(conn, destinations::tenant_send_weight(tenant, weight as i32))
+}
+
+/// A lane's health, locked until the transaction ends (`None`: healthy, no row).
+pub async fn lane_health(
+    conn: Conn<'_>,
+    tenant: Uuid,
+    destination: &str,
+) -> Result<Option<LaneHealth>, StoreError> {
+    crate::per_backend!(conn, destinations::lane_health(tenant, destination))
+}
+
+/// Stores a lane's health.
+pub async fn lane_health_put(
+    conn: Conn<'_>,
+    tenant: Uuid,
+    destination: &str,
+    health: &LaneHealth,
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    crate::per_backend!(conn, destinations::lane_health_put(tenant, destination, health, now_ms))
+}
+
+/// Forgets a lane's health (it sent, or was enabled again); `false` when it had none.
+pub async fn lane_health_clear(
+    conn: Conn<'_>,
+    tenant: Uuid,
+    destination: &str,
+) -> Result<bool, StoreError> {
+    crate::per_backend!(conn, destinations::lane_health_clear(tenant, destination))
+}
+
+/// Lets a lane's next probe wait until `until_ms` (the probe a lease just took).
+pub async fn lane_probe(
+    conn: Conn<'_>,
+    tenant: Uuid,
+    destination: &str,
+    until_ms: i64,
+) -> Result<(), StoreError> {
+    crate::per_backend!(conn, destinations::lane_probe(tenant, destination, until_ms))
+}
+
+/// Lanes with failures (an open or disabled circuit, or failing sends), `tenant`'s when
+/// given, the most failures first, at most `limit`.
+pub async fn lanes_failing(
+    conn: Conn<'_>,
+    tenant: Option<Uuid>,
+    limit: usize,
+) -> Result<Vec<(Uuid, String, LaneHealth)>, StoreError> {
+    crate::per_backend!(conn, destinations::lanes_failing(tenant, limit as i64))
+}
+
+/// A tenant's events webhook (`None`: none set); `Err` only on the database.
+pub async fn tenant_events_url(conn: Conn<'_>, tenant: Uuid) -> Result<Option<String>, StoreError> {
+    crate::per_backend!(conn, destinations::tenant_events_url(tenant))
+}
+
+/// Sets (or, `None`, removes) a tenant's events webhook; `false` when no such tenant.
+pub async fn tenant_events_url_set(
+    conn: Conn<'_>,
+    tenant: Uuid,
+    url: Option<&str>,
+) -> Result<bool, StoreError> {
+    crate::per_backend!(conn, destinations::tenant_events_url_set(tenant, url))
+}
+
+pub(crate) type HealthTuple = (i64, i32, Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+
+pub(crate) fn health_of(
+    (until_ms, failures, failing_since_ms, probe_ms, opened_ms, disabled_ms): HealthTuple,
+) -> LaneHealth {
+    let failures = failures.max(0) as u32;
+    LaneHealth { until_ms, failures, failing_since_ms, probe_ms, opened_ms, disabled_ms }
 }
 
 /// `*` or the tenant's id: a limit's scope as keyed.
@@ -110,7 +182,13 @@ pub(crate) fn limit_row(
 /// change when there), `pace_lock` (destination, scope_key → tokens, tokens_ms, locked),
 /// `pace_save` (tokens, tokens_ms, destination, scope_key); `in_flight` (destination →
 /// tenant, count); `pause` (tenant, destination, until_ms; keeping a later end) and
-/// `pauses_prune` (now_ms); `weight` (send_weight, tenant id).
+/// `pauses_prune` (now_ms); `weight` (send_weight, tenant id); `health` (tenant,
+/// destination → until_ms, failures, failing_since_ms, probe_ms, opened_ms, disabled_ms;
+/// locked),
+/// `health_put` (tenant, destination, those six, updated_ms; an upsert), `health_clear`
+/// (tenant, destination), `probe` (until_ms, tenant, destination), `failing` (limit) and
+/// `failing_of` (tenant, limit) → tenant, destination and the six; `events_url` (tenant),
+/// `events_url_set` (url, tenant).
 pub(crate) struct DestinationSql {
     pub list: &'static str,
     pub set: &'static str,
@@ -123,6 +201,14 @@ pub(crate) struct DestinationSql {
     pub pause: &'static str,
     pub pauses_prune: &'static str,
     pub weight: &'static str,
+    pub health: &'static str,
+    pub health_put: &'static str,
+    pub health_clear: &'static str,
+    pub probe: &'static str,
+    pub failing: &'static str,
+    pub failing_of: &'static str,
+    pub events_url: &'static str,
+    pub events_url_set: &'static str,
 }
 
 /// A backend's functions of this module over its connection type and its
@@ -221,9 +307,105 @@ macro_rules! destinations_fns {
                 .bind(tenant)
                 .bind(destination)
                 .bind(until_ms)
+                .bind(now_ms)
                 .execute(c)
                 .await?;
             Ok(())
+        }
+
+        pub(crate) async fn lane_health(
+            c: &mut $conn,
+            tenant: Uuid,
+            destination: &str,
+        ) -> Result<Option<herald_core::fair::LaneHealth>, StoreError> {
+            let row: Option<crate::destinations::HealthTuple> = sqlx::query_as($sql.health)
+                .bind(tenant)
+                .bind(destination)
+                .fetch_optional(c)
+                .await?;
+            Ok(row.map(crate::destinations::health_of))
+        }
+
+        pub(crate) async fn lane_health_put(
+            c: &mut $conn,
+            tenant: Uuid,
+            destination: &str,
+            h: &herald_core::fair::LaneHealth,
+            now_ms: i64,
+        ) -> Result<(), StoreError> {
+            sqlx::query($sql.health_put)
+                .bind(tenant)
+                .bind(destination)
+                .bind(h.until_ms)
+                .bind(h.failures.min(i32::MAX as u32) as i32)
+                .bind(h.failing_since_ms)
+                .bind(h.probe_ms)
+                .bind(h.opened_ms)
+                .bind(h.disabled_ms)
+                .bind(now_ms)
+                .execute(c)
+                .await?;
+            Ok(())
+        }
+
+        pub(crate) async fn lane_health_clear(
+            c: &mut $conn,
+            tenant: Uuid,
+            destination: &str,
+        ) -> Result<bool, StoreError> {
+            let q = sqlx::query($sql.health_clear).bind(tenant).bind(destination);
+            Ok(q.execute(c).await?.rows_affected() == 1)
+        }
+
+        pub(crate) async fn lane_probe(
+            c: &mut $conn,
+            tenant: Uuid,
+            destination: &str,
+            until_ms: i64,
+        ) -> Result<(), StoreError> {
+            sqlx::query($sql.probe)
+                .bind(until_ms)
+                .bind(tenant)
+                .bind(destination)
+                .execute(c)
+                .await?;
+            Ok(())
+        }
+
+        pub(crate) async fn lanes_failing(
+            c: &mut $conn,
+            tenant: Option<Uuid>,
+            limit: i64,
+        ) -> Result<Vec<(Uuid, String, herald_core::fair::LaneHealth)>, StoreError> {
+            type Row = (Uuid, String, i64, i32, Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+            let rows: Vec<Row> = match tenant {
+                Some(t) => sqlx::query_as($sql.failing_of).bind(t).bind(limit).fetch_all(c).await?,
+                None => sqlx::query_as($sql.failing).bind(limit).fetch_all(c).await?,
+            };
+            Ok(rows
+                .into_iter()
+                .map(|(t, d, u, f, s, p, o, x)| {
+                    (t, d, crate::destinations::health_of((u, f, s, p, o, x)))
+                })
+                .collect())
+        }
+
+        pub(crate) async fn tenant_events_url(
+            c: &mut $conn,
+            tenant: Uuid,
+        ) -> Result<Option<String>, StoreError> {
+            let url: Option<Option<String>> =
+                sqlx::query_scalar($sql.events_url).bind(tenant).fetch_optional(c).await?;
+            Ok(url.flatten())
+        }
+
+        pub(crate) async fn tenant_events_url_set(
+            c: &mut $conn,
+            tenant: Uuid,
+            url: Option<&str>,
+        ) -> Result<bool, StoreError> {
+            let q = sqlx::query($sql.events_url_set).bind(url).bind(tenant);
+            Ok(q.execute(c).await?.rows_affected() == 1)
         }
 
         pub(crate) async fn tenant_send_weight(

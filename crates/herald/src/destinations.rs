@@ -13,10 +13,13 @@
 use crate::error::Error;
 use crate::handle::Herald;
 use herald_core::TenantId;
-use herald_core::fair::{DueLane, Lane, Limit, limit_for, refill};
+use herald_core::fair::{
+    CircuitChange, CircuitPolicy, DueLane, Lane, LaneHealth, Limit, limit_for, refill,
+};
 use herald_store::destinations::{
-    LimitRow, deliveries_in_flight, lane_pause, limit_remove, limit_set, limits_list, pace_lock,
-    pace_save, scope_key, tenant_send_weight,
+    LimitRow, deliveries_in_flight, lane_health, lane_health_clear, lane_health_put, lane_pause,
+    lanes_failing, limit_remove, limit_set, limits_list, pace_lock, pace_save, scope_key,
+    tenant_events_url, tenant_events_url_set, tenant_send_weight,
 };
 use herald_store::{Conn, StoreError};
 use std::collections::BTreeMap;
@@ -160,7 +163,172 @@ pub(crate) async fn pause_lane(herald: &Herald, lane: &Lane, after: Duration) {
     }
 }
 
+/// An endpoint herald stopped sending to: its tenant hears of it on its events webhook.
+pub const ENDPOINT_DISABLED: &str = "endpoint_disabled";
+
+/// A lane with failures, as the library shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneState {
+    pub tenant: TenantId,
+    pub destination: String,
+    pub health: LaneHealth,
+    /// `closed` (failing, not yet open), `open` or `disabled`.
+    pub circuit: &'static str,
+}
+
+/// Counts a send that failed (transient) in its lane: the lane's circuit may open (its
+/// deliveries wait for a probe, no attempt spent) or, failing for long, be disabled — an
+/// operator alert, and an event to the tenant's events webhook. Best effort, as a pause.
+pub(crate) async fn lane_failed(
+    herald: &Herald,
+    lane: &Lane,
+    started_ms: i64,
+    policy: &CircuitPolicy,
+) {
+    let now_ms = herald.clock().wall_ms();
+    let changed = herald
+        .transaction(|tx| {
+            Box::pin(async move {
+                let mut conn = tx.conn();
+                let health = lane_health(conn.reborrow(), lane.tenant, &lane.destination)
+                    .await?
+                    .unwrap_or_default();
+                let (health, change) = policy.failed(health, started_ms, now_ms);
+                lane_health_put(conn, lane.tenant, &lane.destination, &health, now_ms).await?;
+                Ok((health, change))
+            })
+        })
+        .await;
+    let (health, change) = match changed {
+        Ok(c) => c.value,
+        Err(e) => return tracing::warn!(error = %e, "counting a lane's failure failed"),
+    };
+    match change {
+        CircuitChange::None => {}
+        CircuitChange::Opened => {
+            metrics::counter!("herald_circuit_changes_total", "change" => "opened").increment(1);
+            tracing::warn!(destination = %lane.destination, failures = health.failures,
+                "the lane's circuit opened: its deliveries wait for a probe");
+        }
+        CircuitChange::Disabled => {
+            metrics::counter!("herald_circuit_changes_total", "change" => "disabled").increment(1);
+            crate::alerts::raise(ENDPOINT_DISABLED);
+            tracing::error!(destination = %lane.destination, tenant = %lane.tenant,
+                "the lane failed for too long and is disabled: its deliveries wait until it is enabled");
+            tell_tenant(herald, lane, &health).await;
+        }
+    }
+}
+
+/// Tells a tenant, on its events webhook (when it has one), that `lane` was disabled: a
+/// delivery of herald's own, cost 0, one per disabling.
+async fn tell_tenant(herald: &Herald, lane: &Lane, health: &LaneHealth) {
+    let tenant = lane.tenant;
+    let url =
+        herald.read(|conn, _| Box::pin(async move { tenant_events_url(conn, tenant).await })).await;
+    let Ok(Some(url)) = url else { return };
+    let at = |ms: Option<i64>| {
+        ms.and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok()).map(|t| t.to_string())
+    };
+    let payload = serde_json::json!({
+        "type": "endpoint.disabled",
+        "destination": lane.destination,
+        "failing_since": at(health.failing_since_ms),
+        "disabled_at": at(health.disabled_ms),
+        "failures": health.failures,
+    });
+    let key = format!(
+        "herald.endpoint.disabled:{}:{}",
+        lane.destination,
+        health.disabled_ms.unwrap_or_default()
+    );
+    let mut event =
+        crate::SubmitRequest::new(TenantId::from_uuid(tenant), key, "webhook", url, payload);
+    event.cost = Some(0);
+    if let Err(e) = herald.submit_alone(&event).await {
+        tracing::warn!(error = %e, "telling the tenant of a disabled endpoint failed");
+    }
+}
+
+/// A send worked in a lane that had failures: its circuit closes.
+pub(crate) async fn lane_recovered(herald: &Herald, lane: &Lane) {
+    let cleared = herald
+        .transaction(|tx| {
+            Box::pin(async move {
+                Ok(lane_health_clear(tx.conn(), lane.tenant, &lane.destination).await?)
+            })
+        })
+        .await;
+    if matches!(cleared, Ok(c) if c.value) {
+        metrics::counter!("herald_circuit_changes_total", "change" => "closed").increment(1);
+        tracing::info!(destination = %lane.destination, "the lane sends again: its circuit closed");
+        herald.wake().soon();
+    }
+}
+
 impl Herald {
+    /// Lanes with failures — failing, open or disabled — `tenant`'s when given, the most
+    /// failures first (at most 500).
+    pub async fn lanes_failing(&self, tenant: Option<TenantId>) -> Result<Vec<LaneState>, Error> {
+        let policy = self.options.circuit;
+        let tenant = tenant.map(|t| t.as_uuid());
+        let rows = self
+            .read(|conn, _| Box::pin(async move { lanes_failing(conn, tenant, 500).await }))
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(tenant, destination, health)| LaneState {
+                tenant: TenantId::from_uuid(tenant),
+                destination,
+                circuit: if health.disabled_ms.is_some() {
+                    "disabled"
+                } else if policy.is_open(&health) {
+                    "open"
+                } else {
+                    "closed"
+                },
+                health,
+            })
+            .collect())
+    }
+
+    /// Enables a lane again (a disabled one, or an open circuit, at once): what waited is
+    /// due now. `false` when it had no failures.
+    pub async fn enable_lane(&self, tenant: TenantId, destination: &str) -> Result<bool, Error> {
+        let (tenant, destination) = (tenant.as_uuid(), destination.trim().to_ascii_lowercase());
+        let cleared = self
+            .transaction(|tx| {
+                let destination = &destination;
+                Box::pin(
+                    async move { Ok(lane_health_clear(tx.conn(), tenant, destination).await?) },
+                )
+            })
+            .await?
+            .value;
+        if cleared {
+            metrics::counter!("herald_circuit_changes_total", "change" => "enabled").increment(1);
+            self.wake().soon();
+        }
+        Ok(cleared)
+    }
+
+    /// Sets (or, `None`, removes) where `tenant` hears of herald's events: a webhook URL
+    /// (an endpoint disabled, …).
+    pub async fn set_events_url(&self, tenant: TenantId, url: Option<&str>) -> Result<(), Error> {
+        if let Some(url) = url {
+            crate::channels::validate("webhook", url, &crate::Payload::from_text("{}".to_string()))
+                .map_err(|u| Error::invalid_field("url", u.code, u.message))?;
+        }
+        let tenant = tenant.as_uuid();
+        let set = self
+            .transaction(|tx| {
+                Box::pin(async move { Ok(tenant_events_url_set(tx.conn(), tenant, url).await?) })
+            })
+            .await?
+            .value;
+        if set { Ok(()) } else { Err(Error::NotFound) }
+    }
+
     /// Sets a destination limit (replacing the one of the same destination and scope).
     /// `actor` says who set it.
     pub async fn set_destination_limit(&self, limit: &Limit, actor: &str) -> Result<Limit, Error> {

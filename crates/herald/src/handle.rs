@@ -23,6 +23,9 @@ pub struct EngineOptions {
     /// library's default waits as long as a transaction's deadline; `herald serve` sheds
     /// sooner (`HERALD_QUEUE_WAIT`).
     pub queue_wait: std::time::Duration,
+    /// When a lane's circuit opens, how it is probed, when it is disabled
+    /// (`HERALD_CIRCUIT_FAILURES`, `HERALD_CIRCUIT_PROBE`, `HERALD_CIRCUIT_DISABLE_AFTER`).
+    pub circuit: herald_core::fair::CircuitPolicy,
 }
 
 impl Default for EngineOptions {
@@ -30,6 +33,7 @@ impl Default for EngineOptions {
         EngineOptions {
             max_attempts: herald_core::limits::DELIVERY_ATTEMPTS_DEFAULT,
             queue_wait: herald_core::limits::QUEUE_WAIT_DEFAULT,
+            circuit: herald_core::fair::CircuitPolicy::default(),
         }
     }
 }

@@ -15,13 +15,14 @@
 use crate::destinations::{Rooms, limits_now};
 use crate::error::Error;
 use crate::handle::Herald;
-use herald_core::fair::{Busy, DueLane, Lane, allot};
+use herald_core::fair::{Busy, CircuitPolicy, DueLane, Lane, allot};
 use herald_core::limits::LEASE_LANES_MAX;
 use herald_store::Now;
 use herald_store::deliveries::{
     LaneFound, LanesDue, LeaseLanes, LeasedRow, deliveries_lanes, deliveries_lease_lanes,
 };
-use std::collections::BTreeMap;
+use herald_store::destinations::lane_probe;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
@@ -40,6 +41,10 @@ struct State {
     cursor: Option<Lane>,
     /// The last tenant served, so that turns among equally busy tenants rotate.
     last_tenant: Option<Uuid>,
+    /// Lanes the last walks found with failures: a send that works there closes them.
+    unhealthy: HashSet<Lane>,
+    /// When the soonest lane the last walk found waiting (a pause, a probe) sends again.
+    wake_at: Option<std::time::Instant>,
 }
 
 /// One send's place in its lane's count of sends in flight; dropping it gives it back.
@@ -66,6 +71,7 @@ pub(crate) struct Ask<'a> {
     /// Free slots to fill, at most.
     pub wanted: usize,
     pub lease: Duration,
+    pub circuit: CircuitPolicy,
 }
 
 impl Lanes {
@@ -92,13 +98,37 @@ impl Lanes {
                     let mut conn = tx.conn();
                     let (found, next_cursor) =
                         walk(conn.reborrow(), ask, now, cursor.as_ref()).await?;
-                    let mut due: Vec<DueLane> = found
-                        .into_iter()
-                        .filter(|f| f.due > 0 && f.paused_until_ms.is_none_or(|u| u <= now_ms))
-                        .map(|f| DueLane { lane: f.lane, due: f.due, weight: f.weight, room: None })
+                    let failing: Vec<(Lane, bool)> = found
+                        .iter()
+                        .map(|f| (f.lane.clone(), f.failures > 0 || f.disabled))
                         .collect();
+                    // An open circuit whose probe is due sends one delivery (the probe); the
+                    // lane waits again meanwhile, so no other lease probes it too.
+                    let mut probes = Vec::new();
+                    let mut due: Vec<DueLane> = Vec::new();
+                    let mut soonest: Option<i64> = None;
+                    for f in found {
+                        let waiting = f.disabled || f.paused_until_ms.is_some_and(|u| u > now_ms);
+                        if f.due > 0 && waiting && !f.disabled {
+                            soonest = soonest.min(f.paused_until_ms).or(f.paused_until_ms);
+                        }
+                        if f.due == 0 || waiting {
+                            continue;
+                        }
+                        let open = f.failures >= ask.circuit.open_after.max(1);
+                        if open {
+                            probes.push(f.lane.clone());
+                        }
+                        let due_now = if open { 1 } else { f.due };
+                        due.push(DueLane {
+                            lane: f.lane,
+                            due: due_now,
+                            weight: f.weight,
+                            room: None,
+                        });
+                    }
                     if due.is_empty() {
-                        return Ok((Vec::new(), None, None, next_cursor, None));
+                        return Ok((Vec::new(), None, None, (next_cursor, failing, soonest), None));
                     }
                     let (limits, limits_read) = limits_now(conn.reborrow(), cached_limits).await?;
                     let mut rooms = Rooms::of(conn.reborrow(), &limits, &mut due, now_ms).await?;
@@ -112,7 +142,18 @@ impl Lanes {
                         .collect();
                     let served = plan.last().map(|(l, _)| l.tenant);
                     if plan.is_empty() {
-                        return Ok((Vec::new(), None, limits_read, next_cursor, served));
+                        return Ok((
+                            Vec::new(),
+                            None,
+                            limits_read,
+                            (next_cursor, failing, soonest),
+                            served,
+                        ));
+                    }
+                    let probe_until = now_ms.saturating_add(ask.lease.as_millis() as i64);
+                    for lane in probes.iter().filter(|l| plan.iter().any(|(p, _)| p == *l)) {
+                        lane_probe(conn.reborrow(), lane.tenant, &lane.destination, probe_until)
+                            .await?;
                     }
                     let lease = LeaseLanes {
                         worker: ask.worker,
@@ -130,7 +171,7 @@ impl Lanes {
                     rooms.spend(conn.reborrow(), &due, &per_lane).await?;
                     let (rows, read) =
                         crate::holds::hold_leased(conn, rows, cached, ask.worker).await?;
-                    Ok((rows, read, limits_read, next_cursor, served))
+                    Ok((rows, read, limits_read, (next_cursor, failing, soonest), served))
                 })
             })
             .await?
@@ -141,8 +182,20 @@ impl Lanes {
         if let Some(read) = limits_read {
             herald.limits.store(read);
         }
+        let (next_cursor, failing, soonest) = next_cursor;
         let mut state = self.state.lock().map_err(|_| Error::app("worker lane state poisoned"))?;
         state.cursor = next_cursor;
+        state.wake_at = soonest.map(|at| {
+            let after = at.saturating_sub(now_ms).max(0) as u64;
+            std::time::Instant::now() + Duration::from_millis(after)
+        });
+        for (lane, unhealthy) in failing {
+            if unhealthy {
+                state.unhealthy.insert(lane);
+            } else {
+                state.unhealthy.remove(&lane);
+            }
+        }
         if served.is_some() {
             state.last_tenant = served;
         }
@@ -155,6 +208,20 @@ impl Lanes {
                 (row, Slot { lanes: self.clone(), lane })
             })
             .collect())
+    }
+}
+
+impl Lanes {
+    /// When the soonest waiting lane the last walk met may send again: the worker looks
+    /// then, not only at its next poll.
+    pub(crate) fn wake_at(&self) -> Option<std::time::Instant> {
+        self.state.lock().ok().and_then(|state| state.wake_at)
+    }
+
+    /// Whether the last walk that met `lane` found failures there, forgetting them: a
+    /// send there just worked, and closes the lane's circuit.
+    pub(crate) fn healed(&self, lane: &Lane) -> bool {
+        self.state.lock().is_ok_and(|mut state| state.unhealthy.remove(lane))
     }
 }
 

@@ -59,7 +59,7 @@ pub use channel::{Channel, Leased, Outcome};
 pub use clock::Clock;
 pub use counts::{COUNTS_MAX_AGE, DeliveryCounts};
 pub use delivery::{Attempt, Delivery};
-pub use destinations::{DestinationLimit, SEND_WEIGHT_MAX};
+pub use destinations::{DestinationLimit, ENDPOINT_DISABLED, LaneState, SEND_WEIGHT_MAX};
 pub use error::{BoxError, Error, Invalid};
 pub use failures::{FAILING_READ_MAX, FailureGroup, Failures};
 pub use group::GroupCommitStats;

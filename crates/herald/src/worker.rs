@@ -199,6 +199,7 @@ impl Worker {
     ) -> Result<Worker, Error> {
         options.validate()?;
         crate::alerts::register(crate::alerts::FINGERPRINT_MISMATCH);
+        crate::alerts::register(crate::destinations::ENDPOINT_DISABLED);
         let channels: BTreeMap<_, _> = channels.into_iter().collect();
         let channel_names = channels.keys().cloned().collect();
         let (recorder, counts) = (OnceLock::new(), Arc::default());
@@ -327,6 +328,11 @@ impl Worker {
             if cooling {
                 wait = wait.min(LEASE_COOLDOWN.saturating_sub(last_lease.elapsed()));
             }
+            if let Some(at) = self.inner.lanes.wake_at() {
+                // A paused lane, or an open circuit's probe, is due then.
+                let soon = at.saturating_duration_since(std::time::Instant::now());
+                wait = wait.min(soon.max(HOT_POLL_EVERY));
+            }
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 Some(joined) = inflight.join_next(), if !inflight.is_empty() => {
@@ -422,6 +428,7 @@ impl Worker {
             slots: inner.options.slots,
             wanted,
             lease: inner.options.lease,
+            circuit: inner.herald.options.circuit,
         };
         let rows = inner.lanes.lease(&inner.herald, &ask).await?;
         inner.counts.lease_transactions.fetch_add(1, Ordering::Relaxed);
@@ -535,21 +542,35 @@ impl Inner {
                 let outcome = self.send(channel.clone(), leased, d.id, n).await;
                 metrics::histogram!("herald_send_seconds", "channel" => d.channel.clone())
                     .record(started.elapsed().as_secs_f64());
-                if let Outcome::Transient { retry_after: Some(after), .. } = &outcome {
-                    // The receiver asked to wait (429 or 503 with Retry-After): so does the
-                    // rest of its lane, not only this delivery; other lanes go on.
-                    let after = (*after).min(self.options.retry.retry_after_max);
-                    crate::destinations::pause_lane(
-                        &self.herald,
-                        &crate::lanes::lane_of(&row),
-                        after,
-                    )
-                    .await;
-                }
+                self.lane_health(&row, &outcome).await;
                 outcome
             }
         };
         self.finish(row.delivery, row.stripe, outcome).await
+    }
+
+    /// What a send's outcome says of its lane: a receiver that asked to wait (429 or 503
+    /// with Retry-After) pauses the lane, not only this delivery; a failure counts toward
+    /// the lane's circuit; a send that worked closes it.
+    async fn lane_health(&self, row: &LeasedRow, outcome: &Outcome) {
+        let lane = crate::lanes::lane_of(row);
+        match outcome {
+            Outcome::Transient { retry_after: Some(after), .. } => {
+                let after = (*after).min(self.options.retry.retry_after_max);
+                crate::destinations::pause_lane(&self.herald, &lane, after).await;
+            }
+            Outcome::Transient { retry_after: None, .. } => {
+                // When its lease began, by the lease's clock (the database's, or a manual one).
+                let d = &row.delivery;
+                let started = d.attempt_started_at.unwrap_or(d.updated_at);
+                let policy = &self.herald.options.circuit;
+                crate::destinations::lane_failed(&self.herald, &lane, started, policy).await;
+            }
+            Outcome::Sent if self.lanes.healed(&lane) => {
+                crate::destinations::lane_recovered(&self.herald, &lane).await;
+            }
+            Outcome::Sent | Outcome::Terminal { .. } => {}
+        }
     }
 
     /// Records a send's outcome and counts it.

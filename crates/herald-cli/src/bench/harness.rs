@@ -343,8 +343,10 @@ where
     Ok(())
 }
 
-/// A no-op channel that counts, and remembers when each send started.
+/// A no-op channel that counts, and remembers when each send started (of the deliveries
+/// whose operation key starts with `only`, when given: a phase's own among a backlog's).
 pub(super) struct Noop {
+    pub(super) only: Option<&'static str>,
     pub(super) sent: AtomicUsize,
     pub(super) target: usize,
     pub(super) done: tokio::sync::Notify,
@@ -355,6 +357,9 @@ pub(super) struct Noop {
 impl Channel for Noop {
     fn send<'a>(&'a self, d: &'a Leased) -> herald::BoxFuture<'a, Outcome> {
         Box::pin(async move {
+            if self.only.is_some_and(|prefix| !d.operation_key.starts_with(prefix)) {
+                return Outcome::Sent;
+            }
             if let Ok(mut started) = self.started.lock() {
                 started.entry(d.id).or_insert_with(Instant::now);
             }
@@ -368,7 +373,13 @@ impl Channel for Noop {
 }
 
 pub(super) fn noop(target: usize, bar: ProgressBar) -> Arc<Noop> {
+    noop_of(target, bar, None)
+}
+
+/// [`noop`] counting only the deliveries whose operation key starts with `only`.
+pub(super) fn noop_of(target: usize, bar: ProgressBar, only: Option<&'static str>) -> Arc<Noop> {
     Arc::new(Noop {
+        only,
         sent: AtomicUsize::new(0),
         target,
         done: tokio::sync::Notify::new(),

@@ -5,8 +5,8 @@
 
 use super::Args;
 use super::harness::{
-    Bench, DRAIN_TIMEOUT, bar, noop, peak_rss_kib, percentile, rate, spawn_clients, spinner, start,
-    submit_one, worker,
+    Bench, DRAIN_TIMEOUT, bar, noop, noop_of, peak_rss_kib, percentile, rate, spawn_clients,
+    spinner, start, submit_one, worker,
 };
 use super::http::{end_to_end_figures, webhook_channel};
 use super::http_submit::http_submit_figures;
@@ -367,6 +367,7 @@ pub(super) async fn phases(
 
     bench.reset().await?; // the hot and duplicate submits' deliveries are never sent
     let (p50, p99, count) = latency(args, &bench, herald, "").await?;
+    let p99_alone = p99;
     figures.push(figure(
         "commit-to-start p50 at 200/s",
         p50,
@@ -408,6 +409,24 @@ pub(super) async fn phases(
         count,
         None,
     ));
+
+    // Fairness (issue 36): the same phase for every tenant but one, beside that one's
+    // backlog; the comparison is the p99 without it, measured above in this run.
+    bench.reset().await?;
+    let (_, p99_backlog, count, backlog) = latency_beside_backlog(args, &bench).await?;
+    figures.push(figure(
+        format!(
+            "commit-to-start p99 at 200/s of {} tenants beside one tenant's backlog of {backlog} \
+             (÷: the p99 without it)",
+            bench.tenants.len() - 1
+        ),
+        p99_backlog,
+        "ms",
+        Some(p99_alone),
+        count,
+        None,
+    ));
+    bench.reset().await?;
 
     figures.extend(
         http_submit_figures(&bench, herald, webhook_channel(herald)?, n, floor_alone, "").await?,
@@ -484,7 +503,8 @@ pub(super) async fn phases(
         ));
         figures.extend(super::app::app_transaction_figures(args, &bench, herald, n).await?);
         bench.reset().await?;
-        let (p50, p99, count) = latency_on(args, &bench, herald, " (SQL API)", Via::Sql).await?;
+        let (p50, p99, count) =
+            latency_on(args, &bench, herald, " (SQL API)", Via::Sql, &bench.tenants).await?;
         for (name, value) in [
             ("commit-to-start p50 at 200/s, SQL API submits", p50),
             ("commit-to-start p99 at 200/s, SQL API submits", p99),
@@ -593,7 +613,49 @@ async fn latency(
     worker_on: &Herald,
     label: &str,
 ) -> Result<(f64, f64, usize)> {
-    latency_on(args, bench, worker_on, label, Via::Library).await
+    latency_on(args, bench, worker_on, label, Via::Library, &bench.tenants).await
+}
+
+/// Issue 36's fairness figure: commit-to-start at 200/s of every tenant but the first,
+/// while the first's backlog (100,000 deliveries; 20,000 with --quick) drains through the
+/// same worker. Returns (p50 ms, p99 ms, deliveries measured, backlog).
+pub(super) async fn latency_beside_backlog(
+    args: &Args,
+    bench: &Bench,
+) -> Result<(f64, f64, usize, usize)> {
+    let backlog = if args.quick { 20_000 } else { 100_000 };
+    let backlog = args.n.map_or(backlog, |n| backlog.min(n * 10));
+    let [first, others @ ..] = bench.tenants.as_slice() else {
+        bail!("the backlog phase needs two tenants or more");
+    };
+    if others.is_empty() {
+        bail!("the backlog phase needs two tenants or more");
+    }
+    let b = bar(backlog, "one tenant's backlog (untimed)");
+    let (herald, first) = (bench.herald.clone(), *first);
+    spawn_clients(bench.clients, backlog, &b, move |i| {
+        let (h, req) = (herald.clone(), backlog_request(first, i));
+        async move {
+            submit_one(&h, &req, Commit::Alone).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    b.finish();
+    let label = format!(", beside one tenant's backlog of {backlog}");
+    let (p50, p99, n) =
+        latency_on(args, bench, &bench.herald, &label, Via::Library, others).await?;
+    Ok((p50, p99, n, backlog))
+}
+
+fn backlog_request(tenant: herald::TenantId, i: usize) -> herald::SubmitRequest {
+    herald::SubmitRequest::new(
+        tenant,
+        format!("backlog-{i}"),
+        "webhook",
+        "https://backlog.example.com/h",
+        serde_json::json!({"event": "backlog"}),
+    )
 }
 
 /// [`latency`], submitting `via` the library or the SQL API (whose submits the worker
@@ -604,13 +666,14 @@ async fn latency_on(
     worker_on: &Herald,
     label: &str,
     via: Via,
+    tenants: &[herald::TenantId],
 ) -> Result<(f64, f64, usize)> {
     let herald = &bench.herald;
     let per_second = 200usize;
     let count = if args.quick { 600 } else { 3_000 };
     let count = args.n.map_or(count, |n| count.min(n));
     let b = bar(count, &format!("commit-to-start latency at 200/s{label}"));
-    let channel = noop(count, ProgressBar::hidden());
+    let channel = noop_of(count, ProgressBar::hidden(), Some("lat-"));
     let w = worker(worker_on, channel.clone(), args.workers, Duration::from_secs(1))?;
     let running = start(&w);
     // The worker settles first, as every peer's does (bench/peers/README.md, "latency"):
@@ -620,7 +683,6 @@ async fn latency_on(
     let committed: Arc<Mutex<HashMap<herald::DeliveryId, Instant>>> = Arc::default();
     let mut ticker = tokio::time::interval(Duration::from_secs(1) / per_second as u32);
     let mut submits = tokio::task::JoinSet::new();
-    let tenants = &bench.tenants;
     for i in 0..count {
         ticker.tick().await;
         let (h, committed, req, b) = (

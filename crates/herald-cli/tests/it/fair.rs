@@ -112,48 +112,15 @@ async fn one_slow_receiver_never_delays_another_tenant(db: SharedDb, delay: Opti
     );
 }
 
-macro_rules! on_every_backend {
-    ($($name:ident: $delay:expr;)+) => {
-        mod sqlite {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    one_slow_receiver_never_delays_another_tenant(
-                        SharedDb::Sqlite(SqliteFile::create()), $delay).await;
-                }
-            )+
-        }
-        mod postgres {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(base) = postgres_url() else {
-                        return eprintln!("skipped: {POSTGRES_ENV} is not set");
-                    };
-                    one_slow_receiver_never_delays_another_tenant(
-                        SharedDb::Postgres(PgSchema::create(&base).await), $delay).await;
-                }
-            )+
-        }
-        mod mariadb {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(base) = mysql_url() else {
-                        return eprintln!("skipped: {MYSQL_ENV} is not set");
-                    };
-                    one_slow_receiver_never_delays_another_tenant(
-                        SharedDb::MySql(MyDatabase::create(&base).await), $delay).await;
-                }
-            )+
-        }
-    };
+async fn answering_after_2s(db: SharedDb) {
+    one_slow_receiver_never_delays_another_tenant(db, Some(Duration::from_secs(2))).await;
+}
+
+async fn hanging(db: SharedDb) {
+    one_slow_receiver_never_delays_another_tenant(db, None).await;
 }
 
 on_every_backend! {
-    a_receiver_answering_after_2s_never_delays_another_tenant: Some(Duration::from_secs(2));
-    a_receiver_hanging_until_the_send_timeout_never_delays_another_tenant: None;
+    a_receiver_answering_after_2s_never_delays_another_tenant => answering_after_2s;
+    a_receiver_hanging_until_the_send_timeout_never_delays_another_tenant => hanging;
 }

@@ -247,44 +247,6 @@ async fn a_retry_after_pauses_only_its_lane(db: SharedDb) {
     );
 }
 
-macro_rules! on_every_backend {
-    ($($name:ident => $body:ident;)+) => {
-        mod sqlite {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    $body(SharedDb::Sqlite(SqliteFile::create())).await;
-                }
-            )+
-        }
-        mod postgres {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(base) = postgres_url() else {
-                        return eprintln!("skipped: {POSTGRES_ENV} is not set");
-                    };
-                    $body(SharedDb::Postgres(PgSchema::create(&base).await)).await;
-                }
-            )+
-        }
-        mod mariadb {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(base) = mysql_url() else {
-                        return eprintln!("skipped: {MYSQL_ENV} is not set");
-                    };
-                    $body(SharedDb::MySql(MyDatabase::create(&base).await)).await;
-                }
-            )+
-        }
-    };
-}
-
 on_every_backend! {
     in_flight_and_rate_limits_hold_across_three_processes => limits_hold_across_three_processes;
     a_retry_after_pauses_only_its_lane_and_spends_no_attempt => a_retry_after_pauses_only_its_lane;

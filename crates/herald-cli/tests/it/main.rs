@@ -9,6 +9,7 @@ mod support;
 mod audit;
 mod bench;
 mod chaos;
+mod circuits;
 mod cli;
 mod composer;
 mod deb;

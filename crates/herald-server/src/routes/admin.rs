@@ -185,3 +185,32 @@ pub async fn send_weight(
     audit::record(&state, entry.count(i64::from(body.send_weight))).await;
     Ok(Json(body))
 }
+
+/// Where a tenant hears of herald's own events (an endpoint disabled, …).
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventsUrl {
+    /// An http:// or https:// URL, signed as every webhook is; `null` removes it.
+    #[schema(max_length = 2048)]
+    pub url: Option<String>,
+}
+
+#[utoipa::path(put, path = "/v1/tenants/{tenant}/events-url", request_body = EventsUrl,
+    params(("tenant" = String, Path)),
+    responses((status = 200, body = EventsUrl), (status = 400), (status = 401), (status = 403), (status = 404)))]
+pub async fn events_url(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    _: NoQuery,
+    client: ClientAddr,
+    PathParams(tenant): PathParams<String>,
+    JsonBody(body): JsonBody<EventsUrl>,
+) -> ApiResult<Json<EventsUrl>> {
+    let tenant = path_id(&tenant, "tenant")?;
+    match state.herald.set_events_url(tenant, body.url.as_deref()).await {
+        Err(herald::Error::NotFound) => return Err(ApiError::not_found("tenant")),
+        other => other?,
+    }
+    audit::record(&state, By::admin(client).entry(Some(tenant), "events_url")).await;
+    Ok(Json(body))
+}

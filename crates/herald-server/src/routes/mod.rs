@@ -2,8 +2,8 @@
 
 pub mod admin;
 pub mod deliveries;
+pub mod destinations;
 pub mod holds;
-pub mod limits;
 pub mod system;
 
 use crate::error::ApiError;

@@ -59,10 +59,27 @@ CREATE TABLE IF NOT EXISTS herald_destination_pace (
     PRIMARY KEY (destination, scope_key)
 ) ENGINE = InnoDB;
 
-CREATE TABLE IF NOT EXISTS herald_lane_pauses (
-    tenant_id   BINARY(16) NOT NULL,
-    destination VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
-    until_ms    BIGINT NOT NULL,
+CREATE TABLE IF NOT EXISTS herald_lanes (
+    tenant_id        BINARY(16) NOT NULL,
+    destination      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+    until_ms         BIGINT NOT NULL DEFAULT 0,
+    failures         INT NOT NULL DEFAULT 0,
+    failing_since_ms BIGINT,
+    probe_ms         BIGINT,
+    opened_ms        BIGINT,
+    disabled_ms      BIGINT,
+    updated_ms       BIGINT NOT NULL,
     PRIMARY KEY (tenant_id, destination),
-    CONSTRAINT herald_lane_pauses_tenant_fk FOREIGN KEY (tenant_id) REFERENCES tenants (id)
+    CONSTRAINT herald_lanes_tenant_fk FOREIGN KEY (tenant_id) REFERENCES tenants (id),
+    CONSTRAINT herald_lanes_failures CHECK (failures >= 0)
 ) ENGINE = InnoDB;
+
+SET @herald_sql = IF((SELECT COUNT(*) FROM information_schema.columns
+                       WHERE table_schema = DATABASE() AND table_name = 'tenants'
+                         AND column_name = 'events_url') = 0,
+    'ALTER TABLE tenants ADD COLUMN events_url VARCHAR(2048) CHARACTER SET utf8mb4
+         COLLATE utf8mb4_bin NULL',
+    'DO 0');
+PREPARE herald_step FROM @herald_sql;
+EXECUTE herald_step;
+DEALLOCATE PREPARE herald_step;

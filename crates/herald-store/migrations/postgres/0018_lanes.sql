@@ -49,11 +49,23 @@ CREATE TABLE herald_destination_pace (
     PRIMARY KEY (destination, scope_key)
 );
 
--- A pause a receiver asked for (429 or 503 with Retry-After), per lane: the tenant whose
--- send was told waits, never another tenant sending to the same host.
-CREATE TABLE herald_lane_pauses (
-    tenant_id   uuid NOT NULL REFERENCES tenants (id),
-    destination text NOT NULL,
-    until_ms    bigint NOT NULL,
+-- A lane's health (herald_core::fair::LaneHealth): until_ms, when the lane may send again
+-- — after a pause a receiver asked for (429 or 503 with Retry-After), or an open circuit's
+-- next probe; the consecutive failures that open the circuit, since when, its probe
+-- interval, and when it was disabled. Per lane: one tenant's receiver never slows
+-- another's. A healthy lane has no row.
+CREATE TABLE herald_lanes (
+    tenant_id        uuid NOT NULL REFERENCES tenants (id),
+    destination      text NOT NULL,
+    until_ms         bigint NOT NULL DEFAULT 0,
+    failures         integer NOT NULL DEFAULT 0 CHECK (failures >= 0),
+    failing_since_ms bigint,
+    probe_ms         bigint,
+    opened_ms        bigint,
+    disabled_ms      bigint,
+    updated_ms       bigint NOT NULL,
     PRIMARY KEY (tenant_id, destination)
 );
+
+-- Where a tenant hears of herald's own events (an endpoint disabled, …): a webhook URL.
+ALTER TABLE tenants ADD COLUMN events_url text CHECK (length(events_url) BETWEEN 1 AND 2048);

@@ -56,9 +56,17 @@ CREATE TABLE herald_destination_pace (
     PRIMARY KEY (destination, scope_key)
 );
 
-CREATE TABLE herald_lane_pauses (
-    tenant_id   BLOB NOT NULL REFERENCES tenants (id),
-    destination TEXT NOT NULL,
-    until_ms    INTEGER NOT NULL,
+CREATE TABLE herald_lanes (
+    tenant_id        BLOB NOT NULL REFERENCES tenants (id),
+    destination      TEXT NOT NULL,
+    until_ms         INTEGER NOT NULL DEFAULT 0,
+    failures         INTEGER NOT NULL DEFAULT 0 CHECK (failures >= 0),
+    failing_since_ms INTEGER,
+    probe_ms         INTEGER,
+    opened_ms        INTEGER,
+    disabled_ms      INTEGER,
+    updated_ms       INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, destination)
 );
+
+ALTER TABLE tenants ADD COLUMN events_url TEXT CHECK (length(events_url) BETWEEN 1 AND 2048);

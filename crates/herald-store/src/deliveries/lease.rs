@@ -59,8 +59,13 @@ pub struct LaneFound {
     pub due: usize,
     /// The tenant's `send_weight`.
     pub weight: u32,
-    /// Until when a receiver asked this lane to wait (Retry-After), Unix ms.
+    /// Until when the lane waits (a receiver's Retry-After, an open circuit's next
+    /// probe), Unix ms; `None`: a healthy lane.
     pub paused_until_ms: Option<i64>,
+    /// Its consecutive failed sends (herald_core::fair::LaneHealth).
+    pub failures: u32,
+    /// Disabled: it waits until enabled again.
+    pub disabled: bool,
 }
 
 /// The lanes with pending rows after `walk.after`, in order, each with its due count.
@@ -113,26 +118,30 @@ pub(crate) fn lanes_walk_sql(after: bool, channels: &str, t: &str) -> String {
                        AND k.channel IN ({channels})
                      ORDER BY k.next_attempt_at LIMIT 1 OFFSET ?),
                     {t})) AS due,
-             t.send_weight, p.until_ms
+             t.send_weight, p.until_ms, p.failures, p.disabled_ms
          FROM lanes l JOIN tenants t ON t.id = l.tenant_id
-         LEFT JOIN herald_lane_pauses p
+         LEFT JOIN herald_lanes p
              ON p.tenant_id = l.tenant_id AND p.destination = l.destination
          WHERE l.tenant_id IS NOT NULL
          ORDER BY l.n"
     )
 }
 
-/// A lanes walk's rows: (tenant, destination, due, send_weight, paused until).
-pub(crate) fn lanes_found(
-    rows: Vec<(sqlx::types::Uuid, String, i64, i32, Option<i64>)>,
-    due_max: usize,
-) -> Vec<LaneFound> {
+/// A lanes walk's row: tenant, destination, due, send_weight, and the lane's health
+/// (until, failures, disabled at).
+pub(crate) type WalkRow =
+    (sqlx::types::Uuid, String, i64, i32, Option<i64>, Option<i32>, Option<i64>);
+
+/// A lanes walk's rows.
+pub(crate) fn lanes_found(rows: Vec<WalkRow>, due_max: usize) -> Vec<LaneFound> {
     rows.into_iter()
-        .map(|(tenant, destination, due, weight, paused_until_ms)| LaneFound {
+        .map(|(tenant, destination, due, weight, until, failures, disabled)| LaneFound {
             lane: Lane { tenant, destination },
             due: (due.max(0) as usize).min(due_max),
             weight: weight.max(1) as u32,
-            paused_until_ms,
+            paused_until_ms: until,
+            failures: failures.unwrap_or(0).max(0) as u32,
+            disabled: disabled.is_some(),
         })
         .collect()
 }

@@ -24,7 +24,7 @@ pub use lease::{
     deliveries_lease, deliveries_lease_lanes, deliveries_leased_by, delivery_hand_back,
     delivery_lease_extend,
 };
-pub(crate) use lease::{lanes_found, lanes_walk_sql};
+pub(crate) use lease::{WalkRow, lanes_found, lanes_walk_sql};
 pub use manage::delivery_replay_apply;
 pub(crate) use read::{
     FailingDialect, FailingTuple, ListBind, ListDialect, deliveries_failing_fn, deliveries_list_fn,

@@ -95,7 +95,7 @@ pub(crate) async fn deliveries_lanes(
     let channels = placeholders(in_list_len(walk.channels.len()));
     let q = crate::deliveries::lanes_walk_sql(walk.after.is_some(), &channels, t);
     let channels: Vec<&str> = walk.channels.iter().map(|c| c.as_ref()).collect();
-    let mut query = sqlx::query_as::<_, (Uuid, String, i64, i32, Option<i64>)>(sql(q));
+    let mut query = sqlx::query_as::<_, crate::deliveries::WalkRow>(sql(q));
     if let Some(after) = walk.after {
         query = query.bind(after.tenant).bind(after.tenant).bind(after.destination.as_str());
     }

@@ -21,9 +21,27 @@ const SQL: crate::destinations::DestinationSql = crate::destinations::Destinatio
                 WHERE destination = $3 AND scope_key = $4",
     in_flight: "SELECT tenant_id, count(*) FROM deliveries
                 WHERE state = 'sending' AND destination = $1 GROUP BY tenant_id",
-    pause: "INSERT INTO herald_lane_pauses (tenant_id, destination, until_ms) VALUES ($1, $2, $3)
-            ON CONFLICT (tenant_id, destination) DO UPDATE SET
-                until_ms = greatest(herald_lane_pauses.until_ms, excluded.until_ms)",
-    pauses_prune: "DELETE FROM herald_lane_pauses WHERE until_ms < $1",
     weight: "UPDATE tenants SET send_weight = $1 WHERE id = $2",
+    pause: "INSERT INTO herald_lanes (tenant_id, destination, until_ms, updated_ms)
+            VALUES ($1, $2, $3, $4)
+            ON CONFLICT (tenant_id, destination) DO UPDATE SET
+                until_ms = greatest(herald_lanes.until_ms, excluded.until_ms)",
+    pauses_prune: "DELETE FROM herald_lanes WHERE until_ms < $1 AND failures = 0 AND disabled_ms IS NULL",
+    health: "SELECT until_ms, failures, failing_since_ms, probe_ms, opened_ms, disabled_ms FROM herald_lanes WHERE tenant_id = $1 AND destination = $2 FOR UPDATE",
+    health_put: "INSERT INTO herald_lanes (tenant_id, destination, until_ms, failures, failing_since_ms, probe_ms, opened_ms, disabled_ms, updated_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                 ON CONFLICT (tenant_id, destination) DO UPDATE SET
+                     until_ms = excluded.until_ms, failures = excluded.failures,
+                     failing_since_ms = excluded.failing_since_ms, probe_ms = excluded.probe_ms, opened_ms = excluded.opened_ms,
+                     disabled_ms = excluded.disabled_ms, updated_ms = excluded.updated_ms",
+    health_clear: "DELETE FROM herald_lanes WHERE tenant_id = $1 AND destination = $2",
+    probe: "UPDATE herald_lanes SET until_ms = $1 WHERE tenant_id = $2 AND destination = $3",
+    failing: "SELECT tenant_id, destination, until_ms, failures, failing_since_ms, probe_ms, opened_ms, disabled_ms FROM herald_lanes
+              WHERE failures > 0 OR disabled_ms IS NOT NULL
+              ORDER BY failures DESC, tenant_id, destination LIMIT $1",
+    failing_of: "SELECT tenant_id, destination, until_ms, failures, failing_since_ms, probe_ms, opened_ms, disabled_ms FROM herald_lanes
+                 WHERE tenant_id = $1 AND (failures > 0 OR disabled_ms IS NOT NULL)
+                 ORDER BY failures DESC, destination LIMIT $2",
+    events_url: "SELECT events_url FROM tenants WHERE id = $1",
+    events_url_set: "UPDATE tenants SET events_url = $1 WHERE id = $2",
 };

@@ -99,13 +99,13 @@ pub(crate) async fn deliveries_lanes(
                     AND d.next_attempt_at <= herald_now($1) AND d.channel = ANY($2)
                   LIMIT $6) x) AS due,
              t.send_weight,
-             (SELECT p.until_ms FROM herald_lane_pauses p
-              WHERE p.tenant_id = l.tenant_id AND p.destination = l.destination)
-                 AS paused_until_ms
+             p.until_ms, p.failures, p.disabled_ms
          FROM lanes l JOIN tenants t ON t.id = l.tenant_id
+         LEFT JOIN herald_lanes p
+             ON p.tenant_id = l.tenant_id AND p.destination = l.destination
          ORDER BY l.n"
     );
-    let rows: Vec<(Uuid, String, i64, i32, Option<i64>)> = sqlx::query_as(sql(q))
+    let rows: Vec<crate::deliveries::WalkRow> = sqlx::query_as(sql(q))
         .bind(walk.now.pg())
         .bind(walk.channels)
         .bind(walk.lanes_max as i64)

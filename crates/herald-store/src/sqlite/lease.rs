@@ -77,7 +77,7 @@ pub(crate) async fn deliveries_lanes(
     let now = walk.now.sqlite_ms();
     let channels = vec!["?"; walk.channels.len()].join(", ");
     let q = crate::deliveries::lanes_walk_sql(walk.after.is_some(), &channels, "?");
-    let mut query = sqlx::query_as::<_, (Uuid, String, i64, i32, Option<i64>)>(sql(q));
+    let mut query = sqlx::query_as::<_, crate::deliveries::WalkRow>(sql(q));
     if let Some(after) = walk.after {
         query = query.bind(after.tenant).bind(after.tenant).bind(after.destination.as_str());
     }

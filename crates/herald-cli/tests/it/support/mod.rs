@@ -603,3 +603,48 @@ pub async fn webhook_quota(server: &Proc, key: &str) -> Value {
         .cloned()
         .unwrap_or_else(|| panic!("GET /v1/quotas: no webhook account in {quotas}"))
 }
+
+// ---------------------------------------------------------------------------------------
+// One test body on every backend
+
+/// `name => body;` generates `mod sqlite`, `mod postgres` and `mod mariadb`, each with a
+/// test `name` that runs `body(SharedDb)` on a fresh database of its backend (PostgreSQL
+/// and MariaDB skip when their URL is unset, and fail when CI is set without it).
+macro_rules! on_every_backend {
+    ($($name:ident => $body:ident;)+) => {
+        mod sqlite {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    $body(SharedDb::Sqlite(SqliteFile::create())).await;
+                }
+            )+
+        }
+        mod postgres {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(base) = postgres_url() else {
+                        return eprintln!("skipped: {POSTGRES_ENV} is not set");
+                    };
+                    $body(SharedDb::Postgres(PgSchema::create(&base).await)).await;
+                }
+            )+
+        }
+        mod mariadb {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(base) = mysql_url() else {
+                        return eprintln!("skipped: {MYSQL_ENV} is not set");
+                    };
+                    $body(SharedDb::MySql(MyDatabase::create(&base).await)).await;
+                }
+            )+
+        }
+    };
+}
+pub(crate) use on_every_backend;

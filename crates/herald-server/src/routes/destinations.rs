@@ -1,7 +1,8 @@
-//! `/v1/limits`: destination limits (herald's `Herald::set_destination_limit`): at most N
-//! sends in flight and R started per second to a destination (a webhook's host, `smtp`, or
-//! `*` for every destination's default), across every herald process on the database. The
-//! admin key sets them over every tenant or one; a tenant's key, on its own sends only.
+//! Destinations: `/v1/limits` (herald's `Herald::set_destination_limit`: at most N sends in
+//! flight and R started per second to a destination — a webhook's host, `smtp`, or `*` for
+//! every destination's default — across every herald process on the database) and
+//! `/v1/circuits` (lanes whose sends fail: open circuits wait for a probe, disabled ones
+//! for `enable`). The admin key acts over every tenant or one; a tenant's key, on its own.
 
 use crate::audit::{self, By, Caller};
 use crate::error::{ApiError, ApiResult};
@@ -10,7 +11,7 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use herald::{DestinationLimit, TenantId};
+use herald::{DestinationLimit, LaneState, TenantId};
 use herald_core::fair::Limit;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -162,4 +163,96 @@ pub async fn remove(
         audit::record(&state, entry).await;
     }
     Ok(Json(LimitRemoved { removed }))
+}
+
+/// A lane whose sends fail.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CircuitView {
+    pub tenant: String,
+    pub destination: String,
+    /// `closed` (failing, not open yet), `open` (waiting for its next probe) or `disabled`
+    /// (waiting until enabled).
+    pub circuit: String,
+    /// Consecutive failed sends.
+    pub failures: u32,
+    /// RFC 3339, UTC: since when it fails.
+    pub failing_since: Option<String>,
+    /// RFC 3339, UTC: when it sends again (a probe, or the end of a receiver's Retry-After).
+    pub waits_until: Option<String>,
+    /// RFC 3339, UTC.
+    pub disabled_at: Option<String>,
+}
+
+impl From<LaneState> for CircuitView {
+    fn from(l: LaneState) -> CircuitView {
+        let h = l.health;
+        let at = |ms: Option<i64>| ms.map(crate::wire::rfc3339_ms);
+        CircuitView {
+            tenant: l.tenant.to_string(),
+            destination: l.destination,
+            circuit: l.circuit.to_string(),
+            failures: h.failures,
+            failing_since: at(h.failing_since_ms),
+            waits_until: at((h.until_ms > 0 && h.disabled_ms.is_none()).then_some(h.until_ms)),
+            disabled_at: at(h.disabled_ms),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CircuitList {
+    /// The most failures first.
+    pub circuits: Vec<CircuitView>,
+}
+
+/// A lane to enable again.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnableRequest {
+    #[schema(min_length = 1, max_length = 255)]
+    pub destination: String,
+    /// The lane's tenant (the admin's; a tenant's key enables its own).
+    #[schema(format = "uuid")]
+    pub tenant: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Enabled {
+    /// `false`: the lane had no failures.
+    pub enabled: bool,
+}
+
+#[utoipa::path(get, path = "/v1/circuits",
+    responses((status = 200, body = CircuitList, description = "Lanes whose sends fail: every tenant's for the admin key, a tenant's own for its key"),
+        (status = 401)))]
+pub async fn circuits(
+    State(state): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+) -> ApiResult<Json<CircuitList>> {
+    let lanes = state.herald.lanes_failing(own_of(&caller)).await?;
+    Ok(Json(CircuitList { circuits: lanes.into_iter().map(Into::into).collect() }))
+}
+
+#[utoipa::path(post, path = "/v1/circuits/enable", request_body = EnableRequest,
+    responses((status = 200, body = Enabled, description = "The lane sends again: what waited is due now"),
+        (status = 400), (status = 401), (status = 404)))]
+pub async fn enable(
+    State(state): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+    client: ClientAddr,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<EnableRequest>,
+) -> ApiResult<Json<Enabled>> {
+    let tenant = crate::routes::scoped(own_of(&caller), body.tenant.as_deref())?
+        .ok_or_else(|| ApiError::invalid("tenant is required with the admin key"))?;
+    let enabled = state.herald.enable_lane(tenant, &body.destination).await?;
+    if enabled {
+        let by = by_of(&caller, &headers, client);
+        let entry =
+            by.entry(Some(tenant), "lane_enable").target(body.destination.trim().to_string());
+        audit::record(&state, entry).await;
+    }
+    Ok(Json(Enabled { enabled }))
 }
