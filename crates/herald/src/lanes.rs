@@ -45,6 +45,8 @@ struct State {
     unhealthy: HashSet<Lane>,
     /// When the soonest lane the last walk found waiting (a pause, a probe) sends again.
     wake_at: Option<std::time::Instant>,
+    /// When a lease last found two lanes or more with due rows.
+    shared_at: Option<std::time::Instant>,
 }
 
 /// One send's place in its lane's count of sends in flight; dropping it gives it back.
@@ -71,6 +73,7 @@ pub(crate) struct Ask<'a> {
     /// Free slots to fill, at most.
     pub wanted: usize,
     pub lease: Duration,
+    pub lane_take_max: usize,
     pub circuit: CircuitPolicy,
 }
 
@@ -81,36 +84,38 @@ impl Lanes {
         herald: &Herald,
         ask: &Ask<'_>,
     ) -> Result<Vec<(LeasedRow, Slot)>, Error> {
-        let (busy, cursor, last_tenant) = {
+        let (busy, cursor, last_tenant, shared_recently) = {
             let state = self.state.lock().map_err(|_| Error::app("worker lane state poisoned"))?;
-            (state.busy.clone(), state.cursor.clone(), state.last_tenant)
+            let shared = state.shared_at.is_some_and(|at| at.elapsed() < SHARED_FOR);
+            (state.busy.clone(), state.cursor.clone(), state.last_tenant, shared)
         };
         let now = herald.clock().now();
         // A pause's end is written from this clock (Retry-After, seconds long).
         let now_ms = herald.clock().wall_ms();
-        let cached = herald.holds.fresh();
-        let cached_limits = herald.limits.fresh();
-        let (leased, read, limits_read, next_cursor, served) = herald
+        let (cached_holds, cached_limits) = (herald.holds.fresh(), herald.limits.fresh());
+        let taken = herald
             .transaction(|tx| {
-                let (busy, cursor, cached) = (&busy, cursor.clone(), cached.clone());
-                let cached_limits = cached_limits.clone();
+                let (busy, cursor) = (&busy, cursor.clone());
+                let (cached_holds, cached_limits) = (cached_holds.clone(), cached_limits.clone());
                 Box::pin(async move {
                     let mut conn = tx.conn();
+                    // What a lease could take of one lane: counting more reads for nothing.
+                    let lane_most = herald_core::fair::lane_cap(ask.slots)
+                        .min(if shared_recently { ask.lane_take_max } else { usize::MAX });
+                    let due_max = ask.wanted.min(lane_most).max(1);
                     let (found, next_cursor) =
-                        walk(conn.reborrow(), ask, now, cursor.as_ref()).await?;
-                    let failing: Vec<(Lane, bool)> = found
-                        .iter()
-                        .map(|f| (f.lane.clone(), f.failures > 0 || f.disabled))
-                        .collect();
+                        walk(conn.reborrow(), ask, now, cursor.as_ref(), due_max).await?;
+                    let mut taken = Taken { next_cursor, ..Taken::default() };
                     // An open circuit whose probe is due sends one delivery (the probe); the
                     // lane waits again meanwhile, so no other lease probes it too.
                     let mut probes = Vec::new();
                     let mut due: Vec<DueLane> = Vec::new();
-                    let mut soonest: Option<i64> = None;
                     for f in found {
+                        taken.failing.push((f.lane.clone(), f.failures > 0 || f.disabled));
                         let waiting = f.disabled || f.paused_until_ms.is_some_and(|u| u > now_ms);
                         if f.due > 0 && waiting && !f.disabled {
-                            soonest = soonest.min(f.paused_until_ms).or(f.paused_until_ms);
+                            taken.soonest =
+                                taken.soonest.min(f.paused_until_ms).or(f.paused_until_ms);
                         }
                         if f.due == 0 || waiting {
                             continue;
@@ -127,10 +132,20 @@ impl Lanes {
                             room: None,
                         });
                     }
+                    // While other lanes have work, a lane takes a small share per lease, so
+                    // leases stay short and what arrives elsewhere waits little; alone, it
+                    // takes what the batch holds.
+                    taken.shared = due.len() >= 2;
+                    if taken.shared || shared_recently {
+                        for d in &mut due {
+                            d.due = d.due.min(ask.lane_take_max);
+                        }
+                    }
                     if due.is_empty() {
-                        return Ok((Vec::new(), None, None, (next_cursor, failing, soonest), None));
+                        return Ok(taken);
                     }
                     let (limits, limits_read) = limits_now(conn.reborrow(), cached_limits).await?;
+                    taken.limits_read = limits_read;
                     let mut rooms = Rooms::of(conn.reborrow(), &limits, &mut due, now_ms).await?;
                     let given =
                         allot(ask.wanted, ask.slots, &due, busy, &mut rooms.rooms, last_tenant);
@@ -140,15 +155,9 @@ impl Lanes {
                         .filter(|(_, n)| **n > 0)
                         .map(|(d, n)| (d.lane.clone(), *n))
                         .collect();
-                    let served = plan.last().map(|(l, _)| l.tenant);
+                    taken.served = plan.last().map(|(l, _)| l.tenant);
                     if plan.is_empty() {
-                        return Ok((
-                            Vec::new(),
-                            None,
-                            limits_read,
-                            (next_cursor, failing, soonest),
-                            served,
-                        ));
+                        return Ok(taken);
                     }
                     let probe_until = now_ms.saturating_add(ask.lease.as_millis() as i64);
                     for lane in probes.iter().filter(|l| plan.iter().any(|(p, _)| p == *l)) {
@@ -165,51 +174,74 @@ impl Lanes {
                     let rows = deliveries_lease_lanes(conn.reborrow(), &lease).await?;
                     let mut per_lane: BTreeMap<Lane, usize> = BTreeMap::new();
                     for row in &rows {
-                        let lane = lane_of(row);
-                        *per_lane.entry(lane).or_default() += 1;
+                        *per_lane.entry(lane_of(row)).or_default() += 1;
                     }
                     rooms.spend(conn.reborrow(), &due, &per_lane).await?;
-                    let (rows, read) =
-                        crate::holds::hold_leased(conn, rows, cached, ask.worker).await?;
-                    Ok((rows, read, limits_read, (next_cursor, failing, soonest), served))
+                    let (rows, holds_read) =
+                        crate::holds::hold_leased(conn, rows, cached_holds, ask.worker).await?;
+                    (taken.rows, taken.holds_read) = (rows, holds_read);
+                    Ok(taken)
                 })
             })
             .await?
             .value;
-        if let Some(read) = read {
+        if let Some(read) = taken.holds_read {
             herald.holds.store(read);
         }
-        if let Some(read) = limits_read {
+        if let Some(read) = taken.limits_read {
             herald.limits.store(read);
         }
-        let (next_cursor, failing, soonest) = next_cursor;
         let mut state = self.state.lock().map_err(|_| Error::app("worker lane state poisoned"))?;
-        state.cursor = next_cursor;
-        state.wake_at = soonest.map(|at| {
+        state.cursor = taken.next_cursor;
+        state.wake_at = taken.soonest.map(|at| {
             let after = at.saturating_sub(now_ms).max(0) as u64;
             std::time::Instant::now() + Duration::from_millis(after)
         });
-        for (lane, unhealthy) in failing {
+        if taken.shared {
+            state.shared_at = Some(std::time::Instant::now());
+        }
+        for (lane, unhealthy) in taken.failing {
             if unhealthy {
                 state.unhealthy.insert(lane);
             } else {
                 state.unhealthy.remove(&lane);
             }
         }
-        if served.is_some() {
-            state.last_tenant = served;
+        if taken.served.is_some() {
+            state.last_tenant = taken.served;
         }
-        Ok(leased
+        Ok(taken
+            .rows
             .into_iter()
             .map(|row| {
-                let lane =
-                    Lane { tenant: row.delivery.tenant_id, destination: row.destination.clone() };
+                let lane = lane_of(&row);
                 state.busy.add(&lane);
                 (row, Slot { lanes: self.clone(), lane })
             })
             .collect())
     }
 }
+
+/// What one lease transaction took, and what it learned for the next.
+#[derive(Default)]
+struct Taken {
+    rows: Vec<LeasedRow>,
+    holds_read: Option<Arc<Vec<herald_core::HoldScope>>>,
+    limits_read: Option<Arc<Vec<herald_core::fair::Limit>>>,
+    next_cursor: Option<Lane>,
+    /// Each lane walked, and whether it had failures.
+    failing: Vec<(Lane, bool)>,
+    /// When the soonest waiting lane with due rows sends again (Unix ms).
+    soonest: Option<i64>,
+    /// Two lanes or more had due rows.
+    shared: bool,
+    /// The last tenant given rows.
+    served: Option<Uuid>,
+}
+
+/// How long after a lease that found other lanes with work a lane still takes only
+/// `lane_take_max` rows per lease.
+const SHARED_FOR: Duration = Duration::from_secs(1);
 
 impl Lanes {
     /// When the soonest waiting lane the last walk met may send again: the worker looks
@@ -237,8 +269,8 @@ async fn walk(
     ask: &Ask<'_>,
     now: Now,
     cursor: Option<&Lane>,
+    due_max: usize,
 ) -> Result<(Vec<LaneFound>, Option<Lane>), herald_store::StoreError> {
-    let due_max = ask.wanted;
     let walk = LanesDue {
         channels: ask.channels,
         now,

@@ -87,7 +87,9 @@ pub use settings::{SETTINGS_REFRESH, Settings};
 pub use sql_api::SqlGrant;
 pub use submit::{SubmitRequest, Submitted};
 pub use ui_sessions::{UI_SESSION_IDLE, UI_SESSION_TTL, UiSession, UiSessionEnd};
-pub use worker::{RELEASE_DEFAULT, RunReport, Worker, WorkerOptions, WorkerStats};
+pub use worker::{
+    LANE_TAKE_MAX_DEFAULT, RELEASE_DEFAULT, RunReport, Worker, WorkerOptions, WorkerStats,
+};
 
 /// A cancellation token: background loops stop when it is cancelled.
 pub use tokio_util::sync::CancellationToken;

@@ -347,6 +347,8 @@ where
 /// whose operation key starts with `only`, when given: a phase's own among a backlog's).
 pub(super) struct Noop {
     pub(super) only: Option<&'static str>,
+    /// When the last send not counted (`only`) started.
+    pub(super) other_last: Mutex<Option<Instant>>,
     pub(super) sent: AtomicUsize,
     pub(super) target: usize,
     pub(super) done: tokio::sync::Notify,
@@ -358,6 +360,9 @@ impl Channel for Noop {
     fn send<'a>(&'a self, d: &'a Leased) -> herald::BoxFuture<'a, Outcome> {
         Box::pin(async move {
             if self.only.is_some_and(|prefix| !d.operation_key.starts_with(prefix)) {
+                if let Ok(mut last) = self.other_last.lock() {
+                    *last = Some(Instant::now());
+                }
                 return Outcome::Sent;
             }
             if let Ok(mut started) = self.started.lock() {
@@ -380,6 +385,7 @@ pub(super) fn noop(target: usize, bar: ProgressBar) -> Arc<Noop> {
 pub(super) fn noop_of(target: usize, bar: ProgressBar, only: Option<&'static str>) -> Arc<Noop> {
     Arc::new(Noop {
         only,
+        other_last: Mutex::default(),
         sent: AtomicUsize::new(0),
         target,
         done: tokio::sync::Notify::new(),
@@ -388,13 +394,18 @@ pub(super) fn noop_of(target: usize, bar: ProgressBar, only: Option<&'static str
     })
 }
 
+/// The run's `--lane-take-max`, for every worker the phases make.
+pub(super) static LANE_TAKE_MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
 pub(super) fn worker(
     herald: &Herald,
     channel: Arc<dyn Channel>,
     slots: usize,
     poll: Duration,
 ) -> Result<Worker> {
-    let options = WorkerOptions { slots, poll_interval: poll, ..WorkerOptions::default() };
+    let lane_take_max = LANE_TAKE_MAX.get().copied().unwrap_or(herald::LANE_TAKE_MAX_DEFAULT);
+    let options =
+        WorkerOptions { slots, poll_interval: poll, lane_take_max, ..WorkerOptions::default() };
     Ok(Worker::new(herald.clone(), options, [("webhook".to_string(), channel)])?)
 }
 

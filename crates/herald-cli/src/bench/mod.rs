@@ -80,6 +80,7 @@ mod app;
 mod harness;
 mod http;
 mod http_submit;
+mod latency;
 mod peers;
 mod phases;
 mod php;
@@ -110,6 +111,9 @@ pub struct Args {
     /// channel; 1024 slots with batches of 250 drained about a fifth slower).
     #[arg(long, default_value_t = 2048)]
     workers: usize,
+    /// Most rows one lease takes of one lane (the workers' `lane_take_max`).
+    #[arg(long, default_value_t = herald::LANE_TAKE_MAX_DEFAULT)]
+    lane_take_max: usize,
     /// Tenants (100 by default, so no single quota row is the bottleneck).
     #[arg(long, default_value_t = 100)]
     tenants: usize,
@@ -155,6 +159,7 @@ impl std::fmt::Debug for Args {
             .field("no_peers", &self.no_peers)
             .field("n", &self.n)
             .field("drain_only", &self.drain_only)
+            .field("lane_take_max", &self.lane_take_max)
             .field("e2e_only", &self.e2e_only)
             .field("http_only", &self.http_only)
             .field("app_only", &self.app_only)
@@ -163,6 +168,10 @@ impl std::fmt::Debug for Args {
 }
 
 pub async fn run(args: Args) -> Result<()> {
+    if args.lane_take_max == 0 {
+        bail!("--lane-take-max must be positive");
+    }
+    let _ = harness::LANE_TAKE_MAX.set(args.lane_take_max);
     let server_name = match herald::DbUrl::parse(&args.db) {
         Ok(herald::DbUrl::Postgres(_)) => "PostgreSQL",
         Ok(herald::DbUrl::MySql(_)) => "MariaDB",

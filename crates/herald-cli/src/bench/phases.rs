@@ -5,19 +5,16 @@
 
 use super::Args;
 use super::harness::{
-    Bench, DRAIN_TIMEOUT, bar, noop, noop_of, peak_rss_kib, percentile, rate, spawn_clients,
-    spinner, start, submit_one, worker,
+    Bench, DRAIN_TIMEOUT, bar, noop, peak_rss_kib, rate, spawn_clients, spinner, start, worker,
 };
 use super::http::{end_to_end_figures, webhook_channel};
 use super::http_submit::http_submit_figures;
+use super::latency::{Via, latency, latency_beside_backlog, latency_on};
 use super::report::{Figure, PeerMetric, PerDelivery, figure, per_delivery};
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use herald::bench::Commit;
 use herald::{DeliveryState, Herald};
-use indicatif::ProgressBar;
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
@@ -134,6 +131,36 @@ async fn drain_herald(bench: &Bench, slots: usize, label: &str) -> Result<Draine
         per_transaction: stats.leased as f64 / transactions as f64,
         work: per_delivery(work, pending),
     })
+}
+
+/// Fairness (issue 36): commit-to-start for every tenant but one, beside that one's
+/// backlog; the comparison is `p99_alone`, the p99 without it, measured in this run. And
+/// the backlog's drain meanwhile (one lane), against the many-lane drain's floor.
+async fn backlog_figures(args: &Args, bench: &Bench, p99_alone: f64) -> Result<Vec<Figure>> {
+    let (m, backlog) = latency_beside_backlog(args, bench).await?;
+    let others = bench.tenants.len() - 1;
+    let mut figures = vec![figure(
+        format!(
+            "commit-to-start p99 at 200/s of {others} tenants beside one tenant's backlog of \
+             {backlog} (÷: the p99 without it)"
+        ),
+        m.p99,
+        "ms",
+        Some(p99_alone),
+        m.n,
+        None,
+    )];
+    if let Some(took) = m.backlog_took {
+        figures.push(figure(
+            format!("drain of one tenant's backlog of {backlog} (one lane) beside them"),
+            rate(backlog, took),
+            "/s",
+            None,
+            backlog,
+            None,
+        ));
+    }
+    Ok(figures)
 }
 
 /// The SQLite default, where it applies: submit and drain through the library on a fresh
@@ -340,7 +367,12 @@ pub(super) async fn phases(
     )
     .work(per_delivery(work_alone, n), before.work_alone);
     let Some((hot, dup)) = hot_and_dup else {
-        return Ok(vec![submit_figure, drain_figure, drain_transactions]);
+        // --drain-only: the drain, and what one lane's backlog costs the other tenants.
+        let mut figures = vec![submit_figure, drain_figure, drain_transactions];
+        bench.reset().await?;
+        let (_, p99, _) = latency(args, &bench, herald, "").await?;
+        figures.extend(backlog_figures(args, &bench, p99).await?);
+        return Ok(figures);
     };
     figures.push(submit_figure);
     figures.push(
@@ -410,22 +442,8 @@ pub(super) async fn phases(
         None,
     ));
 
-    // Fairness (issue 36): the same phase for every tenant but one, beside that one's
-    // backlog; the comparison is the p99 without it, measured above in this run.
     bench.reset().await?;
-    let (_, p99_backlog, count, backlog) = latency_beside_backlog(args, &bench).await?;
-    figures.push(figure(
-        format!(
-            "commit-to-start p99 at 200/s of {} tenants beside one tenant's backlog of {backlog} \
-             (÷: the p99 without it)",
-            bench.tenants.len() - 1
-        ),
-        p99_backlog,
-        "ms",
-        Some(p99_alone),
-        count,
-        None,
-    ));
+    figures.extend(backlog_figures(args, &bench, p99_alone).await?);
     bench.reset().await?;
 
     figures.extend(
@@ -503,8 +521,7 @@ pub(super) async fn phases(
         ));
         figures.extend(super::app::app_transaction_figures(args, &bench, herald, n).await?);
         bench.reset().await?;
-        let (p50, p99, count) =
-            latency_on(args, &bench, herald, " (SQL API)", Via::Sql, &bench.tenants).await?;
+        let (p50, p99, count) = latency_on(args, &bench, herald, " (SQL API)", Via::Sql).await?;
         for (name, value) in [
             ("commit-to-start p50 at 200/s, SQL API submits", p50),
             ("commit-to-start p99 at 200/s, SQL API submits", p99),
@@ -568,7 +585,7 @@ async fn php_rates(
 pub(super) const WIDE: usize = 64;
 
 /// The SQL API's small payload, the size of the library's `{"event": "bench"}`.
-const SQL_PAYLOAD_SMALL: &str = r#"{"event": "bench"}"#;
+pub(super) const SQL_PAYLOAD_SMALL: &str = r#"{"event": "bench"}"#;
 
 /// A JSON object of about `bytes` bytes, nested four levels deep, with strings, numbers
 /// and arrays: what a real notification's payload looks like to the fingerprint.
@@ -592,147 +609,4 @@ fn nested_payload(bytes: usize) -> String {
         r#"{{"event": "order.shipped", "order": {{"id": 17, "items": [{}]}}}}"#,
         items.join(", ")
     )
-}
-
-/// How the latency phase submits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Via {
-    Library,
-    Sql,
-}
-
-/// Commit-to-start latency at a moderate fixed rate, the worker (on `worker_on`: the
-/// bench's own Herald, or a second one standing for another process) idle between
-/// submits. Returns (p50 ms, p99 ms, deliveries).
-/// How long the latency phase's worker runs before the first submit (the peers' 1 s).
-const LATENCY_SETTLE: Duration = Duration::from_secs(1);
-
-async fn latency(
-    args: &Args,
-    bench: &Bench,
-    worker_on: &Herald,
-    label: &str,
-) -> Result<(f64, f64, usize)> {
-    latency_on(args, bench, worker_on, label, Via::Library, &bench.tenants).await
-}
-
-/// Issue 36's fairness figure: commit-to-start at 200/s of every tenant but the first,
-/// while the first's backlog (100,000 deliveries; 20,000 with --quick) drains through the
-/// same worker. Returns (p50 ms, p99 ms, deliveries measured, backlog).
-pub(super) async fn latency_beside_backlog(
-    args: &Args,
-    bench: &Bench,
-) -> Result<(f64, f64, usize, usize)> {
-    let backlog = if args.quick { 20_000 } else { 100_000 };
-    let backlog = args.n.map_or(backlog, |n| backlog.min(n * 10));
-    let [first, others @ ..] = bench.tenants.as_slice() else {
-        bail!("the backlog phase needs two tenants or more");
-    };
-    if others.is_empty() {
-        bail!("the backlog phase needs two tenants or more");
-    }
-    let b = bar(backlog, "one tenant's backlog (untimed)");
-    let (herald, first) = (bench.herald.clone(), *first);
-    spawn_clients(bench.clients, backlog, &b, move |i| {
-        let (h, req) = (herald.clone(), backlog_request(first, i));
-        async move {
-            submit_one(&h, &req, Commit::Alone).await?;
-            Ok(())
-        }
-    })
-    .await?;
-    b.finish();
-    let label = format!(", beside one tenant's backlog of {backlog}");
-    let (p50, p99, n) =
-        latency_on(args, bench, &bench.herald, &label, Via::Library, others).await?;
-    Ok((p50, p99, n, backlog))
-}
-
-fn backlog_request(tenant: herald::TenantId, i: usize) -> herald::SubmitRequest {
-    herald::SubmitRequest::new(
-        tenant,
-        format!("backlog-{i}"),
-        "webhook",
-        "https://backlog.example.com/h",
-        serde_json::json!({"event": "backlog"}),
-    )
-}
-
-/// [`latency`], submitting `via` the library or the SQL API (whose submits the worker
-/// hears of only by the database's wake-up, NOTIFY, as from another process).
-async fn latency_on(
-    args: &Args,
-    bench: &Bench,
-    worker_on: &Herald,
-    label: &str,
-    via: Via,
-    tenants: &[herald::TenantId],
-) -> Result<(f64, f64, usize)> {
-    let herald = &bench.herald;
-    let per_second = 200usize;
-    let count = if args.quick { 600 } else { 3_000 };
-    let count = args.n.map_or(count, |n| count.min(n));
-    let b = bar(count, &format!("commit-to-start latency at 200/s{label}"));
-    let channel = noop_of(count, ProgressBar::hidden(), Some("lat-"));
-    let w = worker(worker_on, channel.clone(), args.workers, Duration::from_secs(1))?;
-    let running = start(&w);
-    // The worker settles first, as every peer's does (bench/peers/README.md, "latency"):
-    // a steady-state figure, not the first second of a worker whose LISTEN connection is
-    // still being set up.
-    tokio::time::sleep(LATENCY_SETTLE).await;
-    let committed: Arc<Mutex<HashMap<herald::DeliveryId, Instant>>> = Arc::default();
-    let mut ticker = tokio::time::interval(Duration::from_secs(1) / per_second as u32);
-    let mut submits = tokio::task::JoinSet::new();
-    for i in 0..count {
-        ticker.tick().await;
-        let (h, committed, req, b) = (
-            herald.clone(),
-            committed.clone(),
-            bench.request(tenants[i % tenants.len()], format!("lat-{i}"), "https://example.com/h"),
-            b.clone(),
-        );
-        submits.spawn(async move {
-            let id = match via {
-                Via::Library => submit_one(&h, &req, Commit::Alone).await?,
-                Via::Sql => {
-                    let id = herald::bench::sql_submit(
-                        &h,
-                        req.tenant.as_uuid(),
-                        &req.operation_key,
-                        SQL_PAYLOAD_SMALL,
-                        herald::bench::SqlSubmit::V1,
-                    )
-                    .await?;
-                    herald::DeliveryId::from(
-                        id.ok_or_else(|| anyhow!("an SQL submit was not created"))?,
-                    )
-                }
-            };
-            if let Ok(mut c) = committed.lock() {
-                c.insert(id, Instant::now());
-            }
-            b.inc(1);
-            Ok::<_, anyhow::Error>(())
-        });
-    }
-    while let Some(j) = submits.join_next().await {
-        j??;
-    }
-    tokio::time::timeout(Duration::from_secs(60), channel.done.notified())
-        .await
-        .context("latency phase did not finish")?;
-    running.stop().await?;
-    b.finish();
-    let mut latencies: Vec<f64> = {
-        let committed = committed.lock().map_err(|_| anyhow!("poisoned"))?;
-        let started = channel.started.lock().map_err(|_| anyhow!("poisoned"))?;
-        committed
-            .iter()
-            .filter_map(|(id, at)| {
-                started.get(id).map(|s| s.saturating_duration_since(*at).as_secs_f64() * 1000.0)
-            })
-            .collect()
-    };
-    latencies.sort_by(f64::total_cmp);
-    Ok((percentile(&latencies, 0.5), percentile(&latencies, 0.99), count))
 }

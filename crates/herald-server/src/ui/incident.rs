@@ -74,8 +74,33 @@ pub async fn failures(
             serde_json::to_value(crate::routes::holds::HoldView::from(h)).unwrap_or(Value::Null)
         })
         .collect();
+    let circuits: Vec<Value> = state
+        .herald
+        .lanes_failing(tenant)
+        .await?
+        .into_iter()
+        .map(|l| {
+            let name = names.get(&l.tenant.to_string()).cloned();
+            let mut v = serde_json::to_value(crate::routes::destinations::CircuitView::from(l))
+                .unwrap_or(Value::Null);
+            v["name"] = json!(name);
+            v
+        })
+        .collect();
+    let limits: Vec<Value> = state
+        .herald
+        .destination_limits(tenant)
+        .await?
+        .into_iter()
+        .map(|l| {
+            serde_json::to_value(crate::routes::destinations::LimitView::from(l))
+                .unwrap_or(Value::Null)
+        })
+        .collect();
     Ok(Json(json!({
         "hours": hours,
+        "circuits": circuits,
+        "limits": limits,
         "destinations": view(f.destinations, false),
         "errors": view(f.errors, false),
         "tenants": view(f.tenants, true),
@@ -113,4 +138,22 @@ pub async fn hold_release(
     JsonBody(body): JsonBody<HoldRequest>,
 ) -> ApiResult<Json<HoldResult>> {
     change(&state, own_tenant(&s), &body, &by(&s, client), true).await.map(Json)
+}
+
+/// `POST /ui/api/circuits/enable`: a lane sends again (`POST /v1/circuits/enable`).
+pub async fn enable(
+    State(state): State<AppState>,
+    Actor(s): Actor,
+    client: ClientAddr,
+    JsonBody(body): JsonBody<crate::routes::destinations::EnableRequest>,
+) -> ApiResult<Json<Value>> {
+    let tenant = crate::routes::scoped(own_tenant(&s), body.tenant.as_deref())?
+        .ok_or_else(|| ApiError::invalid("choose the lane's tenant"))?;
+    let enabled = state.herald.enable_lane(tenant, &body.destination).await?;
+    if enabled {
+        let entry =
+            by(&s, client).entry(Some(tenant), "lane_enable").target(body.destination.trim());
+        crate::audit::record(&state, entry).await;
+    }
+    Ok(Json(json!({"enabled": enabled})))
 }

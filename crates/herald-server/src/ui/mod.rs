@@ -59,6 +59,7 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/api/failures", get(incident::failures))
         .route("/ui/api/holds", get(incident::holds).post(incident::hold))
         .route("/ui/api/holds/release", post(incident::hold_release))
+        .route("/ui/api/circuits/enable", post(incident::enable))
         .route("/ui/api/sessions/{id}", axum::routing::delete(api::session_end))
 }
 

@@ -79,40 +79,51 @@ pub async fn deliveries_lanes(
     crate::per_backend!(conn, lease::deliveries_lanes(walk))
 }
 
-/// The walk of `deliveries_lanes` on MariaDB and SQLite, which have no LATERAL: each step
-/// finds the next lane with index probes of `MIN` (the next destination of the same
-/// tenant, else the first of the next tenant); then each lane's due rows are counted up to
+/// The walk of `deliveries_lanes` on SQLite, which has no LATERAL: each step
+/// finds the next lane with index probes (the next destination of the same tenant, else
+/// the first of the next tenant); then each lane's due rows are counted up to
 /// `due_max`, as the rows no later than its `due_max`-th due one (an OFFSET in a scalar
-/// subquery: MariaDB refuses a LIMIT in a correlated derived table). `channels`: the
-/// placeholders of the channel list; `t`: the SQL of "now". Binds, in order: the start
+/// subquery, as MariaDB would need; MariaDB walks by a loose index scan instead, which
+/// SQLite lacks). `channels`: the
+/// placeholders of the channel list; `t`: the SQL of "now"; `hint`: what makes the
+/// server read the lanes index (a planner may take another and read a backlog). Binds, in
+/// order: the start
 /// (tenant, tenant, destination) when `after`, `lanes_max`, the channels, now, the
 /// channels, `due_max - 1`, now.
-pub(crate) fn lanes_walk_sql(after: bool, channels: &str, t: &str) -> String {
+pub(crate) fn lanes_walk_sql(after: bool, channels: &str, t: &str, hint: &str) -> String {
     let start =
         if after { "AND (tenant_id > ? OR (tenant_id = ? AND destination > ?))" } else { "" };
-    let pending = "FROM deliveries x WHERE x.state = 'pending'";
-    let same_tenant =
-        format!("{pending} AND x.tenant_id = l.tenant_id AND x.destination > l.destination");
-    let next_tenant = format!("SELECT MIN(x.tenant_id) {pending} AND x.tenant_id > l.tenant_id");
+    let pending = format!("FROM deliveries x {hint} WHERE x.state = 'pending'");
+    // Each probe an index range read from its first entry (ORDER BY … LIMIT 1: MariaDB
+    // reads a correlated MIN's whole range).
+    let same_tenant = format!(
+        "(SELECT x.destination {pending} AND x.tenant_id = l.tenant_id
+             AND x.destination > l.destination ORDER BY x.destination LIMIT 1)"
+    );
+    let next_tenant = format!(
+        "(SELECT x.tenant_id {pending} AND x.tenant_id > l.tenant_id
+             ORDER BY x.tenant_id LIMIT 1)"
+    );
     format!(
         "WITH RECURSIVE lanes (tenant_id, destination, n) AS (
              SELECT * FROM (
-                 SELECT tenant_id, destination, 1 FROM deliveries
+                 SELECT tenant_id, destination, 1 FROM deliveries {hint}
                  WHERE state = 'pending' {start}
                  ORDER BY tenant_id, destination LIMIT 1) first_lane
            UNION ALL
              SELECT
-                 COALESCE((SELECT MAX(x.tenant_id) {same_tenant}), ({next_tenant})),
-                 COALESCE((SELECT MIN(x.destination) {same_tenant}),
-                     (SELECT MIN(x.destination) {pending} AND x.tenant_id = ({next_tenant}))),
+                 CASE WHEN {same_tenant} IS NOT NULL THEN l.tenant_id ELSE {next_tenant} END,
+                 COALESCE({same_tenant},
+                     (SELECT x.destination {pending} AND x.tenant_id = {next_tenant}
+                      ORDER BY x.destination LIMIT 1)),
                  l.n + 1
              FROM lanes l WHERE l.tenant_id IS NOT NULL AND l.n < ?)
          SELECT l.tenant_id, l.destination,
-             (SELECT COUNT(*) FROM deliveries d
+             (SELECT COUNT(*) FROM deliveries d {hint}
               WHERE d.state = 'pending' AND d.tenant_id = l.tenant_id
                 AND d.destination = l.destination AND d.channel IN ({channels})
                 AND d.next_attempt_at <= COALESCE(
-                    (SELECT k.next_attempt_at FROM deliveries k
+                    (SELECT k.next_attempt_at FROM deliveries k {hint}
                      WHERE k.state = 'pending' AND k.tenant_id = l.tenant_id
                        AND k.destination = l.destination AND k.next_attempt_at <= {t}
                        AND k.channel IN ({channels})

@@ -76,7 +76,12 @@ pub(crate) async fn deliveries_lanes(
 ) -> Result<Vec<LaneFound>, StoreError> {
     let now = walk.now.sqlite_ms();
     let channels = vec!["?"; walk.channels.len()].join(", ");
-    let q = crate::deliveries::lanes_walk_sql(walk.after.is_some(), &channels, "?");
+    let q = crate::deliveries::lanes_walk_sql(
+        walk.after.is_some(),
+        &channels,
+        "?",
+        "INDEXED BY deliveries_lanes",
+    );
     let mut query = sqlx::query_as::<_, crate::deliveries::WalkRow>(sql(q));
     if let Some(after) = walk.after {
         query = query.bind(after.tenant).bind(after.tenant).bind(after.destination.as_str());
@@ -105,7 +110,7 @@ pub(crate) async fn deliveries_lease_lanes(
     let branch = |i: usize| {
         let p = 5 + 3 * i;
         format!(
-            "SELECT id FROM (SELECT id FROM deliveries
+            "SELECT id FROM (SELECT id FROM deliveries INDEXED BY deliveries_lanes
              WHERE state = 'pending' AND tenant_id = ?{p} AND destination = ?{}
                AND next_attempt_at <= ?2 AND channel IN (SELECT value FROM json_each(?4))
              ORDER BY next_attempt_at LIMIT ?{})",

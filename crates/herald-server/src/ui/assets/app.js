@@ -829,12 +829,13 @@
    *  destination, pause it, replay what failed once it is fixed, resume. */
   function incidents(root, view) {
     const holds = el('div', { class: 'card', id: 'holds' });
+    const health = el('div', { class: 'card', id: 'endpoint-health' });
     const destinations = el('div', { class: 'card', id: 'failing-destinations' });
     const errors = el('div', { class: 'card', id: 'failing-errors' });
     const tenants = el('div', { class: 'card', id: 'failing-tenants' });
     const result = el('p', { class: 'muted', id: 'incident-result', role: 'status' });
     const note = el('p', { class: 'muted', id: 'incident-scope' });
-    root.append(el('h1', { text: 'Incidents' }), note, result, holds, destinations,
+    root.append(el('h1', { text: 'Incidents' }), note, result, holds, health, destinations,
       el('div', { class: 'grid' }, errors, tenants));
     // A dry run's count, per destination: the confirmation acts on those only.
     const counted = new Map();
@@ -925,6 +926,32 @@
           })))
           : el('p', { class: 'muted', text: 'Nothing is paused.' }),
         pauseForm);
+      // Lanes (a tenant's sends to one destination) whose sends fail, and the limits set.
+      health.replaceChildren(el('h2', { text: 'Endpoint health' }),
+        f.circuits.length ? el('table', { id: 'circuits' },
+          el('thead', {}, el('tr', {}, ['Destination', 'Tenant', 'Circuit', 'Failures', 'Failing since', 'Waits until', '']
+            .map((t, i) => el('th', { text: t, class: i === 3 ? 'num' : null })))),
+          el('tbody', {}, f.circuits.map((c) => {
+            const cell = el('td', { class: 'actions' });
+            if (c.circuit !== 'closed') {
+              const b = el('button', { type: 'button', 'data-enable': `${c.tenant}:${c.destination}`, text: `Enable ${c.destination}` });
+              b.addEventListener('click', () => change('/ui/api/circuits/enable', { destination: c.destination, tenant: c.tenant },
+                (r) => r.enabled ? `${c.destination} sends again: what waited is due now.` : `${c.destination} had no failures.`));
+              cell.append(b);
+            }
+            return el('tr', { 'data-circuit': `${c.tenant}:${c.destination}` }, el('td', { class: 'mono', text: c.destination }),
+              el('td', { class: 'mono', text: c.name || tenantName(c.tenant) }), el('td', { text: c.circuit }),
+              el('td', { class: 'num', text: fmtNum(c.failures) }), el('td', {}, c.failing_since ? time(c.failing_since) : '—'),
+              el('td', {}, c.waits_until ? time(c.waits_until) : '—'), cell);
+          })))
+          : el('p', { class: 'muted', text: 'Every lane sends.' }),
+        f.limits.length ? el('table', { id: 'limits' },
+          el('thead', {}, el('tr', {}, ['Limited destination', 'Tenant', 'In flight', 'Per second', 'By'].map((t) => el('th', { text: t })))),
+          el('tbody', {}, f.limits.map((l) => el('tr', { 'data-limit': l.destination },
+            el('td', { class: 'mono', text: l.destination }), el('td', { class: 'mono', text: l.tenant ? tenantName(l.tenant) : 'every tenant' }),
+            el('td', { text: l.max_in_flight == null ? '—' : fmtNum(l.max_in_flight) }),
+            el('td', { text: l.per_second == null ? '—' : String(l.per_second) }), el('td', { class: 'mono', text: l.actor })))))
+          : el('p', { class: 'muted', text: 'No destination is limited.' }));
       destinations.replaceChildren(el('h2', { text: 'Failing destinations' }),
         f.destinations.length ? el('table', { id: 'destinations' },
           el('thead', {}, el('tr', {}, ['Destination', 'Failed', 'Retrying', 'Held', 'Tenants', 'Top error', 'First seen', 'Last seen', '']
