@@ -135,8 +135,13 @@ async fn drain_herald(bench: &Bench, slots: usize, label: &str) -> Result<Draine
 
 /// Fairness (issue 36): commit-to-start for every tenant but one, beside that one's
 /// backlog; the comparison is `p99_alone`, the p99 without it, measured in this run. And
-/// the backlog's drain meanwhile (one lane), against the many-lane drain's floor.
-async fn backlog_figures(args: &Args, bench: &Bench, p99_alone: f64) -> Result<Vec<Figure>> {
+/// the backlog's drain meanwhile (one lane), against the drain floor (`floor_drain`).
+async fn backlog_figures(
+    args: &Args,
+    bench: &Bench,
+    p99_alone: f64,
+    floor_drain: f64,
+) -> Result<Vec<Figure>> {
     let (m, backlog) = latency_beside_backlog(args, bench).await?;
     let others = bench.tenants.len() - 1;
     let mut figures = vec![figure(
@@ -152,10 +157,13 @@ async fn backlog_figures(args: &Args, bench: &Bench, p99_alone: f64) -> Result<V
     )];
     if let Some(took) = m.backlog_took {
         figures.push(figure(
-            format!("drain of one tenant's backlog of {backlog} (one lane) beside them"),
+            format!(
+                "drain of one tenant's backlog of {backlog} (one lane) beside them \
+                 (÷: the many-tenant drain floor)"
+            ),
             rate(backlog, took),
             "/s",
-            None,
+            Some(floor_drain),
             backlog,
             None,
         ));
@@ -371,7 +379,7 @@ pub(super) async fn phases(
         let mut figures = vec![submit_figure, drain_figure, drain_transactions];
         bench.reset().await?;
         let (_, p99, _) = latency(args, &bench, herald, "").await?;
-        figures.extend(backlog_figures(args, &bench, p99).await?);
+        figures.extend(backlog_figures(args, &bench, p99, floor_drain).await?);
         return Ok(figures);
     };
     figures.push(submit_figure);
@@ -443,7 +451,7 @@ pub(super) async fn phases(
     ));
 
     bench.reset().await?;
-    figures.extend(backlog_figures(args, &bench, p99_alone).await?);
+    figures.extend(backlog_figures(args, &bench, p99_alone, floor_drain).await?);
     bench.reset().await?;
 
     figures.extend(

@@ -23,11 +23,30 @@ pub(crate) async fn deliveries_lease(
              ORDER BY next_attempt_at
              LIMIT $3
              FOR UPDATE SKIP LOCKED),
-         leased AS (
+         {}",
+        mark_and_read("$4", "$5")
+    );
+    let rows = sqlx::query(sql(q))
+        .bind(lease.now.pg())
+        .bind(lease.channels)
+        .bind(lease.limit as i64)
+        .bind(lease.worker)
+        .bind(lease.lease.as_millis() as i64)
+        .fetch_all(c)
+        .await?;
+    leased_rows(rows)
+}
+
+/// The rest of a lease statement after its `due` CTE of ids: mark them `sending` for the
+/// worker (`worker`, the lease's length in ms `lease_ms`: their parameters; `$1` is now)
+/// and return each with its payload, oldest due first.
+fn mark_and_read(worker: &str, lease_ms: &str) -> String {
+    format!(
+        "leased AS (
              UPDATE deliveries u SET state = 'sending', attempts = u.attempts + 1,
-                 lease_owner = $4,
-                 lease_until = herald_now($1) + $5 * interval '1 millisecond',
-                 updated_at = herald_now($1), attempt_worker = $4,
+                 lease_owner = {worker},
+                 lease_until = herald_now($1) + {lease_ms} * interval '1 millisecond',
+                 updated_at = herald_now($1), attempt_worker = {worker},
                  attempt_started_at = herald_now($1)
              -- An array, not a join: a join on the CTE is planned as a hash
              -- join over a scan of every delivery, ever (O(history) per lease).
@@ -40,16 +59,7 @@ pub(crate) async fn deliveries_lease(
              d.fingerprint_send_at_ms, d.destination
          FROM leased d
          ORDER BY d.next_attempt_at, d.id"
-    );
-    let rows = sqlx::query(sql(q))
-        .bind(lease.now.pg())
-        .bind(lease.channels)
-        .bind(lease.limit as i64)
-        .bind(lease.worker)
-        .bind(lease.lease.as_millis() as i64)
-        .fetch_all(c)
-        .await?;
-    leased_rows(rows)
+    )
 }
 
 fn leased_rows(rows: Vec<sqlx::postgres::PgRow>) -> Result<Vec<LeasedRow>, StoreError> {
@@ -139,21 +149,8 @@ pub(crate) async fn deliveries_lease_lanes(
                  ORDER BY next_attempt_at
                  LIMIT w.take
                  FOR UPDATE SKIP LOCKED) x),
-         leased AS (
-             UPDATE deliveries u SET state = 'sending', attempts = u.attempts + 1,
-                 lease_owner = $3,
-                 lease_until = herald_now($1) + $4 * interval '1 millisecond',
-                 updated_at = herald_now($1), attempt_worker = $3,
-                 attempt_started_at = herald_now($1)
-             WHERE u.id = ANY(ARRAY(SELECT id FROM due))
-             RETURNING u.*)
-         SELECT {DELIVERY_COLS},
-             (SELECT p.payload::text FROM delivery_payloads p WHERE p.delivery_id = d.id)
-                 AS payload,
-             d.reserve_stripe AS stripe,
-             d.fingerprint_send_at_ms, d.destination
-         FROM leased d
-         ORDER BY d.next_attempt_at, d.id"
+         {}",
+        mark_and_read("$3", "$4")
     );
     let rows = sqlx::query(sql(q))
         .bind(lease.now.pg())
