@@ -108,6 +108,9 @@ const server = spawn(BIN, ['serve'], {
     HERALD_RELEASE: RELEASE,
     HERALD_ALLOW_PRIVATE_TARGETS: 'true',
     HERALD_BACKOFF_BASE: '200ms',
+    // The outage steps retry into a receiver that is down on purpose; circuits, which
+    // would hold those retries 30 s, have their own test (herald-cli circuits.rs).
+    HERALD_CIRCUIT_FAILURES: '1000',
     HERALD_BACKOFF_MAX: '500ms',
     HERALD_POLL_INTERVAL: '200ms',
     HERALD_LOG_FORMAT: 'text',

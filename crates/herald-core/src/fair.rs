@@ -82,13 +82,14 @@ impl Busy {
 
 /// The most of a worker's `slots` one tenant may hold: all but a quarter of them (at
 /// least one is kept for the others, when there are two or more).
-pub fn tenant_cap(slots: usize) -> usize {
-    if slots <= 1 { slots } else { slots - (slots / 4).max(1) }
+pub const fn tenant_cap(slots: usize) -> usize {
+    let quarter = if slots / 4 == 0 { 1 } else { slots / 4 };
+    if slots <= 1 { slots } else { slots - quarter }
 }
 
 /// The most of a worker's `slots` one lane may hold: a tenant's cap of the tenant's cap,
 /// so a tenant's other destinations keep a share of its own.
-pub fn lane_cap(slots: usize) -> usize {
+pub const fn lane_cap(slots: usize) -> usize {
     tenant_cap(tenant_cap(slots))
 }
 

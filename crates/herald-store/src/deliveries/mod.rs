@@ -162,6 +162,23 @@ macro_rules! delivery_row {
 }
 pub(crate) use delivery_row;
 
+/// Decodes a [`LeasedRow`] from a lease's row on PostgreSQL or MariaDB: the delivery and
+/// its `payload`, `stripe`, `fingerprint_send_at_ms` and `destination`.
+macro_rules! leased_row {
+    ($row:expr) => {{
+        use sqlx::Row as _;
+        let row = &$row;
+        $crate::deliveries::LeasedRow {
+            delivery: $crate::deliveries::delivery_row!(row),
+            payload: row.try_get("payload")?,
+            stripe: row.try_get("stripe")?,
+            fingerprint_send_at: row.try_get("fingerprint_send_at_ms")?,
+            destination: row.try_get("destination")?,
+        }
+    }};
+}
+pub(crate) use leased_row;
+
 /// Decodes an [`AttemptRow`] from a row of either backend.
 macro_rules! attempt_row {
     ($row:expr) => {{

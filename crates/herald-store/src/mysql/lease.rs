@@ -1,12 +1,10 @@
 use super::{Bind, DELIVERY_COLS, bind_in_list, in_list_len, placeholders, sql};
 use crate::clock::Now;
-use crate::deliveries::{
-    ExpiredLease, LaneFound, LanesDue, Lease, LeaseLanes, LeasedRow, delivery_row,
-};
+use crate::deliveries::{ExpiredLease, LaneFound, LanesDue, Lease, LeaseLanes, LeasedRow};
 use crate::error::StoreError;
 use herald_core::fair::Lane;
+use sqlx::MySqlConnection;
 use sqlx::types::Uuid;
-use sqlx::{MySqlConnection, Row};
 use std::time::Duration;
 
 /// The due rows locked with `FOR UPDATE SKIP LOCKED` (concurrent workers never take the
@@ -75,13 +73,7 @@ async fn lease_ids(
     let rows = bind_in_list(sqlx::query(sql(q)), ids).fetch_all(&mut *c).await?;
     let mut leased = Vec::with_capacity(rows.len());
     for row in rows {
-        leased.push(LeasedRow {
-            delivery: delivery_row!(row),
-            payload: row.try_get("payload")?,
-            stripe: row.try_get("stripe")?,
-            fingerprint_send_at: row.try_get("fingerprint_send_at_ms")?,
-            destination: row.try_get("destination")?,
-        });
+        leased.push(crate::deliveries::leased_row!(row));
     }
     Ok(leased)
 }

@@ -1,12 +1,10 @@
 use super::{DELIVERY_COLS, sql};
 use crate::clock::Now;
-use crate::deliveries::{
-    ExpiredLease, LaneFound, LanesDue, Lease, LeaseLanes, LeasedRow, delivery_row,
-};
+use crate::deliveries::{ExpiredLease, LaneFound, LanesDue, Lease, LeaseLanes, LeasedRow};
 use crate::error::StoreError;
 use herald_core::fair::Lane;
+use sqlx::PgConnection;
 use sqlx::types::Uuid;
-use sqlx::{PgConnection, Row};
 use std::time::Duration;
 
 /// One statement with `FOR UPDATE SKIP LOCKED`, so concurrent workers never take the same
@@ -65,13 +63,7 @@ fn mark_and_read(worker: &str, lease_ms: &str) -> String {
 fn leased_rows(rows: Vec<sqlx::postgres::PgRow>) -> Result<Vec<LeasedRow>, StoreError> {
     let mut leased = Vec::with_capacity(rows.len());
     for row in rows {
-        leased.push(LeasedRow {
-            delivery: delivery_row!(row),
-            payload: row.try_get("payload")?,
-            stripe: row.try_get("stripe")?,
-            fingerprint_send_at: row.try_get("fingerprint_send_at_ms")?,
-            destination: row.try_get("destination")?,
-        });
+        leased.push(crate::deliveries::leased_row!(row));
     }
     Ok(leased)
 }

@@ -18,9 +18,10 @@ use crate::support::*;
 const TMPFS_KB: u64 = 4096;
 /// Submitted and delivered (and recorded sent) before the disk fills.
 const BEFORE: usize = 4;
-/// Sends in flight when the disk fills: the held receiver has them, taking every slot.
-const HELD: usize = SLOTS;
-/// Accepted before the disk fills, still waiting for a free slot when it does.
+/// Sends in flight when the disk fills: the held receiver has them, taking every slot
+/// their lane may hold (both receivers are on 127.0.0.1: one lane, herald_core::fair).
+const HELD: usize = herald_core::fair::lane_cap(SLOTS);
+/// Accepted before the disk fills, in the same lane, still waiting for it when it does.
 const QUEUED: usize = 4;
 /// Clients that keep submitting while the disk is full, each with keys of its own.
 const CLIENTS: usize = 4;

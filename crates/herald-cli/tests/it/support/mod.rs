@@ -34,14 +34,18 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_herald");
 pub const POSTGRES_ENV: &str = "HERALD_TEST_POSTGRES_URL";
 pub const MYSQL_ENV: &str = "HERALD_TEST_MYSQL_URL";
 pub const ADMIN_KEY: &str = "test-admin-key-3b1f0c9e-7d5a21c48f60b39e2d71a4c8";
-/// Short timings, so a SIGKILLed process's leases expire within seconds.
-pub const FAST: [(&str, &str); 6] = [
+/// Short timings, so a SIGKILLed process's leases expire within seconds. No circuits:
+/// the suites on these settings fault the database, the network and the processes
+/// against receivers that fail on purpose, and count on every retry going out soon; a
+/// lane's circuit (30 s before its first probe) has its own test, `circuits.rs`.
+pub const FAST: [(&str, &str); 7] = [
     ("HERALD_LEASE", "8s"),
     ("HERALD_SEND_TIMEOUT", "2s"),
     ("HERALD_RECONCILE_EVERY", "1s"),
     ("HERALD_POLL_INTERVAL", "200ms"),
     ("HERALD_BACKOFF_BASE", "100ms"),
     ("HERALD_WORKERS", "8"),
+    ("HERALD_CIRCUIT_FAILURES", "1000"),
 ];
 /// `HERALD_WORKERS` above: the most sends a SIGKILL can interrupt in one process.
 pub const SLOTS: usize = 8;
