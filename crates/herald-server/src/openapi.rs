@@ -60,6 +60,7 @@ pub fn document(channels: &BTreeSet<String>) -> Value {
     add_error_body(&mut doc);
     add_delivery_rules(&mut doc, channels);
     add_hold_rules(&mut doc);
+    add_destination_rules(&mut doc);
     add_parameters(&mut doc);
     add_response_rules(&mut doc);
     add_links(&mut doc);
@@ -79,6 +80,27 @@ fn add_hold_rules(doc: &mut Value) {
         {"if": {"properties": {"kind": {"const": "destination"}}},
          "then": value(json!({"pattern": DESTINATION}))},
     ]);
+}
+
+/// Limits name a destination or `*` (every destination's default); enabling a lane names
+/// a destination; a tenant's events webhook is a URL, as a webhook's `to`.
+fn add_destination_rules(doc: &mut Value) {
+    let Some(schemas) = schemas(doc) else { return };
+    let limited = format!(r"^(\*|{})$", &DESTINATION[1..DESTINATION.len() - 1]);
+    for (schema, field, pattern) in [
+        ("LimitRequest", "destination", limited.as_str()),
+        ("LimitRemoveRequest", "destination", limited.as_str()),
+        ("EnableRequest", "destination", DESTINATION),
+        ("EventsUrl", "url", WEBHOOK_URL),
+    ] {
+        if let Some(property) = schemas
+            .get_mut(schema)
+            .and_then(|s| s.pointer_mut(&format!("/properties/{field}")))
+            .and_then(Value::as_object_mut)
+        {
+            property.insert("pattern".into(), json!(pattern));
+        }
+    }
 }
 
 /// A destination as a hold or a bulk filter names it: a host's characters, or `smtp`.
