@@ -145,7 +145,7 @@ pub(crate) async fn limits_now(
 /// Pauses `lane` for `after` (a receiver's Retry-After): its due deliveries wait, no
 /// attempt spent, while every other lane goes on. Best effort: a pause that cannot be
 /// written leaves the lane to its own retries.
-pub(crate) async fn pause_lane(herald: &Herald, lane: &Lane, after: Duration) {
+async fn pause_lane(herald: &Herald, lane: &Lane, after: Duration) {
     let now_ms = herald.clock().wall_ms();
     let until_ms = now_ms.saturating_add(after.as_millis().min(i64::MAX as u128) as i64);
     let paused = herald
@@ -176,15 +176,37 @@ pub struct LaneState {
     pub circuit: &'static str,
 }
 
+/// What a send's outcome says of its lane: a receiver that asked to wait (429 or 503 with
+/// Retry-After, at most `retry_after_max`) pauses the lane, not only this delivery; a
+/// failure counts toward the lane's circuit; a send that worked closes it.
+pub(crate) async fn lane_outcome(
+    herald: &Herald,
+    lanes: &crate::lanes::Lanes,
+    row: &herald_store::deliveries::LeasedRow,
+    outcome: &crate::channel::Outcome,
+    retry_after_max: Duration,
+) {
+    use crate::channel::Outcome;
+    let lane = crate::lanes::lane_of(row);
+    match outcome {
+        Outcome::Transient { retry_after: Some(after), .. } => {
+            pause_lane(herald, &lane, (*after).min(retry_after_max)).await;
+        }
+        Outcome::Transient { retry_after: None, .. } => {
+            // When its lease began, by the lease's clock (the database's, or a manual one).
+            let d = &row.delivery;
+            let started = d.attempt_started_at.unwrap_or(d.updated_at);
+            lane_failed(herald, &lane, started, &herald.options.circuit).await;
+        }
+        Outcome::Sent if lanes.healed(&lane) => lane_recovered(herald, &lane).await,
+        Outcome::Sent | Outcome::Terminal { .. } => {}
+    }
+}
+
 /// Counts a send that failed (transient) in its lane: the lane's circuit may open (its
 /// deliveries wait for a probe, no attempt spent) or, failing for long, be disabled — an
 /// operator alert, and an event to the tenant's events webhook. Best effort, as a pause.
-pub(crate) async fn lane_failed(
-    herald: &Herald,
-    lane: &Lane,
-    started_ms: i64,
-    policy: &CircuitPolicy,
-) {
+async fn lane_failed(herald: &Herald, lane: &Lane, started_ms: i64, policy: &CircuitPolicy) {
     let now_ms = herald.clock().wall_ms();
     let changed = herald
         .transaction(|tx| {
@@ -251,7 +273,7 @@ async fn tell_tenant(herald: &Herald, lane: &Lane, health: &LaneHealth) {
 }
 
 /// A send worked in a lane that had failures: its circuit closes.
-pub(crate) async fn lane_recovered(herald: &Herald, lane: &Lane) {
+async fn lane_recovered(herald: &Herald, lane: &Lane) {
     let cleared = herald
         .transaction(|tx| {
             Box::pin(async move {

@@ -557,35 +557,19 @@ impl Inner {
                 let outcome = self.send(channel.clone(), leased, d.id, n).await;
                 metrics::histogram!("herald_send_seconds", "channel" => d.channel.clone())
                     .record(started.elapsed().as_secs_f64());
-                self.lane_health(&row, &outcome).await;
+                let retry_after_max = self.options.retry.retry_after_max;
+                crate::destinations::lane_outcome(
+                    &self.herald,
+                    &self.lanes,
+                    &row,
+                    &outcome,
+                    retry_after_max,
+                )
+                .await;
                 outcome
             }
         };
         self.finish(row.delivery, row.stripe, outcome).await
-    }
-
-    /// What a send's outcome says of its lane: a receiver that asked to wait (429 or 503
-    /// with Retry-After) pauses the lane, not only this delivery; a failure counts toward
-    /// the lane's circuit; a send that worked closes it.
-    async fn lane_health(&self, row: &LeasedRow, outcome: &Outcome) {
-        let lane = crate::lanes::lane_of(row);
-        match outcome {
-            Outcome::Transient { retry_after: Some(after), .. } => {
-                let after = (*after).min(self.options.retry.retry_after_max);
-                crate::destinations::pause_lane(&self.herald, &lane, after).await;
-            }
-            Outcome::Transient { retry_after: None, .. } => {
-                // When its lease began, by the lease's clock (the database's, or a manual one).
-                let d = &row.delivery;
-                let started = d.attempt_started_at.unwrap_or(d.updated_at);
-                let policy = &self.herald.options.circuit;
-                crate::destinations::lane_failed(&self.herald, &lane, started, policy).await;
-            }
-            Outcome::Sent if self.lanes.healed(&lane) => {
-                crate::destinations::lane_recovered(&self.herald, &lane).await;
-            }
-            Outcome::Sent | Outcome::Terminal { .. } => {}
-        }
     }
 
     /// Records a send's outcome and counts it.
