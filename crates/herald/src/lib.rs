@@ -51,6 +51,7 @@ mod tx;
 mod ui_sessions;
 mod wake;
 mod worker;
+mod worker_options;
 
 pub use admin::{Tenant, new_webhook_secret};
 pub use audit::{AuditActor, AuditEntry, AuditRecord};
@@ -65,6 +66,7 @@ pub use failures::{FAILING_READ_MAX, FailureGroup, Failures};
 pub use group::GroupCommitStats;
 pub use handle::{EngineOptions, Herald};
 pub use herald_core::hold::{HoldKind, HoldScope, destination_of};
+pub use herald_core::limits::LANE_TAKE_MAX_DEFAULT;
 pub use herald_core::{Backoff, DeliveryId, KeyId, OperationId, OperationKey, Scope, TenantId};
 pub use herald_core::{Decision, DeliveryState, Payload, Report, RetryPolicy};
 /// The fingerprint and the JSON rules under it, as every face computes them.
@@ -87,9 +89,7 @@ pub use settings::{SETTINGS_REFRESH, Settings};
 pub use sql_api::SqlGrant;
 pub use submit::{SubmitRequest, Submitted};
 pub use ui_sessions::{UI_SESSION_IDLE, UI_SESSION_TTL, UiSession, UiSessionEnd};
-pub use worker::{
-    LANE_TAKE_MAX_DEFAULT, RELEASE_DEFAULT, RunReport, Worker, WorkerOptions, WorkerStats,
-};
+pub use worker::{RELEASE_DEFAULT, RunReport, Worker, WorkerOptions, WorkerStats};
 
 /// A cancellation token: background loops stop when it is cancelled.
 pub use tokio_util::sync::CancellationToken;

@@ -16,12 +16,8 @@ use crate::recorder::{Recorder, Recording};
 use crate::rollup::Counted;
 use crate::wake::Listener;
 use crate::wake::{HOT_FOR, HOT_POLL_EVERY};
-use herald_core::limits::{
-    LEASE_BATCH_MAX, LEASE_DEFAULT, LEASE_SAFETY_MARGIN, ORPHANS_BATCH_MAX, POLL_INTERVAL_DEFAULT,
-    RELEASE_LEN_MAX, SEND_TIMEOUT_DEFAULT, SHUTDOWN_GRACE_DEFAULT, WORKER_ID_LEN_MAX,
-    WORKER_SLOTS_DEFAULT, WORKER_SLOTS_MAX,
-};
-use herald_core::{Decision, Payload, Report, RetryPolicy};
+use herald_core::limits::{LEASE_BATCH_MAX, ORPHANS_BATCH_MAX};
+use herald_core::{Decision, Payload, Report};
 use herald_store::deliveries::{
     LeasedRow, deliveries_leased_by, delivery_hand_back, delivery_lease_extend,
 };
@@ -37,109 +33,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-/// Most rows one lease takes of one lane while others have work, by default (10: beside
-/// one tenant's backlog, the other tenants' commit-to-start p99 was 1.0 to 2.0 × the
-/// figure without it, where 25 gave 1.4 to 2.5 ×, 100 3.5 × and 1,000 8 ×; the backlog
-/// itself drained at 6,700/s meanwhile; docs/perf.md).
-pub const LANE_TAKE_MAX_DEFAULT: usize = 10;
-
-/// The release a worker records when `HERALD_RELEASE` does not say: herald's version.
-pub const RELEASE_DEFAULT: &str = env!("CARGO_PKG_VERSION");
-
-/// Worker settings; every field has a documented default.
-#[derive(Debug, Clone)]
-pub struct WorkerOptions {
-    /// This worker's lease-owner name; unique per process.
-    pub id: String,
-    /// The release this process runs (`HERALD_RELEASE`; default herald's version),
-    /// recorded once for the worker id before its first lease: every attempt names its
-    /// worker, so every attempt's release is known. A worker id already recorded with
-    /// another release is refused (it would relabel that release's attempts).
-    pub release: String,
-    /// Concurrent sends (`HERALD_WORKERS`).
-    pub slots: usize,
-    /// Lease length (`HERALD_LEASE`).
-    pub lease: Duration,
-    /// Longest a single send may take (`HERALD_SEND_TIMEOUT`).
-    pub send_timeout: Duration,
-    /// Fallback polling when no wake-up arrives (`HERALD_POLL_INTERVAL`).
-    pub poll_interval: Duration,
-    /// How long started sends may finish after shutdown (`HERALD_SHUTDOWN_GRACE`).
-    pub shutdown_grace: Duration,
-    /// Backoff and Retry-After cap for transient failures.
-    pub retry: RetryPolicy,
-    /// How often a running send extends its lease; `None`: a third of the lease.
-    pub heartbeat_every: Option<Duration>,
-    /// Most rows one lease takes of one lane while other lanes have work too (found by a
-    /// lease within the last second): leases stay short, so what arrives in another lane
-    /// waits little behind one lane's backlog. A lane alone takes a whole batch.
-    pub lane_take_max: usize,
-}
-
-impl Default for WorkerOptions {
-    fn default() -> Self {
-        let suffix = uuid::Uuid::now_v7().simple().to_string();
-        WorkerOptions {
-            id: format!("w{}-{}", std::process::id(), &suffix[suffix.len() - 8..]),
-            release: RELEASE_DEFAULT.to_string(),
-            slots: WORKER_SLOTS_DEFAULT,
-            lease: LEASE_DEFAULT,
-            send_timeout: SEND_TIMEOUT_DEFAULT,
-            poll_interval: POLL_INTERVAL_DEFAULT,
-            shutdown_grace: SHUTDOWN_GRACE_DEFAULT,
-            retry: RetryPolicy::default(),
-            heartbeat_every: None,
-            lane_take_max: LANE_TAKE_MAX_DEFAULT,
-        }
-    }
-}
-
-impl WorkerOptions {
-    /// Checks the settings against each other: above all, a send must end (timeout plus
-    /// a safety margin) before its lease does, or a slow send could overlap a re-lease.
-    pub fn validate(&self) -> Result<(), Error> {
-        if self.id.is_empty() || self.id.len() > WORKER_ID_LEN_MAX {
-            return Err(Error::invalid(format!(
-                "worker id must be 1 to {WORKER_ID_LEN_MAX} bytes"
-            )));
-        }
-        if self.release.is_empty()
-            || self.release.len() > RELEASE_LEN_MAX
-            || self.release.chars().any(char::is_control)
-        {
-            return Err(Error::invalid(format!(
-                "release must be 1 to {RELEASE_LEN_MAX} bytes without control characters"
-            )));
-        }
-        if !(1..=WORKER_SLOTS_MAX).contains(&self.slots) {
-            return Err(Error::invalid(format!(
-                "workers must be 1 to {WORKER_SLOTS_MAX}, got {}",
-                self.slots
-            )));
-        }
-        if self.lane_take_max == 0 {
-            return Err(Error::invalid("lane_take_max must be positive"));
-        }
-        if self.send_timeout.is_zero() || self.poll_interval.is_zero() {
-            return Err(Error::invalid("send timeout and poll interval must be positive"));
-        }
-        if self.send_timeout + LEASE_SAFETY_MARGIN >= self.lease {
-            return Err(Error::invalid(format!(
-                "the send timeout ({:?}) plus the safety margin ({:?}) must be shorter than the lease ({:?})",
-                self.send_timeout, LEASE_SAFETY_MARGIN, self.lease
-            )));
-        }
-        if let Some(every) = self.heartbeat_every
-            && (every.is_zero() || every >= self.lease)
-        {
-            return Err(Error::invalid(format!(
-                "the heartbeat ({every:?}) must be positive and shorter than the lease ({:?})",
-                self.lease
-            )));
-        }
-        Ok(())
-    }
-}
+pub use crate::worker_options::{RELEASE_DEFAULT, WorkerOptions};
 
 /// What one `run_once` did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
