@@ -15,6 +15,7 @@ mod migrate;
 mod ops;
 mod run;
 mod settings;
+mod traces;
 
 /// The default database: an SQLite file in the working directory.
 const DB_DEFAULT: &str = "herald.db";
@@ -186,13 +187,6 @@ fn main() -> ExitCode {
         Command::Audit(args) => return audit::run(args),
         command => Cli { command, ..cli },
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::query=error"));
-    let logs = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
-    match cli.log_format {
-        LogFormat::Text => logs.init(),
-        LogFormat::Json => logs.json().init(),
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -200,13 +194,58 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let traces = match start_logs(&cli, runtime.handle()) {
+        Ok(traces) => traces,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&chain(&e)));
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", one_line(&chain(&e)));
             ExitCode::FAILURE
         }
+    };
+    // The last spans batched are exported now, while the runtime that sends them runs.
+    if let Some(provider) = traces
+        && let Err(e) = provider.shutdown()
+    {
+        eprintln!("warning: the last traces may not have been exported: {e}");
     }
+    code
+}
+
+/// Logs to stderr (`RUST_LOG`, default warnings), and for `serve` and `worker` with
+/// `HERALD_TRACES=otlp` spans to an OTLP collector: the provider to flush at exit.
+fn start_logs(
+    cli: &Cli,
+    runtime: &tokio::runtime::Handle,
+) -> anyhow::Result<Option<opentelemetry_sdk::trace::SdkTracerProvider>> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::query=error"));
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match cli.log_format {
+        LogFormat::Text => logs.with_filter(filter).boxed(),
+        LogFormat::Json => logs.json().with_filter(filter).boxed(),
+    };
+    let otlp = match &cli.command {
+        Command::Serve(args) | Command::Worker(args) => args.traces()?,
+        _ => None,
+    };
+    let (spans, provider) = match otlp {
+        Some(otlp) => {
+            let (layer, provider) = otlp.install(runtime.clone())?;
+            (Some(layer), Some(provider))
+        }
+        None => (None, None),
+    };
+    tracing_subscriber::registry().with(logs).with(spans).init();
+    Ok(provider)
 }
 
 /// The command line as clap sees it, with every env value hidden from `--help`. Values

@@ -11,6 +11,13 @@ pub struct ServeArgs {
     settings: Settings,
 }
 
+impl ServeArgs {
+    /// Where this process's traces go (`None`: off).
+    pub fn traces(&self) -> Result<Option<crate::traces::Otlp>> {
+        self.settings.traces()
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct ReconcileArgs {
     #[command(flatten)]

@@ -119,6 +119,12 @@ pub struct Settings {
     /// A dashboard session unused this long is over (sessions also end when signed out, revoked, or 8 hours after signing in); 1m to 8h [default: 30m]
     #[arg(long, env = "HERALD_UI_IDLE_TIMEOUT")]
     pub ui_idle_timeout: Option<String>,
+    /// Traces: `off`, or `otlp` to export a span per HTTP request, submit and attempt over OTLP/HTTP (the standard OTEL_* variables apply: OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, OTEL_BSP_SCHEDULE_DELAY, …) [default: off]
+    #[arg(long, env = "HERALD_TRACES")]
+    pub traces: Option<String>,
+    /// Where `otlp` traces go: the collector's base URL, `/v1/traces` appended [default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318]
+    #[arg(long, env = "HERALD_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
 }
 
 /// Typed, validated settings.
@@ -352,6 +358,23 @@ impl Settings {
         })
     }
 
+    /// Where traces go: `None` when off (the default). Read on its own, before the rest,
+    /// since the logging that carries spans starts before any other setting is used.
+    pub fn traces(&self) -> Result<Option<crate::traces::Otlp>> {
+        let file = self.file()?;
+        let get = |flag: &Option<String>, key: &str| -> Option<String> {
+            flag.clone().or_else(|| file.get(key).cloned())
+        };
+        match get(&self.traces, "traces").as_deref().map(str::trim) {
+            None | Some("off") | Some("") => Ok(None),
+            Some("otlp") => {
+                let endpoint = get(&self.otlp_endpoint, "otlp_endpoint");
+                Ok(Some(crate::traces::Otlp::new(endpoint.as_deref())?))
+            }
+            Some(other) => bail!("HERALD_TRACES: {other:?} is not off or otlp"),
+        }
+    }
+
     /// The settings file's keys (all values as strings).
     fn file(&self) -> Result<BTreeMap<String, String>> {
         let (path, required) = match &self.config {
@@ -402,6 +425,8 @@ impl Settings {
             "circuit_failures",
             "circuit_probe",
             "circuit_disable_after",
+            "traces",
+            "otlp_endpoint",
         ];
         let mut out = BTreeMap::new();
         for (key, value) in table {
@@ -458,6 +483,8 @@ impl std::fmt::Debug for Settings {
             .field("circuit_failures", &self.circuit_failures)
             .field("circuit_probe", &self.circuit_probe)
             .field("circuit_disable_after", &self.circuit_disable_after)
+            .field("traces", &self.traces)
+            .field("otlp_endpoint", &self.otlp_endpoint.as_deref().map(redact_url))
             .finish()
     }
 }

@@ -17,6 +17,7 @@ pub mod payload;
 pub mod redact;
 pub mod retry;
 pub mod state;
+pub mod trace;
 
 pub use backoff::Backoff;
 pub use decide::{Current, Decision, Report, decide};
@@ -27,3 +28,4 @@ pub use payload::Payload;
 pub use redact::{Redacted, redact_url};
 pub use retry::RetryPolicy;
 pub use state::{AttemptOutcome, DeliveryState};
+pub use trace::TraceParent;

@@ -18,6 +18,7 @@ pub mod openapi;
 pub mod routes;
 pub mod serve;
 pub mod state;
+mod traced;
 pub mod ui;
 pub mod wire;
 pub mod write_stall;
@@ -126,6 +127,7 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(system::metrics))
         .route("/openapi.json", get(system::openapi))
         .merge(ui::routes())
+        .route_layer(axum::middleware::from_fn(traced::request_span))
         .fallback(|| async { ApiError::not_found("route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

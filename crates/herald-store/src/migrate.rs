@@ -31,6 +31,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (10, "holds", include_str!("../migrations/sqlite/0010_holds.sql")),
     (11, "viewers", include_str!("../migrations/sqlite/0011_viewers.sql")),
     (12, "lanes", include_str!("../migrations/sqlite/0012_lanes.sql")),
+    (13, "traces", include_str!("../migrations/sqlite/0013_traces.sql")),
 ];
 const POSTGRES: &[(i64, &str, &str)] = &[
     (1, "foundation", include_str!("../migrations/postgres/0001_foundation.sql")),
@@ -51,6 +52,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (16, "holds", include_str!("../migrations/postgres/0016_holds.sql")),
     (17, "viewers", include_str!("../migrations/postgres/0017_viewers.sql")),
     (18, "lanes", include_str!("../migrations/postgres/0018_lanes.sql")),
+    (19, "traces", include_str!("../migrations/postgres/0019_traces.sql")),
 ];
 /// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
 /// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.
@@ -67,6 +69,7 @@ const MYSQL: &[(i64, &str, &str)] = &[
     (10, "holds", include_str!("../migrations/mysql/0010_holds.sql")),
     (11, "viewers", include_str!("../migrations/mysql/0011_viewers.sql")),
     (12, "lanes", include_str!("../migrations/mysql/0012_lanes.sql")),
+    (13, "traces", include_str!("../migrations/mysql/0013_traces.sql")),
 ];
 
 /// The newest schema version this build knows.

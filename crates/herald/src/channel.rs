@@ -19,6 +19,9 @@ pub struct Leased {
     pub payload: Payload,
     /// This attempt's number (1 for the first lease; never reused).
     pub attempt: u32,
+    /// The W3C traceparent of this attempt's span when traces are on (`crate::traces`):
+    /// a channel that can carry it to the provider does (the webhook's `traceparent`).
+    pub traceparent: Option<String>,
 }
 
 /// What a send did.

@@ -47,6 +47,7 @@ mod secrets;
 mod settings;
 mod sql_api;
 mod submit;
+pub mod traces;
 mod tx;
 mod ui_sessions;
 mod wake;

@@ -29,6 +29,7 @@ use herald_store::deliveries::{
 };
 use herald_store::{AsConn, Conn, StoreError};
 use jiff::Timestamp;
+use tracing::Instrument as _;
 
 /// A request to deliver something once.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,6 +96,8 @@ pub(crate) struct Checked {
     /// The payload as herald's JSON rules read it.
     parsed: json::Value,
     fingerprint: [u8; 32],
+    /// The submit span's traceparent, stored for the attempts' spans (traces on only).
+    traceparent: Option<String>,
 }
 
 /// The latest `send_at` accepted (9999-12-30), so every stored time reads back exactly.
@@ -164,6 +167,7 @@ pub(crate) fn check(req: &SubmitRequest, settings: Settings) -> Result<Checked, 
         send_at_ms,
         parsed,
         fingerprint: [0; 32],
+        traceparent: crate::traces::traceparent_of(&tracing::Span::current()),
     };
     checked.fingerprint = fingerprint(&checked.resolved(req, max_attempts));
     Ok(checked)
@@ -241,9 +245,14 @@ impl Herald {
             // Outside the caller's transaction it could wait on that transaction's locks.
             return Err(Error::NestedTransaction);
         }
-        let settings = self.settings_recent().await?;
-        let checked = reqs.iter().map(|req| check(req, settings)).collect();
-        Ok(self.group_commit(reqs, checked).await)
+        let span = crate::traces::submit_span(reqs.len());
+        async {
+            let settings = self.settings_recent().await?;
+            let checked = reqs.iter().map(|req| check(req, settings)).collect();
+            Ok(self.group_commit(reqs, checked).await)
+        }
+        .instrument(span)
+        .await
     }
 
     /// Submits on any connection inside a transaction — herald's or the application's own
@@ -255,11 +264,16 @@ impl Herald {
         conn: &mut C,
         req: &SubmitRequest,
     ) -> Result<Submitted, Error> {
-        let checked = check(req, self.submit_settings(conn.as_conn()).await?)?;
-        if !conn.as_conn().in_transaction() {
-            return Err(Error::NotInTransaction);
+        let span = crate::traces::submit_span(1);
+        async {
+            let checked = check(req, self.submit_settings(conn.as_conn()).await?)?;
+            if !conn.as_conn().in_transaction() {
+                return Err(Error::NotInTransaction);
+            }
+            self.claim_in(conn.as_conn(), req, &checked).await?
         }
-        self.claim_in(conn.as_conn(), req, &checked).await?
+        .instrument(span)
+        .await
     }
 
     /// Claims a checked request on `conn`, inside a transaction. The outer error is the
@@ -472,6 +486,7 @@ fn new_delivery<'a>(
         cost: checked.cost,
         max_attempts: checked.max_attempts as i32,
         send_at: checked.send_at_ms,
+        traceparent: checked.traceparent.as_deref(),
     }
 }
 

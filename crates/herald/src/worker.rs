@@ -396,8 +396,10 @@ impl Inner {
     /// left at each await), so other tasks' events on this thread are never tagged with it.
     async fn execute(&self, row: LeasedRow) -> Result<Option<Decision>, Error> {
         let d = &row.delivery;
-        let span = tracing::info_span!("send", delivery = %d.id, tenant = %d.tenant_id,
-            operation_key = %d.operation_key, attempt = d.attempts);
+        let span = tracing::info_span!("attempt", delivery = %d.id, tenant = %d.tenant_id,
+            operation_key = %d.operation_key, channel = %d.channel,
+            destination = %row.destination, attempt = d.attempts);
+        crate::traces::follow(&span, row.traceparent.as_deref());
         self.execute_in_span(row).instrument(span).await
     }
 
@@ -446,6 +448,7 @@ impl Inner {
                     to: d.recipient.clone(),
                     payload,
                     attempt: n.max(0) as u32,
+                    traceparent: crate::traces::traceparent_of(&tracing::Span::current()),
                 };
                 let started = std::time::Instant::now();
                 let outcome = self.send(channel.clone(), leased, d.id, n).await;
@@ -463,6 +466,7 @@ impl Inner {
                 outcome
             }
         };
+        crate::traces::outcome(&tracing::Span::current(), &outcome);
         self.finish(row.delivery, row.stripe, outcome).await
     }
 

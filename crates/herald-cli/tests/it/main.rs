@@ -24,3 +24,4 @@ mod php;
 mod quickstart;
 mod serve;
 mod tenant_keys;
+mod traces;

@@ -284,7 +284,15 @@ submit: BEGIN
                     IF(b_fingerprint IS NULL, 2, 3), IF(b_fingerprint IS NULL, NULL, v_due),
                     v_quota_key, v_cost, 'pending', v_attempts, COALESCE(v_due, v_now),
                     v_now, v_now);
-                INSERT INTO delivery_payloads (delivery_id, payload) VALUES (v_id, p_payload);
+                -- The caller's W3C traceparent (`SET @herald_traceparent = '00-…-01'` before
+                -- the call) when it reads as one, else NULL: tracing never fails a submit.
+                INSERT INTO delivery_payloads (delivery_id, payload, traceparent)
+                VALUES (v_id, p_payload,
+                    IF(@herald_traceparent REGEXP
+                           '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-|$)'
+                       AND (CHAR_LENGTH(@herald_traceparent) = 55
+                            OR LEFT(@herald_traceparent, 2) <> '00'),
+                       LEFT(@herald_traceparent, 55), NULL));
                 IF v_cost > 0 THEN
                     UPDATE quota_accounts a
                        SET a.available = a.available - v_cost, a.reserved = a.reserved + v_cost,

@@ -20,6 +20,18 @@
 -- written against v1 keeps working after every upgrade (an overload with more defaulted
 -- parameters would make calls by name ambiguous). Both versions are herald_submit, one
 -- body, which only they may call.
+-- The caller's W3C traceparent, from the transaction's `herald.traceparent` setting
+-- (`SELECT set_config('herald.traceparent', '00-…-01', true)` before the submit), when it
+-- reads as one; NULL otherwise: a caller's tracing never fails its submit. Stored beside
+-- the payload, read again in full by herald_core::trace before an attempt uses it.
+CREATE OR REPLACE FUNCTION herald_traceparent() RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN v ~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-|$)'
+                     AND (length(v) = 55 OR left(v, 2) <> '00')
+                THEN left(v, 55) END
+    FROM (SELECT current_setting('herald.traceparent', true) AS v) s
+$$;
+
 -- The one body of v1 and v2: `from_client` says whether `client_print` is the request's
 -- fingerprint (v2) or the fingerprint is left to the first repeat (v1: version 0).
 CREATE OR REPLACE FUNCTION herald_submit(
@@ -162,8 +174,8 @@ BEGIN
                        AND (cost = 0 OR (SELECT q.stripe FROM q) IS NOT NULL)
                      ON CONFLICT ON CONSTRAINT deliveries_identity DO NOTHING
                      RETURNING d.id),
-                 p AS (INSERT INTO delivery_payloads (delivery_id, payload)
-                       SELECT d.id, payload FROM d),
+                 p AS (INSERT INTO delivery_payloads (delivery_id, payload, traceparent)
+                       SELECT d.id, payload, herald_traceparent() FROM d),
                  a AS (UPDATE quota_accounts a SET available = a.available - cost,
                            reserved = a.reserved + cost, updated_at = now()
                        WHERE cost > 0 AND a.tenant_id = tenant_uuid AND a.quota_key = qkey

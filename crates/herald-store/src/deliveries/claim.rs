@@ -23,6 +23,9 @@ pub struct NewDelivery<'a> {
     pub max_attempts: i32,
     /// Due time (Unix ms); `None` means now.
     pub send_at: Option<i64>,
+    /// The W3C traceparent its attempts' spans descend from (stored beside the payload);
+    /// `None` when tracing is off or the submit had no trace.
+    pub traceparent: Option<&'a str>,
 }
 
 /// What claiming did. Nothing is written unless it is `Inserted`.

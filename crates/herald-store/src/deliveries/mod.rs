@@ -96,6 +96,8 @@ pub struct LeasedRow {
     /// Its destination as stored (herald_core::hold::destination_of): with its tenant, the
     /// lane whose share of the worker it uses.
     pub destination: String,
+    /// The W3C traceparent it was submitted under, if any (herald_core::trace).
+    pub traceparent: Option<String>,
 }
 
 impl std::fmt::Debug for LeasedRow {
@@ -107,6 +109,7 @@ impl std::fmt::Debug for LeasedRow {
             .field("stripe", &self.stripe)
             .field("fingerprint_send_at", &self.fingerprint_send_at)
             .field("destination", &self.destination)
+            .field("traceparent", &self.traceparent)
             .finish()
     }
 }
@@ -174,6 +177,7 @@ macro_rules! leased_row {
             stripe: row.try_get("stripe")?,
             fingerprint_send_at: row.try_get("fingerprint_send_at_ms")?,
             destination: row.try_get("destination")?,
+            traceparent: row.try_get("traceparent")?,
         }
     }};
 }

@@ -110,11 +110,14 @@ async fn claim_steps(
     if !fresh {
         return Ok(Claim::Exists);
     }
-    sqlx::query("INSERT INTO delivery_payloads (delivery_id, payload) VALUES (?, ?)")
-        .bind(new.id)
-        .bind(new.payload)
-        .execute(&mut *c)
-        .await?;
+    sqlx::query(
+        "INSERT INTO delivery_payloads (delivery_id, payload, traceparent) VALUES (?, ?, ?)",
+    )
+    .bind(new.id)
+    .bind(new.payload)
+    .bind(new.traceparent)
+    .execute(&mut *c)
+    .await?;
     if new.cost > 0 {
         let (tenant, key, cost) = (new.tenant_id, new.quota_key, new.cost);
         let reserved =

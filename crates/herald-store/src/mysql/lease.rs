@@ -61,7 +61,7 @@ async fn lease_ids(
     bind_in_list(mark, ids).execute(&mut *c).await?;
     let cols = DELIVERY_COLS.split(", ").map(|c| format!("d.{c}")).collect::<Vec<_>>().join(", ");
     let q = format!(
-        "SELECT {cols}, p.payload, v.stripe, d.fingerprint_send_at_ms, d.destination
+        "SELECT {cols}, p.payload, p.traceparent, v.stripe, d.fingerprint_send_at_ms, d.destination
          FROM deliveries d
          JOIN delivery_payloads p ON p.delivery_id = d.id
          LEFT JOIN quota_journal v ON v.reserve_of = d.id

@@ -87,8 +87,8 @@ async fn claim_once(
                  ON CONFLICT (tenant_id, operation_key, channel) DO NOTHING
                  RETURNING id, herald_ms(created_at) AS created_ms,
                      herald_ms(next_attempt_at) AS due_ms),
-             p AS (INSERT INTO delivery_payloads (delivery_id, payload)
-                   SELECT id, $12::text FROM d),
+             p AS (INSERT INTO delivery_payloads (delivery_id, payload, traceparent)
+                   SELECT id, $12::text, $17::text FROM d),
              a AS (UPDATE quota_accounts SET available = available - $8,
                        reserved = reserved + $8, updated_at = herald_now($11)
                    WHERE $8 > 0 AND tenant_id = $2 AND quota_key = $7
@@ -117,6 +117,7 @@ async fn claim_once(
     .bind(crate::notify::WAKE_CHANNEL)
     .bind(new.fingerprint_version)
     .bind(given)
+    .bind(new.traceparent)
     .fetch_one(c)
     .await?;
     Ok(match (created, due) {
@@ -234,10 +235,10 @@ pub(crate) async fn deliveries_claim_many(
             "WITH i AS (
                  SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
                      $6::bytea[], $7::int2[], $8::text[], $9::int8[], $10::int4[], $11::int8[],
-                     $12::text[], $16::int2[])
+                     $12::text[], $16::int2[], $17::text[])
                      AS i (id, tenant_id, operation_key, channel, recipient, fingerprint,
                          fingerprint_version, quota_key, cost, max_attempts, send_at, payload,
-                         stripe)),
+                         stripe, traceparent)),
              d AS (
                  INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient,
                      fingerprint, fingerprint_version, quota_key, cost, state, max_attempts,
@@ -251,8 +252,8 @@ pub(crate) async fn deliveries_claim_many(
                  ON CONFLICT (tenant_id, operation_key, channel) DO NOTHING
                  RETURNING id, tenant_id, quota_key, cost,
                      herald_ms(created_at) AS created_ms, herald_ms(next_attempt_at) AS due_ms),
-             p AS (INSERT INTO delivery_payloads (delivery_id, payload)
-                   SELECT i.id, i.payload FROM i JOIN d ON d.id = i.id),
+             p AS (INSERT INTO delivery_payloads (delivery_id, payload, traceparent)
+                   SELECT i.id, i.payload, i.traceparent FROM i JOIN d ON d.id = i.id),
              s AS (SELECT d.tenant_id, d.quota_key, i.stripe, sum(d.cost) AS total
                    FROM d JOIN i ON i.id = d.id WHERE d.cost > 0
                    GROUP BY d.tenant_id, d.quota_key, i.stripe),
@@ -280,6 +281,7 @@ pub(crate) async fn deliveries_claim_many(
         .bind(crate::notify::WAKE_CHANNEL)
         .bind(notify)
         .bind(on_stripe)
+        .bind(admitted.iter().map(|n| n.traceparent).collect::<Vec<_>>())
         .fetch_all(&mut *c)
         .await?;
         rows.into_iter().map(|(id, created, due, _notified)| (id, (created, due))).collect()

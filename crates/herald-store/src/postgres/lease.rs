@@ -50,12 +50,13 @@ fn mark_and_read(worker: &str, lease_ms: &str) -> String {
              -- join over a scan of every delivery, ever (O(history) per lease).
              WHERE u.id = ANY(ARRAY(SELECT id FROM due))
              RETURNING u.*)
-         SELECT {DELIVERY_COLS},
-             (SELECT p.payload::text FROM delivery_payloads p WHERE p.delivery_id = d.id)
-                 AS payload,
+         SELECT {DELIVERY_COLS}, p.payload, p.traceparent,
              d.reserve_stripe AS stripe,
              d.fingerprint_send_at_ms, d.destination
+         -- LATERAL: one index probe per leased row, as a scalar subquery would be.
          FROM leased d
+         CROSS JOIN LATERAL (SELECT p.payload::text AS payload, p.traceparent
+                             FROM delivery_payloads p WHERE p.delivery_id = d.id) p
          ORDER BY d.next_attempt_at, d.id"
     )
 }

@@ -46,11 +46,14 @@ pub(crate) async fn delivery_claim(
             .await?;
         return Ok(if known.is_some() { Claim::Exists } else { Claim::UnknownTenant });
     }
-    sqlx::query("INSERT INTO delivery_payloads (delivery_id, payload) VALUES (?1, ?2)")
-        .bind(new.id)
-        .bind(new.payload)
-        .execute(&mut *c)
-        .await?;
+    sqlx::query(
+        "INSERT INTO delivery_payloads (delivery_id, payload, traceparent) VALUES (?1, ?2, ?3)",
+    )
+    .bind(new.id)
+    .bind(new.payload)
+    .bind(new.traceparent)
+    .execute(&mut *c)
+    .await?;
     let reserved = new.cost == 0
         || super::quota::quota_reserve(
             c,

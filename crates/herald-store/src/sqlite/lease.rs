@@ -50,11 +50,12 @@ async fn with_payloads(
     deliveries.sort_by_key(|(d, _)| (d.next_attempt_at, d.id));
     let mut leased = Vec::with_capacity(deliveries.len());
     for (delivery, destination) in deliveries {
-        let payload: String =
-            sqlx::query_scalar("SELECT payload FROM delivery_payloads WHERE delivery_id = ?1")
-                .bind(delivery.id)
-                .fetch_one(&mut *c)
-                .await?;
+        let (payload, traceparent): (String, Option<String>) = sqlx::query_as(
+            "SELECT payload, traceparent FROM delivery_payloads WHERE delivery_id = ?1",
+        )
+        .bind(delivery.id)
+        .fetch_one(&mut *c)
+        .await?;
         // SQLite's accounts have one stripe (the schema's CHECK: stripe = 0).
         let stripe = (delivery.cost > 0).then_some(0);
         // No SQL API on SQLite: every row's fingerprint was computed by herald.
@@ -64,6 +65,7 @@ async fn with_payloads(
             stripe,
             fingerprint_send_at: None,
             destination,
+            traceparent,
         });
     }
     Ok(leased)

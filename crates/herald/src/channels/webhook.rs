@@ -117,16 +117,19 @@ impl WebhookChannel {
             Ok(s) => s,
             Err(e) => return Outcome::transient("bad_secret", e.to_string()),
         };
-        let response = self
+        let mut request = self
             .client
             .post(url)
             .header("content-type", "application/json")
             .header("webhook-id", &id)
             .header("webhook-timestamp", timestamp.to_string())
-            .header("webhook-signature", signature)
-            .body(body)
-            .send()
-            .await;
+            .header("webhook-signature", signature);
+        // The attempt's span, so that the receiver's work joins the submit's trace (not
+        // signed: tracing context is the receiver's to trust or not, as W3C says).
+        if let Some(traceparent) = &d.traceparent {
+            request = request.header("traceparent", traceparent);
+        }
+        let response = request.body(body).send().await;
         match response {
             Ok(r) => {
                 let outcome = classify(

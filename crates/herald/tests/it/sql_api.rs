@@ -106,6 +106,47 @@ async fn a_submit_through_sql_commits_with_the_application_and_is_one_request_ev
     assert_eq!(mine.payload, payload);
 }
 
+/// The caller's W3C traceparent, from its transaction's `herald.traceparent` setting, is
+/// kept beside the payload for the attempts' spans; a value that does not read as one is
+/// not, and never fails the submit. The setting ends with the transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_callers_traceparent_is_kept_for_the_attempts() {
+    let Some((_db, herald, tenant, pool)) = setup().await else { return };
+    herald.quota_grant(tenant, "webhook", 10, None).await.unwrap();
+    let t = tenant.to_string();
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let later = format!("cc{}-what-comes-next", &tp[2..]);
+    let later_kept = format!("cc{}", &tp[2..]);
+    let cases: [(&str, Option<&str>, Option<&str>); 5] = [
+        ("traced", Some(tp), Some(tp)),
+        ("after-the-transaction", None, None),
+        ("later-version", Some(&later), Some(&later_kept)),
+        ("upper-case", Some(&tp.to_uppercase()), None),
+        ("version-00-too-long", Some(&format!("{tp}-x")), None),
+    ];
+    let mut app = pool.acquire().await.unwrap();
+    for (key, setting, kept) in cases {
+        let mut tx = sqlx::Connection::begin(&mut *app).await.unwrap();
+        if let Some(value) = setting {
+            sqlx::query("SELECT set_config('herald.traceparent', $1, true)")
+                .bind(value)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+        }
+        let (status, id, ..) = submit_sql(&mut *tx, &t, key, "{}").await;
+        tx.commit().await.unwrap();
+        assert_eq!(status, "created", "{key}");
+        let stored: Option<String> =
+            sqlx::query_scalar("SELECT traceparent FROM delivery_payloads WHERE delivery_id = $1")
+                .bind(id.unwrap())
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        assert_eq!(stored.as_deref(), kept, "{key}");
+    }
+}
+
 /// Every answer that is not `created` leaves the application's transaction usable: its
 /// own writes around them commit (on PostgreSQL a raised error would have aborted it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

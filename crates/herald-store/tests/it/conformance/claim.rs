@@ -25,6 +25,7 @@ conformance!(
     racing_claims_of_one_identity_insert_once,
     a_wake_up_is_sent_only_for_a_claim_that_commits,
     a_claim_runs_alone_where_it_is_one_statement,
+    a_traceparent_is_kept_beside_the_payload_for_the_lease,
 );
 
 async fn a_claim_inserts_the_row_its_payload_and_reservation_1(db: &Db) {
@@ -61,6 +62,42 @@ async fn a_claim_inserts_the_row_its_payload_and_reservation_1(db: &Db) {
     assert_eq!(payload.0, PAYLOAD);
     assert_eq!(db.balance(t).await, (GRANTED - 5, 5, 0));
     assert_eq!(db.movements(t).await, vec![moved("reserve", 5, new.id, 1)]);
+}
+
+/// Claimed one by one and, where the backend claims many in one statement, together: the
+/// lease reads each traceparent back, and `None` where the submit had none.
+async fn a_traceparent_is_kept_beside_the_payload_for_the_lease(db: &Db) {
+    const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let t = funded(db).await;
+    let mut traced = new_delivery(t, "traced");
+    traced.traceparent = Some(TP);
+    let plain = new_delivery(t, "plain");
+    for new in [&traced, &plain] {
+        assert!(matches!(claim(db, new, at(0)).await, Claim::Inserted { .. }));
+    }
+    let mut many_traced = new_delivery(t, "many-traced");
+    many_traced.traceparent = Some(TP);
+    let many_plain = new_delivery(t, "many-plain");
+    let mut tx = db.tx().await;
+    let many = herald_store::deliveries::deliveries_claim_many(
+        tx.as_conn(),
+        &[many_traced.clone(), many_plain.clone()],
+        at(0),
+        false,
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let mut expected = vec![(traced.id, Some(TP)), (plain.id, None)];
+    if many.is_some() {
+        expected.extend([(many_traced.id, Some(TP)), (many_plain.id, None)]);
+    }
+    let leased = lease(db, "w1", 10, at(SECOND_MS)).await;
+    let mut got: Vec<(Uuid, Option<&str>)> =
+        leased.iter().map(|r| (r.delivery.id, r.traceparent.as_deref())).collect();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
 }
 
 async fn a_duplicate_inserts_nothing(db: &Db) {

@@ -75,6 +75,7 @@ pub fn new_delivery(tenant: Uuid, operation_key: &str) -> NewDelivery<'_> {
         cost: 1,
         max_attempts: 3,
         send_at: None,
+        traceparent: None,
     }
 }
 
