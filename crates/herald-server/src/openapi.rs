@@ -282,6 +282,19 @@ fn header_key(description: &str) -> Value {
     })
 }
 
+/// W3C Trace Context: with traces on, the parent of the request's span and so of every
+/// attempt of what it submits. Any text is taken; one that does not read as a traceparent
+/// is ignored, as W3C asks.
+fn traceparent() -> Value {
+    json!({
+        "name": "traceparent",
+        "in": "header",
+        "required": false,
+        "description": "W3C Trace Context (`00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`). With traces on (HERALD_TRACES=otlp) the request's span, the submit's and each attempt's of its deliveries join this trace; a value that does not read as one is ignored.",
+        "schema": {"type": "string"}
+    })
+}
+
 fn add_parameters(doc: &mut Value) {
     let quota_key = json!({
         "type": "string",
@@ -316,6 +329,12 @@ fn add_parameters(doc: &mut Value) {
                 _ => continue,
             };
             param["schema"] = schema;
+        }
+        if matches!(
+            (path.as_str(), method.as_str()),
+            ("/v1/deliveries" | "/v1/deliveries/batch", "post")
+        ) {
+            params.push(traceparent());
         }
         match (path.as_str(), method.as_str()) {
             ("/v1/deliveries", "post") => params.push(header_key(
