@@ -77,7 +77,9 @@ final class Herald
     /**
      * Claims the delivery (tenant, operationKey, channel) in the caller's transaction and
      * reserves its cost there (without an open transaction, in one of its own). The payload is
-     * JSON text kept byte for byte, or an array/object encoded once here.
+     * JSON text kept byte for byte, or an array/object encoded once here. `$traceparent`, the
+     * caller's W3C Trace Context, makes each attempt's span a child of the caller's when
+     * herald's traces are on; one that does not read as a traceparent is ignored.
      *
      * @param string|array<mixed>|object $payload
      * @throws InvalidSubmission when herald refuses the request (nothing was written): a
@@ -93,6 +95,7 @@ final class Herald
         ?int $cost = null,
         DateTimeInterface|string|null $sendAt = null,
         ?int $maxAttempts = null,
+        ?string $traceparent = null,
     ): SubmitResult {
         $submission = new Submission(
             tenant: $tenant ?? $this->tenant
@@ -105,6 +108,10 @@ final class Herald
             cost: $cost,
             sendAt: self::sendAtText($sendAt),
             maxAttempts: $maxAttempts ?? $this->maxAttempts,
+            // Ignored unless printable ASCII (a traceparent is): tracing never fails a
+            // submit, and bytes that are not UTF-8 would abort a PostgreSQL transaction.
+            traceparent: $traceparent !== null && preg_match('/^[\x20-\x7e]{1,512}$/D', $traceparent) === 1
+                ? $traceparent : null,
         );
         // Before the call, so no driver cuts a key at NUL and no database raises on bytes
         // that are not UTF-8 inside the caller's transaction.

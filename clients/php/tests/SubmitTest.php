@@ -60,6 +60,30 @@ final class SubmitTest extends TestCase
         $reused->orFail();
     }
 
+    public function testACallersTraceparentIsKeptForTheAttemptsAndOnlyForItsOwnSubmit(): void
+    {
+        $traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+        [$traced, $after, $bad] = [$this->unique('traced'), $this->unique('after'), $this->unique('bad')];
+        DB::transaction(function () use ($traceparent, $traced, $after, $bad): void {
+            $submit = fn (string $key, ?string $tp) => Herald::submit(
+                tenant: $this->tenant->id,
+                operationKey: $key,
+                channel: 'webhook',
+                to: $this->receiver('traced'),
+                payload: ['key' => $key],
+                traceparent: $tp,
+            );
+            $this->assertSame(SubmitStatus::Created, $submit($traced, $traceparent)->status);
+            // The next submit in the same transaction, without one, does not inherit it.
+            $this->assertSame(SubmitStatus::Created, $submit($after, null)->status);
+            // Not a traceparent (not even text): ignored, the submit goes on.
+            $this->assertSame(SubmitStatus::Created, $submit($bad, "00-\xff\x00")->status);
+        });
+        $this->assertSame($traceparent, $this->assertHeraldClaimed($traced, 'webhook', $this->tenant->id)['traceparent']);
+        $this->assertNull($this->assertHeraldClaimed($after, 'webhook', $this->tenant->id)['traceparent']);
+        $this->assertNull($this->assertHeraldClaimed($bad, 'webhook', $this->tenant->id)['traceparent']);
+    }
+
     public function testARolledBackSubmitLeavesNoClaimAndIsNeverSent(): void
     {
         $key = $this->unique('rolled-back');

@@ -22,6 +22,12 @@ final class MariaDbCalls implements Calls
     {
         // v2 when this client computed the fingerprint (hex: the bytes cross no text charset).
         $v2 = $s->fingerprint !== null;
+        // A traceparent goes in the session variable the call reads, cleared again by the
+        // read of the answer, so that no later call on this connection inherits it.
+        $traced = $s->traceparent !== null;
+        if ($traced) {
+            $db->statement('SET @herald_traceparent = ?', [$s->traceparent]);
+        }
         $db->statement(
             sprintf(
                 'CALL %s.%s(?, ?, ?, ?, ?, ?, ?, ?, ?, %s@herald_status, @herald_delivery_id, @herald_field, @herald_code)',
@@ -36,7 +42,8 @@ final class MariaDbCalls implements Calls
             ],
         );
         $row = $db->selectOne(
-            'SELECT @herald_status AS status, @herald_delivery_id AS delivery_id, @herald_field AS field, @herald_code AS code',
+            'SELECT @herald_status AS status, @herald_delivery_id AS delivery_id, @herald_field AS field, @herald_code AS code'
+            . ($traced ? ', (@herald_traceparent := NULL) AS cleared' : ''),
         ) ?? throw new \UnexpectedValueException('the submit left no answer');
         return [
             'status' => (string) $row['status'],

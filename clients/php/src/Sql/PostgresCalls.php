@@ -31,9 +31,18 @@ final class PostgresCalls implements Calls
         ];
         $named = [];
         $bindings = [];
+        // With a traceparent, the call reads it from `herald.traceparent`, set first (the
+        // function depends on the setting's row, so it runs after) and cleared after
+        // (the select list is computed after the call), all in this one statement.
+        $traced = $s->traceparent !== null;
+        if ($traced) {
+            $bindings[] = $s->traceparent;
+        }
         foreach ($args as $name => $value) {
             if ($value !== null) {
-                $named[] = "{$name} => CAST(? AS text)";
+                $named[] = $traced && $name === 'tenant'
+                    ? "{$name} => CAST(? AS text) || left(t.traceparent, 0)"
+                    : "{$name} => CAST(? AS text)";
                 $bindings[] = $value;
             }
         }
@@ -50,12 +59,18 @@ final class PostgresCalls implements Calls
             $named[] = "fingerprint => decode(CAST(? AS text), 'hex')";
             $bindings[] = bin2hex($s->fingerprint);
         }
-        $sql = sprintf(
-            'SELECT status, CAST(delivery_id AS text) AS delivery_id, field, code FROM %s.herald_submit_%s(%s)',
+        $call = sprintf(
+            '%s.herald_submit_%s(%s)',
             $this->quotedSchema(),
             $s->fingerprint !== null ? 'v2' : 'v1',
             implode(', ', $named),
         );
+        $sql = $traced
+            ? "SELECT s.status, CAST(s.delivery_id AS text) AS delivery_id, s.field, s.code,
+                      set_config('herald.traceparent', '', true) AS cleared
+                 FROM (SELECT set_config('herald.traceparent', CAST(? AS text), true) AS traceparent) t
+                 CROSS JOIN LATERAL {$call} s"
+            : "SELECT status, CAST(delivery_id AS text) AS delivery_id, field, code FROM {$call}";
         $row = $db->selectOne($sql, $bindings) ?? throw new \UnexpectedValueException('herald\'s submit returned no row');
         return [
             'status' => (string) $row['status'],

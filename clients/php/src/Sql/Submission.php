@@ -36,6 +36,11 @@ final class Submission
         public readonly ?int $maxAttempts = null,
         /** The fingerprint's 32 raw bytes (Herald\Fingerprint), computed by this client. */
         public readonly ?string $fingerprint = null,
+        /**
+         * The caller's W3C traceparent: with herald's traces on, every attempt's span is a
+         * child of it. One that does not read as a traceparent is ignored by herald.
+         */
+        public readonly ?string $traceparent = null,
     ) {
     }
 
@@ -83,6 +88,7 @@ final class Submission
             $sendAtMs === null ? null : self::msText($sendAtMs),
             $this->maxAttempts,
             $print,
+            $this->traceparent,
         );
     }
 

@@ -41,7 +41,7 @@ final class HeraldInspector
         }
         return $this->rows(
             sprintf(
-                'SELECT %s AS id, d.operation_key, d.channel, d.recipient, d.state, d.attempts, d.quota_key, d.cost, p.payload
+                'SELECT %s AS id, d.operation_key, d.channel, d.recipient, d.state, d.attempts, d.quota_key, d.cost, p.payload, p.traceparent
                    FROM %s d JOIN %s p ON p.delivery_id = d.id WHERE %s ORDER BY d.id',
                 $calls->uuidText('d.id'),
                 $calls->table('deliveries'),
