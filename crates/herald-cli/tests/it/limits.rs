@@ -179,8 +179,12 @@ async fn limits_hold_across_three_processes(db: SharedDb) {
         times.len()
     );
     let gaps: Vec<u128> = times.windows(2).map(|w| w[1].duration_since(w[0]).as_millis()).collect();
+    // Less than one send over: the times are the receiver's, where each send's own latency
+    // (a few ms, not the same for all) moves its arrival off the instant its token was
+    // taken; a bucket that let more through would be over by whole sends (seen once at
+    // the edge: 23 sends in 133 ms against 22.8 allowed).
     assert!(
-        worst <= 0.0,
+        worst < 1.0,
         "{}: sends {}..={} exceeded the rate by {worst:.1}; gaps in ms: {gaps:?}",
         db.name(),
         at.0,
