@@ -63,8 +63,8 @@ final class SubmitTest extends TestCase
     public function testACallersTraceparentIsKeptForTheAttemptsAndOnlyForItsOwnSubmit(): void
     {
         $traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
-        [$traced, $after, $bad] = [$this->unique('traced'), $this->unique('after'), $this->unique('bad')];
-        DB::transaction(function () use ($traceparent, $traced, $after, $bad): void {
+        $keys = ['traced' => $this->unique('traced'), 'after' => $this->unique('after'), 'bad' => $this->unique('bad')];
+        $results = DB::transaction(function () use ($traceparent, $keys): array {
             $submit = fn (string $key, ?string $tp) => Herald::submit(
                 tenant: $this->tenant->id,
                 operationKey: $key,
@@ -73,15 +73,21 @@ final class SubmitTest extends TestCase
                 payload: ['key' => $key],
                 traceparent: $tp,
             );
-            $this->assertSame(SubmitStatus::Created, $submit($traced, $traceparent)->status);
-            // The next submit in the same transaction, without one, does not inherit it.
-            $this->assertSame(SubmitStatus::Created, $submit($after, null)->status);
-            // Not a traceparent (not even text): ignored, the submit goes on.
-            $this->assertSame(SubmitStatus::Created, $submit($bad, "00-\xff\x00")->status);
+            return [
+                'traced' => $submit($keys['traced'], $traceparent),
+                // The next submit in the same transaction, without one, does not inherit it.
+                'after' => $submit($keys['after'], null),
+                // Not a traceparent (not even text): ignored, the submit goes on.
+                'bad' => $submit($keys['bad'], "00-\xff\x00"),
+            ];
         });
-        $this->assertSame($traceparent, $this->assertHeraldClaimed($traced, 'webhook', $this->tenant->id)['traceparent']);
-        $this->assertNull($this->assertHeraldClaimed($after, 'webhook', $this->tenant->id)['traceparent']);
-        $this->assertNull($this->assertHeraldClaimed($bad, 'webhook', $this->tenant->id)['traceparent']);
+        $expected = ['traced' => $traceparent, 'after' => null, 'bad' => null];
+        foreach ($results as $case => $result) {
+            $this->assertSame(SubmitStatus::Created, $result->status, $case);
+            $claimed = $this->assertHeraldClaimed($keys[$case], 'webhook', $this->tenant->id);
+            $this->assertSame($expected[$case], $claimed['traceparent'], $case);
+            Expect::deliveredOnce($result->deliveryId, "traceparent-{$case}");
+        }
     }
 
     public function testARolledBackSubmitLeavesNoClaimAndIsNeverSent(): void
