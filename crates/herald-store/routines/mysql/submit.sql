@@ -288,8 +288,9 @@ submit: BEGIN
                 -- the call) when it reads as one, else NULL: tracing never fails a submit.
                 INSERT INTO delivery_payloads (delivery_id, payload, traceparent)
                 VALUES (v_id, p_payload,
+                    -- (?-i): lower-case hex only, whatever the session's collation.
                     IF(@herald_traceparent REGEXP
-                           '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-|$)'
+                           '(?-i)^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-|$)'
                        AND (CHAR_LENGTH(@herald_traceparent) = 55
                             OR LEFT(@herald_traceparent, 2) <> '00'),
                        LEFT(@herald_traceparent, 55), NULL));

@@ -235,3 +235,22 @@ impl herald::Channel for Sends {
         })
     }
 }
+
+/// A traceparent case for the SQL API: (operation key, what the caller sets, what herald
+/// keeps beside the payload).
+pub type TraceCase = (&'static str, Option<String>, Option<String>);
+
+/// The SQL API's traceparent cases every backend shares, then `own` (what a backend's
+/// setting does between submits): kept as given, a later version kept by its first 55
+/// characters, an upper-case one and a version 00 longer than 55 ignored.
+pub fn traceparent_cases(own: TraceCase) -> Vec<TraceCase> {
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_string();
+    let later = format!("cc{}", &tp[2..]);
+    vec![
+        ("traced", Some(tp.clone()), Some(tp.clone())),
+        own,
+        ("later-version", Some(format!("{later}-what-comes-next")), Some(later)),
+        ("upper-case", Some(tp.to_uppercase()), None),
+        ("version-00-too-long", Some(format!("{tp}-x")), None),
+    ]
+}
