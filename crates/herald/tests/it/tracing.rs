@@ -57,7 +57,7 @@ impl Channel for Held {
 }
 
 #[tokio::test]
-async fn the_send_span_tags_only_its_own_events() {
+async fn the_attempt_span_tags_only_its_own_events() {
     let capture = Capture::default();
     let _default =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
@@ -93,11 +93,11 @@ async fn the_send_span_tags_only_its_own_events() {
             .unwrap_or_else(|| panic!("no event {message:?} in {events:?}"))
     };
     assert!(
-        !spans_of("an event of another task").contains(&"send".to_string()),
+        !spans_of("an event of another task").contains(&"attempt".to_string()),
         "another task's event was tagged with the delivery's span: {events:?}"
     );
     assert!(
-        spans_of("outcome recorded").contains(&"send".to_string()),
+        spans_of("outcome recorded").contains(&"attempt".to_string()),
         "the delivery's own events carry its span: {events:?}"
     );
 }
