@@ -7,16 +7,36 @@
 use crate::support::*;
 use axum::response::IntoResponse;
 use std::io::BufRead as _;
+use tokio::sync::Notify;
 
 /// The caller's trace and span, as a client would send them.
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
+
+/// Waits, without polling, until `check` finds what it looks for in state that changes
+/// only with a call of `arrived.notify_waiters()`, or panics naming `what`.
+async fn until<T>(arrived: &Notify, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + DELIVERY_BOUND;
+    loop {
+        let notified = arrived.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if let Some(found) = check() {
+            return found;
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            return check().unwrap_or_else(|| panic!("{what}: not within {DELIVERY_BOUND:?}"));
+        }
+    }
+}
 
 /// The OTLP receiver: its port, and every span it decoded (one JSON object each).
 struct Collector {
     child: std::process::Child,
     port: u16,
     spans: Arc<Mutex<Vec<Value>>>,
+    arrived: Arc<Notify>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Drop for Collector {
@@ -38,16 +58,28 @@ impl Collector {
             .expect("start the OTLP receiver");
         let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
         let port = lines.next().unwrap().unwrap().trim().parse().unwrap();
-        let spans: Arc<Mutex<Vec<Value>>> = Arc::default();
-        let all = spans.clone();
-        std::thread::spawn(move || {
+        let (spans, arrived): (Arc<Mutex<Vec<Value>>>, Arc<Notify>) = Default::default();
+        let (all, signal) = (spans.clone(), arrived.clone());
+        let reader = std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
                 if let Ok(v) = serde_json::from_str(&line) {
                     all.lock().unwrap().push(v);
+                    signal.notify_waiters();
                 }
             }
         });
-        Some(Collector { child, port, spans })
+        Some(Collector { child, port, spans, arrived, reader: Some(reader) })
+    }
+
+    /// Every span it ever received: its stdin closed, it exits, and its output is read to
+    /// the end.
+    fn finish(mut self) -> Vec<Value> {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            reader.join().expect("the receiver's reader");
+        }
+        self.spans.lock().unwrap().clone()
     }
 
     fn endpoint(&self) -> String {
@@ -56,8 +88,8 @@ impl Collector {
 
     /// The spans named `name` in `trace`, once there are `n` of them.
     async fn wait(&self, trace: &str, name: &str, n: usize) -> Vec<Value> {
-        let deadline = Instant::now() + DELIVERY_BOUND;
-        loop {
+        let what = format!("{n} `{name}` spans of trace {trace}");
+        until(&self.arrived, &what, || {
             let found: Vec<Value> = self
                 .spans
                 .lock()
@@ -66,16 +98,9 @@ impl Collector {
                 .filter(|s| s["trace_id"] == trace && s["name"] == name)
                 .cloned()
                 .collect();
-            if found.len() >= n {
-                return found;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{n} `{name}` spans of trace {trace}: only {found:?}; all: {:?}",
-                self.spans.lock().unwrap()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            (found.len() >= n).then_some(found)
+        })
+        .await
     }
 }
 
@@ -84,6 +109,7 @@ impl Collector {
 struct Hooks {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<String>>>,
+    arrived: Arc<Notify>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -95,18 +121,19 @@ impl Drop for Hooks {
 
 impl Hooks {
     async fn start() -> Hooks {
-        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (seen, arrived): (Arc<Mutex<Vec<String>>>, Arc<Notify>) = Default::default();
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("address");
-        let s = seen.clone();
+        let (s, signal) = (seen.clone(), arrived.clone());
         let app = axum::Router::new().route(
             "/hooks/{name}",
             axum::routing::post(move |headers: HeaderMap| {
-                let s = s.clone();
+                let (s, signal) = (s.clone(), signal.clone());
                 async move {
                     let tp = headers.get("traceparent").and_then(|v| v.to_str().ok());
                     let mut seen = s.lock().unwrap();
                     seen.push(tp.unwrap_or_default().to_string());
+                    signal.notify_waiters();
                     if seen.len() == 1 {
                         StatusCode::SERVICE_UNAVAILABLE.into_response()
                     } else {
@@ -118,7 +145,7 @@ impl Hooks {
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Hooks { addr, seen, task }
+        Hooks { addr, seen, arrived, task }
     }
 
     fn url(&self) -> String {
@@ -126,15 +153,11 @@ impl Hooks {
     }
 
     async fn wait(&self, n: usize) -> Vec<String> {
-        let deadline = Instant::now() + DELIVERY_BOUND;
-        loop {
+        until(&self.arrived, &format!("{n} webhooks"), || {
             let seen = self.seen.lock().unwrap().clone();
-            if seen.len() >= n {
-                return seen;
-            }
-            assert!(Instant::now() < deadline, "{n} webhooks: only {seen:?}");
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+            (seen.len() >= n).then_some(seen)
+        })
+        .await
     }
 }
 
@@ -226,14 +249,16 @@ async fn traces_are_off_by_default() {
     let endpoint = collector.endpoint();
     // The standard variable names a collector, but HERALD_TRACES is not set.
     let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("HERALD_BACKOFF_BASE", "50ms")];
-    let server = Proc::serve("serve", cwd.path(), &[], &env).await;
+    let mut server = Proc::serve("serve", cwd.path(), &[], &env).await;
     let (_, key, _) = tenant_with_quota(&server, "untraced", 5).await;
     let caller = format!("00-{TRACE}-{CALLER_SPAN}-01");
     submit(&server, &key, &hooks.url(), "untraced-1", Some(&caller)).await;
     let seen = hooks.wait(2).await;
     assert_eq!(seen, ["", ""], "no traceparent on a webhook when traces are off");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(collector.spans.lock().unwrap().is_empty(), "spans exported while off");
+    // Stopped, herald would have flushed every span it had batched; the receiver, read to
+    // its end, holds all it ever got.
+    server.stop(Duration::from_secs(15)).await;
+    assert_eq!(collector.finish(), Vec::<Value>::new(), "spans exported while off");
 }
 
 /// A bad setting is one clear line and exit 1, before anything starts.
