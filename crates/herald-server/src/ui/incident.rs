@@ -70,9 +70,7 @@ pub async fn failures(
         .holds(own_tenant(&s))
         .await?
         .into_iter()
-        .map(|h| {
-            serde_json::to_value(crate::routes::holds::HoldView::from(h)).unwrap_or(Value::Null)
-        })
+        .map(as_view::<crate::routes::holds::HoldView, _>)
         .collect();
     let circuits: Vec<Value> = state
         .herald
@@ -81,8 +79,7 @@ pub async fn failures(
         .into_iter()
         .map(|l| {
             let name = names.get(&l.tenant.to_string()).cloned();
-            let mut v = serde_json::to_value(crate::routes::destinations::CircuitView::from(l))
-                .unwrap_or(Value::Null);
+            let mut v = as_view::<crate::routes::destinations::CircuitView, _>(l);
             v["name"] = json!(name);
             v
         })
@@ -92,10 +89,7 @@ pub async fn failures(
         .destination_limits(tenant)
         .await?
         .into_iter()
-        .map(|l| {
-            serde_json::to_value(crate::routes::destinations::LimitView::from(l))
-                .unwrap_or(Value::Null)
-        })
+        .map(as_view::<crate::routes::destinations::LimitView, _>)
         .collect();
     Ok(Json(json!({
         "hours": hours,
@@ -115,6 +109,11 @@ pub async fn failures(
 const GROUPS_SHOWN: usize = 20;
 
 /// `GET /ui/api/holds`: the holds the session may see (`GET /v1/holds`).
+/// A row as the API shows it (`V`, its view), as JSON the page reads.
+fn as_view<V: From<T> + serde::Serialize, T>(row: T) -> Value {
+    serde_json::to_value(V::from(row)).unwrap_or(Value::Null)
+}
+
 pub async fn holds(State(state): State<AppState>, Reader(s): Reader) -> ApiResult<Json<HoldList>> {
     let holds = state.herald.holds(own_tenant(&s)).await?;
     Ok(Json(HoldList { holds: holds.into_iter().map(Into::into).collect() }))
