@@ -1,0 +1,1 @@
+ALTER TABLE deliveries SET (fillfactor = 100); VACUUM FULL deliveries; ANALYZE deliveries; CHECKPOINT;
