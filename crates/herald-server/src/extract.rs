@@ -2,7 +2,7 @@
 //! malformed, 413 for anything too big — instead of the framework's plain-text 415/422.
 
 use crate::error::ApiError;
-use crate::keys;
+use crate::keys::{self, Cached};
 use crate::state::AppState;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Query, Request};
@@ -120,10 +120,15 @@ impl FromRequestParts<AppState> for TenantAuth {
         let parsed = keys::parse(token);
         // A key verified lately is answered from the cache, limits or not: only a key
         // that is not (a guess among them) is counted and limited.
-        if let Some((key_id, hash)) = &parsed
-            && let Some(tenant) = state.key_cache.tenant(key_id.as_str(), hash)
-        {
-            return Ok(TenantAuth(tenant));
+        if let Some((key_id, hash)) = &parsed {
+            match state.key_cache.lookup(key_id.as_str(), hash) {
+                Cached::Fresh(tenant) => return Ok(TenantAuth(tenant)),
+                Cached::Refresh(tenant) => {
+                    refresh_behind(state, key_id, *hash);
+                    return Ok(TenantAuth(tenant));
+                }
+                Cached::Missing => {}
+            }
         }
         let sources =
             guess_sources(ClientAddr::of(parts).0, parsed.as_ref().map(|(id, _)| id.as_str()));
@@ -132,6 +137,10 @@ impl FromRequestParts<AppState> for TenantAuth {
             state.guesses.failed(&sources, "api");
             return Err(ApiError::unauthorized());
         };
+        let _turn = state.key_cache.turn(key_id.as_str()).lock().await;
+        if let Some(tenant) = state.key_cache.tenant(key_id.as_str(), &hash) {
+            return Ok(TenantAuth(tenant)); // verified by the request whose turn came first
+        }
         let row = state.herald.api_key(&key_id).await.map_err(ApiError::from)?;
         match row {
             Some(row) if !row.revoked && keys::same(&row.secret_sha256, &hash) => {
@@ -145,6 +154,28 @@ impl FromRequestParts<AppState> for TenantAuth {
             }
         }
     }
+}
+
+/// Verifies a cached key again past half its bound, in the background: the request that
+/// was asked to is answered from the cache like the others, so none waits for it. A key
+/// the database no longer has (or has revoked) is forgotten; a database error leaves the
+/// cached answer in force until its bound, and the next request past half of it tries again.
+fn refresh_behind(state: &AppState, key_id: &herald::KeyId, hash: [u8; 32]) {
+    let (state, key_id) = (state.clone(), key_id.clone());
+    tokio::spawn(async move {
+        let key_id_text = key_id.as_str();
+        match state.herald.api_key(&key_id).await {
+            Ok(Some(row)) if !row.revoked && keys::same(&row.secret_sha256, &hash) => {
+                let tenant = herald::TenantId::from_uuid(row.tenant_id);
+                state.key_cache.verified(key_id_text, hash, tenant);
+            }
+            Ok(_) => state.key_cache.forget(key_id_text),
+            Err(e) => {
+                tracing::warn!(error = %e, "re-verifying a cached API key failed; the cached answer stands until its bound");
+                state.key_cache.refresh_failed(key_id_text);
+            }
+        }
+    });
 }
 
 /// The caller presented the admin key.
