@@ -53,6 +53,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (17, "viewers", include_str!("../migrations/postgres/0017_viewers.sql")),
     (18, "lanes", include_str!("../migrations/postgres/0018_lanes.sql")),
     (19, "traces", include_str!("../migrations/postgres/0019_traces.sql")),
+    (20, "settle on row", include_str!("../migrations/postgres/0020_settle_on_row.sql")),
 ];
 /// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
 /// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.

@@ -218,8 +218,8 @@ async fn a_database_from_before_version_2_keeps_answering_repeats_as_duplicates(
 }
 
 /// PostgreSQL's schema 13 folded the `reserve` rows onto the deliveries and the final
-/// rows: none is left in the table, and the journal (now a view) still sums to each
-/// stripe's balance.
+/// rows, and schema 20 the current reservations' ends onto the deliveries: none is left in
+/// the table, and the journal (now a view) still sums to each stripe's balance.
 async fn journal_still_adds_up(schema: &PgSchema) {
     let mut conn = schema.connect().await;
     let left: i64 =
@@ -228,6 +228,16 @@ async fn journal_still_adds_up(schema: &PgSchema) {
             .await
             .unwrap();
     assert_eq!(left, 0, "reserve rows left in the table");
+    // Schema 20 moved each current reservation's end onto its delivery's row.
+    let current_ends: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM quota_movements f JOIN deliveries d
+           ON d.id = f.delivery_id AND d.reservation_seq = f.reservation_seq
+         WHERE f.kind IN ('commit', 'release')",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(current_ends, 0, "current reservations' ends left in the table");
     let reserves: i64 =
         sqlx::query_scalar("SELECT count(*) FROM quota_journal WHERE kind = 'reserve'")
             .fetch_one(&mut conn)

@@ -72,8 +72,9 @@ pub async fn floor_submit(
     Ok(n == 1)
 }
 
-/// Lease up to `limit` due deliveries with SKIP LOCKED, mark them sent, commit their
-/// reservations and journal the commits — one statement: the floor of draining. Client
+/// Lease up to `limit` due deliveries with SKIP LOCKED, mark them sent and commit their
+/// reservations (on PostgreSQL on the rows, as herald does since schema 20; elsewhere as
+/// journal rows) — one statement: the floor of draining. Client
 /// `part` of `parts` takes only its share of the tenants, so concurrent batches never
 /// update the same quota rows in different orders (which would deadlock).
 pub async fn floor_drain(
@@ -88,29 +89,28 @@ pub async fn floor_drain(
         // One writer at a time: a part of the tenants would change nothing.
         Conn::Sqlite(c) => return floor_drain_sqlite(c, limit).await,
     };
-    let n = sqlx::query(
+    let n: i64 = sqlx::query_scalar(
         "WITH l AS (
              SELECT id FROM deliveries WHERE state = 'pending' AND next_attempt_at <= now()
                AND abs(hashtext(tenant_id::text)::bigint) % $3 = $2
              ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED),
-         d AS (UPDATE deliveries u SET state = 'sent', sent_at = now(), updated_at = now()
+         d AS (UPDATE deliveries u SET state = 'sent', sent_at = now(), updated_at = now(),
+                   settle_kind = 'commit', settle_id = nextval('quota_movements_id_seq'),
+                   settled_at = now()
                FROM l WHERE u.id = l.id
-               RETURNING u.id, u.tenant_id, u.cost, u.reserve_id, u.created_at),
+               RETURNING u.tenant_id, u.cost),
          n AS (SELECT tenant_id, sum(cost) AS c FROM d GROUP BY tenant_id),
          a AS (UPDATE quota_accounts q SET reserved = q.reserved - n.c, spent = q.spent + n.c
-               FROM n WHERE q.tenant_id = n.tenant_id AND q.quota_key = 'webhook' AND stripe = 0 RETURNING 1)
-         INSERT INTO quota_movements (tenant_id, quota_key, kind, amount, delivery_id,
-             reservation_seq, at, reserve_id, reserved_at)
-         SELECT tenant_id, 'webhook', 'commit', cost, id, 1, now(), reserve_id, created_at
-         FROM d",
+               FROM n WHERE q.tenant_id = n.tenant_id AND q.quota_key = 'webhook'
+                 AND stripe = 0)
+         SELECT count(*) FROM d",
     )
     .bind(limit)
     .bind(part)
     .bind(parts.max(1))
-    .execute(c)
-    .await?
-    .rows_affected();
-    Ok(n)
+    .fetch_one(c)
+    .await?;
+    Ok(n as u64)
 }
 
 /// Deliveries in `state`.

@@ -1,4 +1,3 @@
-use super::quota::RESERVED_AT;
 use crate::clock::Now;
 use crate::deliveries::{AttemptEnd, StateChange, truncate_error};
 use crate::error::StoreError;
@@ -88,35 +87,25 @@ pub(crate) async fn deliveries_sent_fenced(
     now: Now,
 ) -> Result<Vec<(Uuid, i32)>, StoreError> {
     let (ids, ns): (Vec<Uuid>, Vec<i32>) = attempts.iter().copied().unzip();
-    let q = format!(
-        "WITH d AS (
+    // The commit of each reservation is written on its row (schema 20), not as a row of
+    // its own: the stripes' updates are what the statement adds.
+    let q = "WITH d AS (
              UPDATE deliveries u SET state = 'sent', lease_owner = NULL, lease_until = NULL,
-                 last_error = NULL, sent_at = herald_now($4), updated_at = herald_now($4)
+                 last_error = NULL, sent_at = herald_now($4), updated_at = herald_now($4),
+                 settle_kind = CASE WHEN u.reserve_id IS NOT NULL THEN 'commit' END,
+                 settle_id = CASE WHEN u.reserve_id IS NOT NULL
+                     THEN nextval('quota_movements_id_seq') END,
+                 settled_at = CASE WHEN u.reserve_id IS NOT NULL THEN herald_now($4) END
              WHERE u.id = ANY($1) AND u.lease_owner = $3
                AND u.attempts = ($2::int4[])[array_position($1::uuid[], u.id)]
-             RETURNING u.id, u.tenant_id, u.quota_key, u.cost, u.reservation_seq, u.attempts,
-                 u.reserve_stripe AS stripe, u.reserve_id, u.created_at),
-         r AS (SELECT d.id, d.tenant_id, d.quota_key, d.cost, d.reservation_seq, d.stripe,
-                   d.reserve_id, {RESERVED_AT} AS reserved_at
-               FROM d WHERE d.cost > 0),
-         s AS (SELECT tenant_id, quota_key, stripe, sum(cost)::bigint AS cost FROM r
-               GROUP BY tenant_id, quota_key, stripe),
+             RETURNING u.id, u.tenant_id, u.quota_key, u.cost, u.attempts,
+                 u.reserve_stripe AS stripe, u.reserve_id),
+         s AS (SELECT tenant_id, quota_key, stripe, sum(cost)::bigint AS cost FROM d
+               WHERE reserve_id IS NOT NULL GROUP BY tenant_id, quota_key, stripe),
          a AS (UPDATE quota_accounts q SET reserved = q.reserved - s.cost,
                    spent = q.spent + s.cost, updated_at = herald_now($4)
                FROM s WHERE q.tenant_id = s.tenant_id AND q.quota_key = s.quota_key
-                 AND q.stripe = s.stripe),
-         j AS (INSERT INTO quota_movements (tenant_id, quota_key, stripe, kind, amount,
-                   delivery_id, reservation_seq, at, reserve_id, reserved_at)
-               SELECT r.tenant_id, r.quota_key, r.stripe, 'commit', r.cost, r.id,
-                   r.reservation_seq, herald_now($4), r.reserve_id, r.reserved_at
-               FROM r)
-         SELECT id, attempts FROM d"
-    );
-    Ok(sqlx::query_as(super::sql(q))
-        .bind(ids)
-        .bind(ns)
-        .bind(worker)
-        .bind(now.pg())
-        .fetch_all(c)
-        .await?)
+                 AND q.stripe = s.stripe)
+         SELECT id, attempts FROM d";
+    Ok(sqlx::query_as(q).bind(ids).bind(ns).bind(worker).bind(now.pg()).fetch_all(c).await?)
 }

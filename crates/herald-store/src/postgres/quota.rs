@@ -137,28 +137,40 @@ pub(crate) async fn quota_reserve(
     // in the same transaction; its time is the replay's row). Only a row that holds no
     // reservation, or an earlier one, takes it, and the stripe moves only if it does: a
     // second reserve of one reservation, or of a delivery that is not there, moves nothing.
-    let reserved = sqlx::query(
+    // A reservation that has ended on the row is written out as its final row first
+    // (schema 20), with its own id, time and reservation, so the journal keeps it.
+    let q = format!(
         "WITH a AS (
              UPDATE quota_accounts SET available = available - $3,
                  reserved = reserved + $3, updated_at = herald_now($6)
              WHERE tenant_id = $1 AND quota_key = $2 AND stripe = $7 AND available >= $3
                AND EXISTS (SELECT 1 FROM deliveries d WHERE d.id = $4
                            AND (d.reserve_id IS NULL OR d.reservation_seq < $5))
-             RETURNING stripe)
+             RETURNING stripe),
+         w AS (
+             INSERT INTO quota_movements (id, tenant_id, quota_key, stripe, kind, amount,
+                 delivery_id, reservation_seq, at, reserve_id, reserved_at)
+             OVERRIDING SYSTEM VALUE
+             SELECT d.settle_id, d.tenant_id, d.quota_key, d.reserve_stripe, d.settle_kind,
+                 d.cost, d.id, d.reservation_seq, d.settled_at, d.reserve_id, {RESERVED_AT}
+             FROM deliveries d
+             WHERE d.id = $4 AND d.settle_id IS NOT NULL AND EXISTS (SELECT 1 FROM a))
          UPDATE deliveries d SET reserve_stripe = a.stripe,
-             reserve_id = nextval('quota_movements_id_seq')
-         FROM a WHERE d.id = $4",
-    )
-    .bind(tenant)
-    .bind(quota_key)
-    .bind(cost)
-    .bind(delivery)
-    .bind(seq)
-    .bind(now.pg())
-    .bind(stripe)
-    .execute(c)
-    .await?
-    .rows_affected();
+             reserve_id = nextval('quota_movements_id_seq'),
+             settle_kind = NULL, settle_id = NULL, settled_at = NULL
+         FROM a WHERE d.id = $4"
+    );
+    let reserved = sqlx::query(super::sql(q))
+        .bind(tenant)
+        .bind(quota_key)
+        .bind(cost)
+        .bind(delivery)
+        .bind(seq)
+        .bind(now.pg())
+        .bind(stripe)
+        .execute(c)
+        .await?
+        .rows_affected();
     Ok(reserved == 1)
 }
 
@@ -173,18 +185,24 @@ pub(crate) async fn quota_settle(
     settle: Settle,
     now: Now,
 ) -> Result<(), StoreError> {
-    // The final row is inserted first and the stripe updated from it, so a second final
-    // movement of one reservation is refused by the final rows' unique index (23505),
-    // before the balance CHECK could see it. The stripe, id and time are the
-    // reservation's: from the delivery row while it is the current one, else from the
-    // final row it already has (which the insert then runs into); none would be a NOT
-    // NULL violation.
+    // The current reservation ends on its delivery's row (schema 20) and the stripe is
+    // updated from what that update returns, so a second end of it is refused by the
+    // row's trigger (23505) before the balance CHECK could see it. A reservation that is
+    // not the row's current one (the delivery was replayed since, its end written out as a
+    // final row) is inserted as a final row again, which the final rows' unique index
+    // refuses (23505); for a delivery that is not there, that insert has no stripe (a NOT
+    // NULL violation), as for an amount that is not the reservation's. So every second
+    // end fails, and none moves a unit.
     let row = |kind: &str, column: &str| {
         format!(
-            "WITH r AS (
-                 SELECT d.reserve_stripe, d.reserve_id, {RESERVED_AT} AS reserved_at
-                 FROM deliveries d WHERE d.id = $4 AND d.reservation_seq = $5
-                 UNION ALL
+            "WITH e AS (
+                 UPDATE deliveries d SET settle_kind = '{kind}',
+                     settle_id = nextval('quota_movements_id_seq'),
+                     settled_at = herald_now($6)
+                 WHERE d.id = $4 AND d.reservation_seq = $5 AND d.reserve_id IS NOT NULL
+                   AND d.cost = $3
+                 RETURNING d.reserve_stripe AS stripe),
+             f AS (
                  SELECT f.stripe, f.reserve_id, f.reserved_at FROM quota_movements f
                  WHERE f.delivery_id = $4 AND f.reservation_seq = $5
                    AND f.kind IN ('commit', 'release')
@@ -192,12 +210,14 @@ pub(crate) async fn quota_settle(
              j AS (
                  INSERT INTO quota_movements (tenant_id, quota_key, stripe, kind, amount,
                      delivery_id, reservation_seq, at, reserve_id, reserved_at)
-                 VALUES ($1, $2, (SELECT reserve_stripe FROM r), '{kind}', $3, $4, $5,
-                     herald_now($6), (SELECT reserve_id FROM r), (SELECT reserved_at FROM r))
-                 RETURNING stripe, amount)
-             UPDATE quota_accounts a SET reserved = a.reserved - j.amount,
-                 {column} = a.{column} + j.amount, updated_at = herald_now($6)
-             FROM j WHERE a.tenant_id = $1 AND a.quota_key = $2 AND a.stripe = j.stripe"
+                 SELECT $1, $2, (SELECT stripe FROM f), '{kind}', $3, $4, $5,
+                     herald_now($6), (SELECT reserve_id FROM f), (SELECT reserved_at FROM f)
+                 WHERE NOT EXISTS (SELECT 1 FROM e)
+                 RETURNING stripe),
+             m AS (SELECT stripe FROM e UNION ALL SELECT stripe FROM j)
+             UPDATE quota_accounts a SET reserved = a.reserved - $3,
+                 {column} = a.{column} + $3, updated_at = herald_now($6)
+             FROM m WHERE a.tenant_id = $1 AND a.quota_key = $2 AND a.stripe = m.stripe"
         )
     };
     let statement = match settle {
@@ -324,11 +344,12 @@ pub(crate) async fn quota_journal_recent(
     quota_key: &str,
     limit: usize,
 ) -> Result<Vec<(i64, JournalRow)>, StoreError> {
-    // The journal view's three parts, each read by an index: the account's newest
-    // movements (a range of its index); the reserve rows of the final movements among them
-    // (a reservation's id precedes its final row's, so any reserve newer than the cut has
-    // its final row in that range); and the open reservations, on the live rows only
-    // (the partial indexes of pending and sending deliveries, never the history).
+    // The journal view's parts, each read by an index: the account's newest movement
+    // rows (a range of its index) and newest ends on delivery rows (`deliveries_settled`),
+    // with the reserves of the final movements among them (a reservation's id precedes
+    // its end's, so any reserve newer than the cut has its end in those ranges); and the
+    // open reservations, on the live rows only (the partial indexes of pending and sending
+    // deliveries, never the history).
     let q = format!(
         "WITH m AS (
              SELECT id, at, kind, amount, delivery_id, reservation_seq, reserve_id,
@@ -336,21 +357,26 @@ pub(crate) async fn quota_journal_recent(
              FROM quota_movements WHERE tenant_id = $1 AND quota_key = $2
                AND kind IN ('grant', 'reserve', 'commit', 'release')
              ORDER BY id DESC LIMIT $3),
+         s AS (
+             SELECT d.settle_id AS id, d.settled_at AS at, d.settle_kind AS kind,
+                 d.cost AS amount, d.id AS delivery_id, d.reservation_seq, d.reserve_id,
+                 {RESERVED_AT} AS reserved_at
+             FROM deliveries d
+             WHERE d.tenant_id = $1 AND d.quota_key = $2 AND d.settle_id IS NOT NULL
+             ORDER BY d.settle_id DESC LIMIT $3),
          o AS (
              SELECT d.reserve_id AS id, {RESERVED_AT} AS at, d.cost, d.id AS delivery_id,
                  d.reservation_seq
              FROM (SELECT * FROM deliveries WHERE state = 'pending'
                    UNION ALL SELECT * FROM deliveries WHERE state = 'sending') AS d
              WHERE d.tenant_id = $1 AND d.quota_key = $2 AND d.reserve_id IS NOT NULL
-               AND NOT EXISTS (SELECT 1 FROM quota_movements f
-                               WHERE f.delivery_id = d.id
-                                 AND f.reservation_seq = d.reservation_seq
-                                 AND f.kind IN ('commit', 'release'))),
+               AND d.settle_id IS NULL),
+         f AS (SELECT * FROM m UNION ALL SELECT * FROM s),
          e AS (
-             SELECT id, at, kind, amount, delivery_id, reservation_seq FROM m
+             SELECT id, at, kind, amount, delivery_id, reservation_seq FROM f
              UNION ALL
              SELECT reserve_id, reserved_at, 'reserve', amount, delivery_id, reservation_seq
-             FROM m WHERE reserve_id IS NOT NULL
+             FROM f WHERE reserve_id IS NOT NULL
              UNION ALL
              SELECT id, at, 'reserve', cost, delivery_id, reservation_seq FROM o)
          SELECT id, herald_ms(at) AS at, $2 AS quota_key, kind, amount, delivery_id,

@@ -1,3 +1,4 @@
+use super::quota::RESERVED_AT;
 use crate::clock::Now;
 use crate::deliveries::Pruned;
 use crate::error::StoreError;
@@ -10,19 +11,32 @@ pub(crate) async fn retention_prune(
     now: Now,
     limit: i64,
 ) -> Result<Pruned, StoreError> {
-    let deliveries = sqlx::query(
-        "DELETE FROM deliveries WHERE id IN (
-             SELECT id FROM deliveries
-             WHERE state IN ('sent', 'failed', 'cancelled')
-               AND updated_at < herald_now($2) - $1 * interval '1 millisecond'
-             LIMIT $3 FOR UPDATE SKIP LOCKED)",
-    )
-    .bind(keep_ms)
-    .bind(now.pg())
-    .bind(limit)
-    .execute(&mut *c)
-    .await?
-    .rows_affected();
+    // A delivery's ended reservation leaves with it as a final row of the journal (schema
+    // 20: it was on the row), with its own id, time and reservation.
+    let q = format!(
+        "WITH gone AS (
+             DELETE FROM deliveries WHERE id IN (
+                 SELECT id FROM deliveries
+                 WHERE state IN ('sent', 'failed', 'cancelled')
+                   AND updated_at < herald_now($2) - $1 * interval '1 millisecond'
+                 LIMIT $3 FOR UPDATE SKIP LOCKED)
+             RETURNING *),
+         kept AS (
+             INSERT INTO quota_movements (id, tenant_id, quota_key, stripe, kind, amount,
+                 delivery_id, reservation_seq, at, reserve_id, reserved_at)
+             OVERRIDING SYSTEM VALUE
+             SELECT d.settle_id, d.tenant_id, d.quota_key, d.reserve_stripe, d.settle_kind,
+                 d.cost, d.id, d.reservation_seq, d.settled_at, d.reserve_id, {RESERVED_AT}
+             FROM gone d WHERE d.settle_id IS NOT NULL)
+         SELECT count(*) FROM gone"
+    );
+    let deliveries: i64 = sqlx::query_scalar(super::sql(q))
+        .bind(keep_ms)
+        .bind(now.pg())
+        .bind(limit)
+        .fetch_one(&mut *c)
+        .await?;
+    let deliveries = deliveries as u64;
     let receipts = sqlx::query(
         "DELETE FROM receipts WHERE ctid IN (
              SELECT ctid FROM receipts
