@@ -137,7 +137,10 @@ impl FromRequestParts<AppState> for TenantAuth {
             state.guesses.failed(&sources, "api");
             return Err(ApiError::unauthorized());
         };
-        let _turn = state.key_cache.turn(key_id.as_str()).lock().await;
+        // Longer than a lookup takes, shorter than a lookup that cannot get a connection
+        // (the pool's wait): when the database is down, requests do not queue for it.
+        let turn = state.key_cache.turn(key_id.as_str());
+        let _turn = tokio::time::timeout(keys::TURN_WAIT, turn.lock()).await.ok();
         if let Some(tenant) = state.key_cache.tenant(key_id.as_str(), &hash) {
             return Ok(TenantAuth(tenant)); // verified by the request whose turn came first
         }

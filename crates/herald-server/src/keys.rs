@@ -37,10 +37,11 @@ const KEY_CACHE_MAX: usize = 10_000;
 /// kept; a presented secret is compared with the kept hash in constant time, and a key
 /// id whose secret does not match is asked of the database again (never believed).
 ///
-/// Under load a key must never expire for everyone at once: from half its bound on, one
-/// request (the first to see it) asks the database again while the others are still
-/// answered from the cache ([`Cached::Refresh`]); and requests that find no entry ask the
-/// database one at a time per key ([`KeyCache::turn`]), the first answer serving the rest.
+/// Under load a key must never expire for everyone at once: from half its bound on, the
+/// first request to see it sets off a verification behind its answer, while every request
+/// is still answered from the cache ([`Cached::Refresh`]); and requests that find no entry
+/// ask the database one at a time per key ([`KeyCache::turn`], waited for at most
+/// [`TURN_WAIT`]), the first answer serving the rest.
 /// Before both, a key's expiry under thousands of requests in flight sent each of them to
 /// the database, every one waiting for a pooled connection: answers 10 s late in the
 /// bench's open loop at twice capacity (docs/perf.md).
@@ -53,6 +54,11 @@ pub struct KeyCache {
 
 /// Stripes of the one-lookup-at-a-time rule: a bound on memory whatever ids are presented.
 const TURNS: usize = 64;
+
+/// The longest a request waits for its key's turn before asking the database itself: a
+/// lookup takes milliseconds, and one that waits for a connection the pool cannot give
+/// must not hold every other request with the key behind it.
+pub const TURN_WAIT: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy)]
 struct Verified {

@@ -13,11 +13,7 @@ use std::time::Duration;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_verified_key_is_believed_for_the_bound_and_a_revocation_here_at_once() {
     for env in envs().await {
-        let ttl = Duration::from_secs(5);
-        let cache = Arc::new(KeyCache::new(ttl));
-        let mut state = herald_server::serve::state(&env.herald, &config(Some(ADMIN_KEY), None));
-        state.key_cache = cache.clone();
-        let api = crate::common::Api { backend: env.backend, router: herald_server::app(state) };
+        let (ttl, cache, api) = cached_api(&env);
         let tenant = api.tenant("acme").await;
         let tenant_id: herald::TenantId = tenant.id.parse().unwrap();
         let (key_id, _) = herald::api_key_parse(&tenant.key).unwrap();
@@ -60,11 +56,7 @@ async fn a_verified_key_is_believed_for_the_bound_and_a_revocation_here_at_once(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_half_the_bound_a_key_is_verified_again_without_keeping_anyone_waiting() {
     for env in envs().await {
-        let ttl = Duration::from_secs(5);
-        let cache = Arc::new(KeyCache::new(ttl));
-        let mut state = herald_server::serve::state(&env.herald, &config(Some(ADMIN_KEY), None));
-        state.key_cache = cache.clone();
-        let api = crate::common::Api { backend: env.backend, router: herald_server::app(state) };
+        let (ttl, cache, api) = cached_api(&env);
         let tenant = api.tenant("acme").await;
         let tenant_id: herald::TenantId = tenant.id.parse().unwrap();
         let (key_id, secret) = herald::api_key_parse(&tenant.key).unwrap();
@@ -96,4 +88,13 @@ async fn until(done: impl Fn() -> bool) {
         assert!(std::time::Instant::now() < deadline, "the key was not verified again");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// The API on `env` with a key cache of 5 s the test holds.
+fn cached_api(env: &crate::common::Env) -> (Duration, Arc<KeyCache>, crate::common::Api) {
+    let ttl = Duration::from_secs(5);
+    let cache = Arc::new(KeyCache::new(ttl));
+    let mut state = herald_server::serve::state(&env.herald, &config(Some(ADMIN_KEY), None));
+    state.key_cache = cache.clone();
+    (ttl, cache, crate::common::Api { backend: env.backend, router: herald_server::app(state) })
 }

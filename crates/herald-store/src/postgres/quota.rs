@@ -147,18 +147,12 @@ pub(crate) async fn quota_reserve(
                AND EXISTS (SELECT 1 FROM deliveries d WHERE d.id = $4
                            AND (d.reserve_id IS NULL OR d.reservation_seq < $5))
              RETURNING stripe),
-         w AS (
-             INSERT INTO quota_movements (id, tenant_id, quota_key, stripe, kind, amount,
-                 delivery_id, reservation_seq, at, reserve_id, reserved_at)
-             OVERRIDING SYSTEM VALUE
-             SELECT d.settle_id, d.tenant_id, d.quota_key, d.reserve_stripe, d.settle_kind,
-                 d.cost, d.id, d.reservation_seq, d.settled_at, d.reserve_id, {RESERVED_AT}
-             FROM deliveries d
-             WHERE d.id = $4 AND d.settle_id IS NOT NULL AND EXISTS (SELECT 1 FROM a))
+         w AS ({})
          UPDATE deliveries d SET reserve_stripe = a.stripe,
              reserve_id = nextval('quota_movements_id_seq'),
              settle_kind = NULL, settle_id = NULL, settled_at = NULL
-         FROM a WHERE d.id = $4"
+         FROM a WHERE d.id = $4",
+        write_out_ends("deliveries", "d.id = $4 AND EXISTS (SELECT 1 FROM a)")
     );
     let reserved = sqlx::query(super::sql(q))
         .bind(tenant)
@@ -322,6 +316,21 @@ pub(crate) async fn quota_lock_reservations(
 /// The stripe of each current reservation of the deliveries `$1`, from the delivery row.
 const RESERVATION_STRIPES: &str = "SELECT d.tenant_id, d.quota_key, d.reserve_stripe
     FROM deliveries d WHERE d.id = ANY($1) AND d.cost > 0";
+
+/// The statement that writes the ended reservations among `from`'s rows (deliveries, or
+/// what a CTE returned of them) that match `filter` out as final rows of the journal, with
+/// their own ids, times and reservations (schema 20): before a replay takes the next
+/// reservation, and before retention deletes the row.
+pub(crate) fn write_out_ends(from: &str, filter: &str) -> String {
+    format!(
+        "INSERT INTO quota_movements (id, tenant_id, quota_key, stripe, kind, amount,
+             delivery_id, reservation_seq, at, reserve_id, reserved_at)
+         OVERRIDING SYSTEM VALUE
+         SELECT d.settle_id, d.tenant_id, d.quota_key, d.reserve_stripe, d.settle_kind,
+             d.cost, d.id, d.reservation_seq, d.settled_at, d.reserve_id, {RESERVED_AT}
+         FROM {from} d WHERE d.settle_id IS NOT NULL AND {filter}"
+    )
+}
 
 /// When the current reservation of `deliveries d` was taken: its claim for the first,
 /// its replay for a later one.

@@ -1,4 +1,4 @@
-use super::quota::RESERVED_AT;
+use super::quota::write_out_ends;
 use crate::clock::Now;
 use crate::deliveries::Pruned;
 use crate::error::StoreError;
@@ -21,14 +21,9 @@ pub(crate) async fn retention_prune(
                    AND updated_at < herald_now($2) - $1 * interval '1 millisecond'
                  LIMIT $3 FOR UPDATE SKIP LOCKED)
              RETURNING *),
-         kept AS (
-             INSERT INTO quota_movements (id, tenant_id, quota_key, stripe, kind, amount,
-                 delivery_id, reservation_seq, at, reserve_id, reserved_at)
-             OVERRIDING SYSTEM VALUE
-             SELECT d.settle_id, d.tenant_id, d.quota_key, d.reserve_stripe, d.settle_kind,
-                 d.cost, d.id, d.reservation_seq, d.settled_at, d.reserve_id, {RESERVED_AT}
-             FROM gone d WHERE d.settle_id IS NOT NULL)
-         SELECT count(*) FROM gone"
+         kept AS ({})
+         SELECT count(*) FROM gone",
+        write_out_ends("gone", "TRUE")
     );
     let deliveries: i64 = sqlx::query_scalar(super::sql(q))
         .bind(keep_ms)
