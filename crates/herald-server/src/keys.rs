@@ -43,8 +43,9 @@ const KEY_CACHE_MAX: usize = 10_000;
 /// ask the database one at a time per key ([`KeyCache::turn`], waited for at most
 /// [`TURN_WAIT`]), the first answer serving the rest.
 /// Before both, a key's expiry under thousands of requests in flight sent each of them to
-/// the database, every one waiting for a pooled connection: answers 10 s late in the
-/// bench's open loop at twice capacity (docs/perf.md).
+/// the database, every one waiting for a pooled connection the group commit's lanes also
+/// needed: with the shared settings' expiry (`herald/src/settings.rs`), answers 10 s late
+/// in the bench's open loop at twice capacity (docs/perf.md).
 #[derive(Debug)]
 pub struct KeyCache {
     ttl: Duration,

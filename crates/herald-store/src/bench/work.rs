@@ -39,6 +39,9 @@ pub struct Work {
     pub rows_deleted: i64,
     pub transactions: Option<i64>,
     pub statements: Option<i64>,
+    /// Entries `pg_stat_statements` has evicted so far (its `dealloc`): when it moved
+    /// between two moments, the statements' sum lost counts and says nothing.
+    pub statements_evicted: Option<i64>,
 }
 
 impl Work {
@@ -63,7 +66,11 @@ impl Work {
             rows_hot_updated: both(self.rows_hot_updated, before.rows_hot_updated),
             rows_deleted: self.rows_deleted - before.rows_deleted,
             transactions: both(self.transactions, before.transactions),
-            statements: both(self.statements, before.statements),
+            statements: match (self.statements_evicted, before.statements_evicted) {
+                (Some(a), Some(b)) if a != b => None,
+                _ => both(self.statements, before.statements),
+            },
+            statements_evicted: both(self.statements_evicted, before.statements_evicted),
         }
     }
 }
@@ -96,6 +103,7 @@ pub(super) async fn postgres(c: &mut PgConnection) -> Result<Work, StoreError> {
         )
         .fetch_one(&mut *c)
         .await?;
+    let (statements, statements_evicted) = postgres_statements(c).await?;
     Ok(Work {
         log_bytes,
         wal_records,
@@ -105,7 +113,8 @@ pub(super) async fn postgres(c: &mut PgConnection) -> Result<Work, StoreError> {
         rows_hot_updated: hot,
         rows_deleted: del,
         transactions,
-        statements: postgres_statements(c).await?,
+        statements,
+        statements_evicted,
     })
 }
 
@@ -113,14 +122,16 @@ pub(super) async fn postgres(c: &mut PgConnection) -> Result<Work, StoreError> {
 /// Its view is read in whichever schema the extension was created in; where it was not,
 /// it is created (in the first schema of the search path: the bench's scratch schema, so
 /// it goes with it) if the role may.
-async fn postgres_statements(c: &mut PgConnection) -> Result<Option<i64>, StoreError> {
+async fn postgres_statements(
+    c: &mut PgConnection,
+) -> Result<(Option<i64>, Option<i64>), StoreError> {
     let preloaded: bool = sqlx::query_scalar(
         "SELECT current_setting('shared_preload_libraries') ~ '(^|[ ,])pg_stat_statements($|[ ,])'",
     )
     .fetch_one(&mut *c)
     .await?;
     if !preloaded {
-        return Ok(None);
+        return Ok((None, None));
     }
     let schema = "SELECT quote_ident(n.nspname) FROM pg_extension e
                     JOIN pg_namespace n ON n.oid = e.extnamespace
@@ -131,17 +142,21 @@ async fn postgres_statements(c: &mut PgConnection) -> Result<Option<i64>, StoreE
             .execute(&mut *c)
             .await;
         if created.is_err() {
-            return Ok(None);
+            return Ok((None, None));
         }
         found = sqlx::query_scalar(schema).fetch_optional(&mut *c).await?;
     }
-    let Some(schema) = found else { return Ok(None) };
+    let Some(schema) = found else { return Ok((None, None)) };
     // The schema's name comes quoted by the server (quote_ident).
     let q = format!(
         "SELECT CAST(coalesce(sum(s.calls), 0) AS bigint) FROM {schema}.pg_stat_statements s
           WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
     );
-    Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(q)).fetch_one(&mut *c).await?)
+    let calls = sqlx::query_scalar(sqlx::AssertSqlSafe(q)).fetch_one(&mut *c).await?;
+    // PostgreSQL 14 and later say how many entries were evicted to make room.
+    let q = format!("SELECT dealloc FROM {schema}.pg_stat_statements_info");
+    let evicted = sqlx::query_scalar(sqlx::AssertSqlSafe(q)).fetch_optional(&mut *c).await;
+    Ok((calls, evicted.ok().flatten()))
 }
 
 pub(super) async fn mysql(c: &mut MySqlConnection) -> Result<Work, StoreError> {
@@ -168,5 +183,6 @@ pub(super) async fn mysql(c: &mut MySqlConnection) -> Result<Work, StoreError> {
         rows_deleted: get("Handler_delete"),
         transactions: Some(get("Com_commit") + get("Com_rollback")),
         statements: Some(get("Questions")),
+        statements_evicted: None,
     })
 }
