@@ -52,6 +52,12 @@ pub struct Settings {
     /// Fallback polling when no wake-up arrives [default: 1s]
     #[arg(long, env = "HERALD_POLL_INTERVAL")]
     pub poll_interval: Option<String>,
+    /// Where workers hear wake-ups from other herald processes and SQL-API callers, on MariaDB and SQLite (PostgreSQL wakes them by NOTIFY): a UDP host:port (port 0: any free one), or `off` to find other processes' work by polling only [default: 127.0.0.1:0]
+    #[arg(long, env = "HERALD_WAKE_LISTEN")]
+    pub wake_listen: Option<String>,
+    /// The host:port other processes send wake-ups to, when it is not the address listened on (needed with 0.0.0.0 or [::]) [default: the address listened on]
+    #[arg(long, env = "HERALD_WAKE_ADVERTISE")]
+    pub wake_advertise: Option<String>,
     /// Reconciler period [default: 10s]
     #[arg(long, env = "HERALD_RECONCILE_EVERY")]
     pub reconcile_every: Option<String>,
@@ -271,6 +277,14 @@ impl Settings {
             retry,
             release: get(&self.release, "release")
                 .unwrap_or_else(|| herald::RELEASE_DEFAULT.to_string()),
+            wake_listen: match get(&self.wake_listen, "wake_listen").as_deref().map(str::trim) {
+                None => Some(herald::WAKE_LISTEN_DEFAULT),
+                Some("off") => None,
+                Some(raw) => Some(raw.parse::<SocketAddr>().map_err(|_| {
+                    anyhow!("HERALD_WAKE_LISTEN: {raw:?} is not an IP address and port, or off")
+                })?),
+            },
+            wake_advertise: get(&self.wake_advertise, "wake_advertise"),
             ..WorkerOptions::default()
         };
         worker.validate().map_err(|e| anyhow!("{e}"))?;
@@ -403,6 +417,8 @@ impl Settings {
             "lease",
             "send_timeout",
             "poll_interval",
+            "wake_listen",
+            "wake_advertise",
             "reconcile_every",
             "max_attempts",
             "backoff_base",
@@ -465,6 +481,8 @@ impl std::fmt::Debug for Settings {
             .field("lease", &self.lease)
             .field("send_timeout", &self.send_timeout)
             .field("poll_interval", &self.poll_interval)
+            .field("wake_listen", &self.wake_listen)
+            .field("wake_advertise", &self.wake_advertise)
             .field("reconcile_every", &self.reconcile_every)
             .field("max_attempts", &self.max_attempts)
             .field("backoff_base", &self.backoff_base)

@@ -32,6 +32,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (11, "viewers", include_str!("../migrations/sqlite/0011_viewers.sql")),
     (12, "lanes", include_str!("../migrations/sqlite/0012_lanes.sql")),
     (13, "traces", include_str!("../migrations/sqlite/0013_traces.sql")),
+    (14, "wake targets", include_str!("../migrations/sqlite/0014_wake_targets.sql")),
 ];
 const POSTGRES: &[(i64, &str, &str)] = &[
     (1, "foundation", include_str!("../migrations/postgres/0001_foundation.sql")),
@@ -54,6 +55,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (18, "lanes", include_str!("../migrations/postgres/0018_lanes.sql")),
     (19, "traces", include_str!("../migrations/postgres/0019_traces.sql")),
     (20, "settle on row", include_str!("../migrations/postgres/0020_settle_on_row.sql")),
+    (21, "wake targets", include_str!("../migrations/postgres/0021_wake_targets.sql")),
 ];
 /// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
 /// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.
@@ -71,6 +73,7 @@ const MYSQL: &[(i64, &str, &str)] = &[
     (11, "viewers", include_str!("../migrations/mysql/0011_viewers.sql")),
     (12, "lanes", include_str!("../migrations/mysql/0012_lanes.sql")),
     (13, "traces", include_str!("../migrations/mysql/0013_traces.sql")),
+    (14, "wake targets", include_str!("../migrations/mysql/0014_wake_targets.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -1,10 +1,60 @@
-//! Cross-process wake-ups on PostgreSQL: `NOTIFY herald_due` inside the submitting
+//! Cross-process wake-ups. On PostgreSQL: `NOTIFY herald_due` inside the submitting
 //! transaction (delivered only if it commits), `LISTEN herald_due` in workers. PostgreSQL
 //! serialises the commits of transactions that NOTIFY, so callers coalesce: at most one
 //! NOTIFY per short interval per process, with workers polling briefly after each wake.
+//!
+//! Elsewhere (MariaDB, SQLite): wake targets, a row per running worker saying where it
+//! hears datagrams (`herald_wake_targets`, MariaDB schema 14), which whoever commits new
+//! due work reads and sends to after its commit (the library's `wake.rs`; the PHP package
+//! through MariaDB's `wake_targets_v1`).
 
+use crate::clock::Now;
 use crate::conn::Conn;
 use crate::error::StoreError;
+
+/// How long a wake target counts as live after its worker last wrote it (the library
+/// writes every 10 s; MariaDB's `wake_targets_v1` holds the same 30 s).
+pub const WAKE_TARGET_FRESH_MS: i64 = 30_000;
+
+/// Where one running worker hears wake-ups: `address` (`host:port`, as other processes
+/// reach it) and the `token` a datagram must carry to be heard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WakeTarget {
+    pub worker: String,
+    pub address: String,
+    pub token: String,
+}
+
+impl From<(String, String, String)> for WakeTarget {
+    fn from((worker, address, token): (String, String, String)) -> Self {
+        WakeTarget { worker, address, token }
+    }
+}
+
+/// Writes (or refreshes: `seen_at` = now) `target`'s row, and deletes the rows of workers
+/// not seen for `forget_before_ms` (stopped without deleting theirs).
+pub async fn wake_target_put(
+    conn: Conn<'_>,
+    target: &WakeTarget,
+    now: Now,
+    forget_before_ms: i64,
+) -> Result<(), StoreError> {
+    crate::per_backend!(conn, workers::wake_target_put(target, now, forget_before_ms))
+}
+
+/// Deletes `worker`'s row (it stops listening); nothing when there is none.
+pub async fn wake_target_drop(conn: Conn<'_>, worker: &str) -> Result<(), StoreError> {
+    crate::per_backend!(conn, workers::wake_target_drop(worker))
+}
+
+/// The targets seen within `fresh_within_ms` of now, by worker.
+pub async fn wake_targets(
+    conn: Conn<'_>,
+    now: Now,
+    fresh_within_ms: i64,
+) -> Result<Vec<WakeTarget>, StoreError> {
+    crate::per_backend!(conn, workers::wake_targets(now, fresh_within_ms))
+}
 
 /// The channel workers listen on.
 pub const WAKE_CHANNEL: &str = "herald_due";

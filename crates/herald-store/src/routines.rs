@@ -26,6 +26,7 @@ const MYSQL: &[(&str, &str)] = &[
     ("quota", include_str!("../routines/mysql/quota.sql")),
     ("submit", include_str!("../routines/mysql/submit.sql")),
     ("receipt", include_str!("../routines/mysql/receipt.sql")),
+    ("wake", include_str!("../routines/mysql/wake.sql")),
 ];
 
 fn checksum(sql: &str) -> Vec<u8> {

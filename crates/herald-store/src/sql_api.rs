@@ -1,5 +1,6 @@
 //! Administration of the SQL API (`herald_submit_v1`, `herald_receipt_v1`: PostgreSQL
-//! migration 6; `submit_v1`, `submit_v2`, `receipt_v1`: MariaDB's routine files): which
+//! migration 6; `submit_v1`, `submit_v2`, `receipt_v1`, `wake_targets_v1`: MariaDB's
+//! routine files): which
 //! database roles may submit for which tenants. The API's routines run with herald's
 //! rights, so a role needs no rights on herald's tables; a grant gives it the right to
 //! call them (USAGE on herald's schema; EXECUTE on its procedures, for every account of
@@ -20,7 +21,7 @@ pub struct SqlGrant {
 }
 
 /// MariaDB's procedures, which a grant lets a user call.
-const MYSQL_ROUTINES: [&str; 3] = ["submit_v1", "submit_v2", "receipt_v1"];
+const MYSQL_ROUTINES: [&str; 4] = ["submit_v1", "submit_v2", "receipt_v1", "wake_targets_v1"];
 
 fn not_here(conn: &Conn<'_>) -> StoreError {
     let backend = match conn {

@@ -66,6 +66,13 @@ impl Backend {
         }
     }
 
+    /// Whether committed work wakes other processes' workers through the database itself
+    /// (PostgreSQL's LISTEN/NOTIFY); elsewhere they hear of it by datagram
+    /// ([`crate::notify::WakeTarget`]) or by polling.
+    pub fn notifies_across_processes(self) -> bool {
+        matches!(self, Backend::Postgres)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Backend::Sqlite => "sqlite",

@@ -71,11 +71,12 @@ impl Herald {
 
     /// Wraps an already connected (and migrated) store.
     pub fn from_store(store: Store) -> Herald {
+        let wake = Arc::new(Wake::new(&store));
         Herald {
             store,
             clock: Clock::database(),
             options: EngineOptions::default(),
-            wake: Arc::default(),
+            wake,
             settings: Arc::default(),
             group: Arc::default(),
             rollup: Arc::default(),

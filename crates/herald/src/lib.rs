@@ -23,6 +23,7 @@ pub mod channels;
 mod client_fingerprint;
 mod clock;
 mod counts;
+mod datagram;
 mod delivery;
 pub mod demo;
 mod destinations;
@@ -91,6 +92,7 @@ pub use sql_api::SqlGrant;
 pub use submit::{SubmitRequest, Submitted};
 pub use ui_sessions::{UI_SESSION_IDLE, UI_SESSION_TTL, UiSession, UiSessionEnd};
 pub use worker::{RELEASE_DEFAULT, RunReport, Worker, WorkerOptions, WorkerStats};
+pub use worker_options::{WAKE_ADVERTISE_LEN_MAX, WAKE_LISTEN_DEFAULT};
 
 /// A cancellation token: background loops stop when it is cancelled.
 pub use tokio_util::sync::CancellationToken;

@@ -1,13 +1,20 @@
 //! Waking workers soon after a submit commits, without a NOTIFY per submit.
 //!
 //! In-process: a `Notify` that workers wait on next to their poll timer. Across processes
-//! (PostgreSQL): at most one `NOTIFY` per `PG_NOTIFY_EVERY` per process, sent inside the
-//! submitting transaction. A woken worker then polls quickly for a short while ("hot"),
-//! which catches the submits whose NOTIFY was coalesced away and the ones that were
-//! still committing when the wake arrived. Polling at `HERALD_POLL_INTERVAL` remains the
-//! fallback for everything else (a lost listener connection included).
+//! on PostgreSQL: at most one `NOTIFY` per `PG_NOTIFY_EVERY` per process, sent inside the
+//! submitting transaction. Across processes elsewhere (MariaDB, SQLite: no NOTIFY): by
+//! datagram (`datagram.rs`) — each running worker listens on a UDP port it registers as a
+//! wake target, and a process that committed due work sends each target one datagram
+//! after the commit, at most one round per `DATAGRAM_EVERY`. A woken worker then polls
+//! quickly for a short while ("hot"), which catches the submits whose wake-up was
+//! coalesced away and the ones that were still committing when the wake arrived. Polling
+//! at `HERALD_POLL_INTERVAL` remains the fallback for everything else (a lost listener
+//! connection or datagram included).
 
+use crate::datagram::Datagrams;
 use crate::handle::Herald;
+use herald_store::Store;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -25,23 +32,39 @@ pub(crate) struct Wake {
     started: Instant,
     /// Milliseconds since `started` of the last NOTIFY queued by this process.
     last_pg_notify_ms: AtomicI64,
+    /// Wake-ups of other processes by datagram, where the database has no NOTIFY.
+    datagrams: Option<Arc<Datagrams>>,
 }
 
-impl Default for Wake {
-    fn default() -> Self {
+impl Wake {
+    pub(crate) fn new(store: &Store) -> Wake {
         Wake {
             notify: Notify::new(),
             started: Instant::now(),
             last_pg_notify_ms: AtomicI64::new(-1_000_000),
+            datagrams: (!store.backend().notifies_across_processes())
+                .then(|| Arc::new(Datagrams::new(store.clone()))),
         }
     }
-}
 
-impl Wake {
-    /// Wakes this process's workers now; they keep looking for a short while, so work
-    /// that commits a moment later is found quickly too.
+    /// Wakes this process's workers now, and other processes' by datagram where the
+    /// database has no NOTIFY; they keep looking for a short while, so work that commits
+    /// a moment later is found quickly too. Call it after the commit.
     pub(crate) fn soon(&self) {
         self.notify.notify_waiters();
+        if let Some(d) = &self.datagrams {
+            d.send();
+        }
+    }
+
+    /// Wakes this process's workers only (a wake-up heard from another process).
+    pub(crate) fn here(&self) {
+        self.notify.notify_waiters();
+    }
+
+    /// The datagram side, where the database has no NOTIFY.
+    pub(crate) fn datagrams(&self) -> Option<&Arc<Datagrams>> {
+        self.datagrams.as_ref()
     }
 
     pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {

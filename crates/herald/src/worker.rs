@@ -7,6 +7,7 @@
 //! any still running to lease expiry — a started send is never released early.
 
 use crate::channel::{Channel, Leased, Outcome};
+use crate::datagram::Hearing;
 use crate::error::Error;
 use crate::handle::Herald;
 use crate::known_leases::{KnownLeases, LeaseKey};
@@ -162,6 +163,13 @@ impl Worker {
         let mut inflight: JoinSet<(LeaseKey, bool)> = JoinSet::new();
         let mut known = KnownLeases::new(options.lease);
         let mut listener = Listener::default();
+        let hearing = Hearing::start(
+            &self.inner.herald,
+            &options.id,
+            options.wake_listen,
+            options.wake_advertise.as_deref(),
+        )
+        .await?;
         let mut hot_until = Instant::now();
         // Below this many free slots, while sends are in flight, the worker waits (at most
         // LEASE_COOLDOWN) for more to finish: a busy worker takes fewer, larger leases instead
@@ -263,6 +271,9 @@ impl Worker {
                 "sends still running after the shutdown grace; their leases will expire and the reconciler will re-queue them"
             );
             inflight.abort_all();
+        }
+        if let Some(hearing) = hearing {
+            hearing.stop().await;
         }
         Ok(())
     }

@@ -8,6 +8,7 @@ use herald_core::limits::{
     RELEASE_LEN_MAX, SEND_TIMEOUT_DEFAULT, SHUTDOWN_GRACE_DEFAULT, WORKER_ID_LEN_MAX,
     WORKER_SLOTS_DEFAULT, WORKER_SLOTS_MAX,
 };
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// The release a worker records when `HERALD_RELEASE` does not say: herald's version.
@@ -41,7 +42,22 @@ pub struct WorkerOptions {
     /// lease within the last second): leases stay short, so what arrives in another lane
     /// waits little behind one lane's backlog. A lane alone takes a whole batch.
     pub lane_take_max: usize,
+    /// Where a running worker hears wake-ups from other processes, on a database without
+    /// NOTIFY (MariaDB, SQLite: `datagram.rs`) (`HERALD_WAKE_LISTEN`): default
+    /// [`WAKE_LISTEN_DEFAULT`], a free UDP port on loopback, which reaches processes on
+    /// this machine; `None`: none, other processes' work is found by polling.
+    pub wake_listen: Option<SocketAddr>,
+    /// The `host:port` other processes send wake-ups to (`HERALD_WAKE_ADVERTISE`);
+    /// default the address bound. Needed when `wake_listen` is an unspecified address
+    /// (`0.0.0.0:7070`, `[::]:7070`), which other machines cannot send to as such.
+    pub wake_advertise: Option<String>,
 }
+
+/// A free UDP port on loopback.
+pub const WAKE_LISTEN_DEFAULT: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+/// The longest `wake_advertise` (the column's width).
+pub const WAKE_ADVERTISE_LEN_MAX: usize = 300;
 
 impl Default for WorkerOptions {
     fn default() -> Self {
@@ -57,6 +73,8 @@ impl Default for WorkerOptions {
             retry: RetryPolicy::default(),
             heartbeat_every: None,
             lane_take_max: LANE_TAKE_MAX_DEFAULT,
+            wake_listen: Some(WAKE_LISTEN_DEFAULT),
+            wake_advertise: None,
         }
     }
 }
@@ -104,6 +122,34 @@ impl WorkerOptions {
                 self.lease
             )));
         }
-        Ok(())
+        self.validate_wake()
+    }
+
+    fn validate_wake(&self) -> Result<(), Error> {
+        if let Some(advertise) = &self.wake_advertise {
+            let port = advertise.rsplit_once(':').and_then(|(host, port)| {
+                (!host.is_empty()).then(|| port.parse::<u16>().ok()).flatten()
+            });
+            if advertise.len() > WAKE_ADVERTISE_LEN_MAX
+                || advertise.chars().any(|c| c.is_control() || c.is_whitespace())
+                || port.is_none_or(|p| p == 0)
+            {
+                return Err(Error::invalid(format!(
+                    "the wake-up address to advertise (HERALD_WAKE_ADVERTISE) must be host:port \
+                     (a port from 1 to 65535, at most {WAKE_ADVERTISE_LEN_MAX} bytes), got \
+                     {advertise:?}"
+                )));
+            }
+        }
+        match (self.wake_listen, &self.wake_advertise) {
+            (Some(listen), None) if listen.ip().is_unspecified() => Err(Error::invalid(format!(
+                "listening for wake-ups on {listen} needs the address other processes send to \
+                 (HERALD_WAKE_ADVERTISE, host:port)"
+            ))),
+            (None, Some(_)) => Err(Error::invalid(
+                "a wake-up address to advertise needs one to listen on (HERALD_WAKE_LISTEN)",
+            )),
+            _ => Ok(()),
+        }
     }
 }

@@ -542,13 +542,21 @@ async fn operator_cli_path_on_sqlite() {
     let after = json_out(&herald(dir, &["quota", "show", &id, "--json"], &[]).await);
     assert_eq!(after, shown, "a refused grant changes nothing");
     // Settings are checked before the database is opened: nothing is created.
-    let cases: [(&[&str], (&str, &str), &str); 6] = [
+    let cases: [(&[&str], (&str, &str), &str); 10] = [
         (&["serve", "--lease", "10s", "--send-timeout", "30s"], ("HERALD_WORKERS", "8"), "lease"),
         (&["serve"], ("HERALD_LEASE", "abc"), "HERALD_LEASE"),
         (&["serve"], ("HERALD_QUEUE_WAIT", "5ms"), "HERALD_QUEUE_WAIT"),
         (&["serve"], ("HERALD_QUEUE_WAIT", "2m"), "HERALD_QUEUE_WAIT"),
         (&["serve"], ("HERALD_ALLOWED_HOSTS", "a host"), "HERALD_ALLOWED_HOSTS"),
         (&["serve"], ("HERALD_PUBLIC_URL", "ftp://x.example"), "HERALD_PUBLIC_URL"),
+        (&["serve"], ("HERALD_WAKE_LISTEN", "localhost"), "HERALD_WAKE_LISTEN"),
+        (&["serve"], ("HERALD_WAKE_LISTEN", "0.0.0.0:7070"), "HERALD_WAKE_ADVERTISE"),
+        (
+            &["serve", "--wake-listen", "off"],
+            ("HERALD_WAKE_ADVERTISE", "h:1"),
+            "HERALD_WAKE_LISTEN",
+        ),
+        (&["serve"], ("HERALD_WAKE_ADVERTISE", "no-port"), "HERALD_WAKE_ADVERTISE"),
     ];
     for (args, env, needle) in cases {
         let scratch = tempfile::tempdir().expect("tempdir");

@@ -1,6 +1,7 @@
 use super::{Bind, bind_in_list, in_list_len, inserted, placeholders, sql};
 use crate::clock::Now;
 use crate::error::StoreError;
+use crate::notify::WakeTarget;
 use sqlx::MySqlConnection;
 
 /// The release recorded for `worker`: this one when the row is new. A concurrent register
@@ -39,4 +40,53 @@ pub(crate) async fn worker_releases(
         placeholders(in_list_len(workers.len()))
     );
     Ok(bind_in_list(sqlx::query_as(sql(q)), workers).fetch_all(c).await?)
+}
+
+/// The stale rows go first: a DELETE that scans takes its locks before this worker's own
+/// row is written, so two workers beating at once wait for each other, never deadlock.
+pub(crate) async fn wake_target_put(
+    c: &mut MySqlConnection,
+    target: &WakeTarget,
+    now: Now,
+    forget_before: i64,
+) -> Result<(), StoreError> {
+    let q = format!("DELETE FROM herald_wake_targets WHERE seen_at < {} - ?", now.mysql_sql());
+    sqlx::query(sql(q)).bind_now(now).bind(forget_before).execute(&mut *c).await?;
+    let q = format!(
+        "INSERT INTO herald_wake_targets (worker, address, token, seen_at) VALUES (?, ?, ?, {})
+         ON DUPLICATE KEY UPDATE address = VALUES(address), token = VALUES(token),
+             seen_at = VALUES(seen_at)",
+        now.mysql_sql()
+    );
+    sqlx::query(sql(q))
+        .bind(&target.worker)
+        .bind(&target.address)
+        .bind(&target.token)
+        .bind_now(now)
+        .execute(c)
+        .await?;
+    Ok(())
+}
+
+pub(crate) async fn wake_target_drop(
+    c: &mut MySqlConnection,
+    worker: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM herald_wake_targets WHERE worker = ?").bind(worker).execute(c).await?;
+    Ok(())
+}
+
+pub(crate) async fn wake_targets(
+    c: &mut MySqlConnection,
+    now: Now,
+    fresh_within: i64,
+) -> Result<Vec<WakeTarget>, StoreError> {
+    let q = format!(
+        "SELECT worker, address, token FROM herald_wake_targets WHERE seen_at >= {} - ?
+         ORDER BY worker",
+        now.mysql_sql()
+    );
+    let rows: Vec<(String, String, String)> =
+        sqlx::query_as(sql(q)).bind_now(now).bind(fresh_within).fetch_all(c).await?;
+    Ok(rows.into_iter().map(WakeTarget::from).collect())
 }

@@ -54,7 +54,7 @@ async fn a_routine_whose_text_changed_runs_again(db: &Db) {
     let (routines, submit, schema): (&[&str], _, _) = match db.backend() {
         Backend::Sqlite => return,
         Backend::MySql => {
-            (&["quota", "receipt", "submit", "text", "utf8"], "submit_v1", "DATABASE()")
+            (&["quota", "receipt", "submit", "text", "utf8", "wake"], "submit_v1", "DATABASE()")
         }
         Backend::Postgres => (&["quota", "submit", "text"], "herald_submit_v1", "current_schema()"),
     };
@@ -103,9 +103,9 @@ async fn a_routine_whose_text_changed_runs_again(db: &Db) {
 async fn open_applies_every_migration_this_build_knows(db: &Db) {
     let known = schema_version_known(db.backend());
     let expected = match db.backend() {
-        Backend::Sqlite => 13,
-        Backend::Postgres => 20,
-        Backend::MySql => 13,
+        Backend::Sqlite => 14,
+        Backend::Postgres => 21,
+        Backend::MySql => 14,
     };
     assert_eq!(known, expected, "a new migration: update this test and ARCHITECTURE.md");
     let versions = db.store.schema_versions().await.unwrap();

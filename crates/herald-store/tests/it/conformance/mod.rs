@@ -34,6 +34,7 @@ mod receipts;
 mod retention;
 mod tenants;
 mod tx;
+mod wake;
 
 pub use fixture::*;
 
