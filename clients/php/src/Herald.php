@@ -131,6 +131,12 @@ final class Herald
         if ($status === 'invalid') {
             throw new InvalidSubmission($row['field'], $row['code'] ?? 'invalid');
         }
+        if ($status === 'created') {
+            // After the commit (now, outside a transaction): a worker in another process
+            // starts it at once. Within a transaction begun on the PDO handle itself, the
+            // caller calls wake() after its commit.
+            $this->db->afterCommit(fn () => $this->wake());
+        }
         return new SubmitResult(
             status: SubmitStatus::tryFrom($status)
                 ?? throw new \UnexpectedValueException("herald's submit answered an unknown status " . json_encode($status)),
@@ -170,6 +176,24 @@ final class Herald
                 ),
             };
         }, $attempts);
+    }
+
+    /**
+     * Tells herald's workers in other processes that work was committed: one UDP datagram
+     * to each running worker, on MariaDB (on PostgreSQL the commit's NOTIFY does it). A
+     * created `submit` does this by itself after the commit — through Laravel's
+     * connection, inside this package's `transaction()`, or at once outside a transaction;
+     * call it after your commit when you began the transaction on the PDO handle yourself.
+     * Never throws and never waits; a datagram lost leaves the delivery to herald's poll
+     * (`HERALD_POLL_INTERVAL`, 1 s).
+     */
+    public function wake(): void
+    {
+        try {
+            Wake::send($this->calls(), $this->db, $this->database);
+        } catch (\Throwable) {
+            // Never fails the application.
+        }
     }
 
     public function connection(): SqlConnection

@@ -17,6 +17,15 @@ interface Calls
     /** @return array{status: string, field: ?string, code: ?string} */
     public function receipt(SqlConnection $db, string $scope, string $operationId): array;
 
+    /**
+     * Where herald's running workers hear wake-ups, for a caller to send each one datagram
+     * after its commit (`Wake`); none where the database wakes them itself (PostgreSQL's
+     * submit NOTIFYs).
+     *
+     * @return list<array{address: string, token: string}>
+     */
+    public function wakeTargets(SqlConnection $db): array;
+
     /** `name` qualified with herald's schema or database, quoted. */
     public function table(string $name): string;
 

@@ -65,4 +65,24 @@ final class LaravelConnection implements SqlConnection
     {
         return $this->connection()->transactionLevel() > 0;
     }
+
+    public function afterCommit(callable $fn): bool
+    {
+        $connection = $this->connection();
+        if ($connection->transactionLevel() === 0) {
+            $fn();
+            return true;
+        }
+        // Laravel's transactions manager (8.18+) runs it after the outermost commit and
+        // forgets it on a rollback, so a retried closure's failed attempt wakes nobody.
+        if (!method_exists($connection, 'afterCommit')) {
+            return false;
+        }
+        try {
+            $connection->afterCommit(Closure::fromCallable($fn));
+            return true;
+        } catch (\RuntimeException) {
+            return false; // "Transactions Manager has not been set": a connection outside an app
+        }
+    }
 }

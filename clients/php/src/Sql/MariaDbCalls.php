@@ -83,6 +83,15 @@ final class MariaDbCalls implements Calls
         return "UNHEX(REPLACE(?, '-', ''))";
     }
 
+    public function wakeTargets(SqlConnection $db): array
+    {
+        $rows = $db->select(sprintf('CALL %s.wake_targets_v1()', $this->quotedDatabase()));
+        return array_map(
+            static fn (array $row): array => ['address' => (string) $row['address'], 'token' => (string) $row['token']],
+            $rows,
+        );
+    }
+
     private function quotedDatabase(): string
     {
         return self::quote($this->database);

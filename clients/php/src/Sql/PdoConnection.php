@@ -31,6 +31,12 @@ final class PdoConnection implements SqlConnection
      */
     private array $prepared = [];
 
+    /** Whether the open transaction was begun by `transaction()` (its commit is known here). */
+    private bool $own = false;
+
+    /** @var list<callable> run after the own transaction commits */
+    private array $afterCommit = [];
+
     public function __construct(private readonly PDO $pdo)
     {
         $pdo->setAttribute(PDO::ATTR_ERRMODE, PDO::ERRMODE_EXCEPTION);
@@ -82,17 +88,43 @@ final class PdoConnection implements SqlConnection
         }
         for ($attempt = 1; ; $attempt++) {
             $this->pdo->beginTransaction();
+            $this->own = true;
             try {
                 $result = $fn();
                 $this->pdo->commit();
-                return $result;
             } catch (Throwable $e) {
+                $this->own = false;
+                $this->afterCommit = [];
                 $this->rollBackQuietly();
                 if ($attempt < $attempts && self::isConcurrencyError($e)) {
                     continue;
                 }
                 throw $e;
             }
+            $this->own = false;
+            $this->runAfterCommit();
+            return $result;
+        }
+    }
+
+    public function afterCommit(callable $fn): bool
+    {
+        if (!$this->pdo->inTransaction()) {
+            $fn();
+            return true;
+        }
+        if (!$this->own) {
+            return false;
+        }
+        $this->afterCommit[] = $fn;
+        return true;
+    }
+
+    private function runAfterCommit(): void
+    {
+        [$callbacks, $this->afterCommit] = [$this->afterCommit, []];
+        foreach ($callbacks as $callback) {
+            $callback();
         }
     }
 

@@ -95,6 +95,12 @@ final class PostgresCalls implements Calls
         ];
     }
 
+    public function wakeTargets(SqlConnection $db): array
+    {
+        // herald_submit_v1/v2 NOTIFY herald_due: the commit itself wakes the workers.
+        return [];
+    }
+
     public function table(string $name): string
     {
         return $this->quotedSchema() . '.' . self::quote($name);

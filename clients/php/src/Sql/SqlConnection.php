@@ -45,4 +45,12 @@ interface SqlConnection
 
     /** A transaction is open on this connection. */
     public function inTransaction(): bool;
+
+    /**
+     * Runs `$fn` once the current transaction commits (never if it rolls back), or now
+     * when none is open; false when it cannot know of the commit (a transaction begun on
+     * the PDO handle directly, not through this connection): the caller then does it after
+     * its own commit.
+     */
+    public function afterCommit(callable $fn): bool;
 }
