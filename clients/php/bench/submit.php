@@ -8,6 +8,12 @@
 //
 //   php submit.php PROCESS PROCESSES N PREFIX PAYLOAD_FILE v1|v2
 //
+// Or, for the commit-to-start phase, one submit per line of stdin (`KEY TENANT`), each
+// answered `ok DELIVERY_ID` once committed (autocommitted: the package wakes herald's
+// workers on MariaDB right after), with the payload `{"event": "bench"}`:
+//
+//   php submit.php latency
+//
 // The connection and herald's place come from the environment: HERALD_BENCH_DSN,
 // HERALD_BENCH_USER, HERALD_BENCH_PASSWORD, HERALD_BENCH_NAMESPACE (herald's schema on
 // PostgreSQL, its database on MariaDB), HERALD_BENCH_TENANTS (comma separated). `v2`: the
@@ -21,6 +27,28 @@ require dirname(__DIR__) . '/autoload.php';
 use Herald\Herald;
 use Herald\SubmitStatus;
 
+if ($argc === 2 && $argv[1] === 'latency') {
+    $env = static fn (string $name): string => getenv($name) !== false ? (string) getenv($name)
+        : throw new RuntimeException("{$name} is not set");
+    $pdo = new PDO($env('HERALD_BENCH_DSN'), $env('HERALD_BENCH_USER'), getenv('HERALD_BENCH_PASSWORD') ?: null, [
+        PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION,
+    ]);
+    $namespace = $env('HERALD_BENCH_NAMESPACE');
+    $herald = Herald::pdo($pdo, schema: $namespace, database: $namespace);
+    fwrite(STDOUT, "ready\n");
+    fflush(STDOUT);
+    while (($line = fgets(STDIN)) !== false) {
+        [$key, $tenant] = explode(' ', trim($line)) + ['', ''];
+        $result = $herald->submit($key, 'webhook', 'https://example.com/h', '{"event": "bench"}', tenant: $tenant);
+        if ($result->status !== SubmitStatus::Created) {
+            fwrite(STDERR, "submit {$key} answered {$result->status->value}\n");
+            exit(1);
+        }
+        fwrite(STDOUT, "ok {$result->deliveryId}\n");
+        fflush(STDOUT);
+    }
+    exit(0);
+}
 if ($argc !== 7) {
     fwrite(STDERR, "usage: php submit.php PROCESS PROCESSES N PREFIX PAYLOAD_FILE v1|v2\n");
     exit(2);

@@ -23,14 +23,27 @@ final class Wake
     /** How long this process reuses the targets it read (herald's own senders: the same). */
     private const TARGETS_MAX_AGE_NS = 2_000_000_000;
 
+    /**
+     * At most one round of datagrams per this interval per PHP process: a woken worker
+     * keeps looking for a quarter of a second, which covers the commits in between.
+     */
+    private const SEND_EVERY_NS = 5_000_000;
+
     /** @var array<string, array{at: int, targets: list<array{address: string, token: string}>}> */
     private static array $targets = [];
+
+    /** @var array<string, int> per database, when the last round was sent */
+    private static array $sentAt = [];
 
     /** One datagram to each running worker of the herald database `$namespace`. */
     public static function send(Calls $calls, SqlConnection $db, string $namespace): void
     {
         try {
             $now = hrtime(true);
+            if ($now - (self::$sentAt[$namespace] ?? PHP_INT_MIN / 2) < self::SEND_EVERY_NS) {
+                return;
+            }
+            self::$sentAt[$namespace] = $now;
             $cached = self::$targets[$namespace] ?? null;
             if ($cached === null || $now - $cached['at'] >= self::TARGETS_MAX_AGE_NS) {
                 try {
@@ -59,5 +72,6 @@ final class Wake
     public static function forget(): void
     {
         self::$targets = [];
+        self::$sentAt = [];
     }
 }

@@ -5,6 +5,7 @@
 use super::Args;
 use super::harness::{Bench, bar, noop_of, percentile, spawn_clients, start, submit_one, worker};
 use super::phases::SQL_PAYLOAD_SMALL;
+use super::php::{PhpSession, PhpTarget};
 use anyhow::{Context, Result, anyhow, bail};
 use herald::Herald;
 use herald::bench::Commit;
@@ -14,10 +15,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How the latency phase submits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone)]
 pub(super) enum Via {
     Library,
+    /// The SQL API called from here: no wake-up but the database's own (NOTIFY).
     Sql,
+    /// The SQL API through the PHP package in a PHP process, which wakes the workers
+    /// after its commit where the database cannot (MariaDB).
+    Php(Arc<PhpSession>),
 }
 
 /// How long the latency phase's worker runs before the first submit (the peers' 1 s).
@@ -91,6 +96,28 @@ pub(super) async fn latency_on(
     Ok((m.p50, m.p99, m.n))
 }
 
+/// [`latency`] with the submits made by the PHP package in a PHP process (`url`: the
+/// bench's database), the worker in this one: `None`, saying why, without PHP.
+pub(super) async fn latency_php(
+    args: &Args,
+    bench: &Bench,
+    url: &str,
+) -> Result<Option<(f64, f64, usize)>> {
+    let target = PhpTarget::of(url)?;
+    if let Some(why) = target.missing().await {
+        eprintln!("note: the PHP package's commit-to-start phase was skipped: {why}");
+        return Ok(None);
+    }
+    let php = Arc::new(target.session().await.context("the PHP session")?);
+    let via = Via::Php(php.clone());
+    let m = latency_of(args, bench, &bench.herald, " (PHP package)", via, &bench.tenants, false)
+        .await?;
+    if let Some(php) = Arc::into_inner(php) {
+        php.finish().await?;
+    }
+    Ok(Some((m.p50, m.p99, m.n)))
+}
+
 /// A latency phase's figures (ms), how many it measured, and — beside a backlog — how long
 /// the backlog took to drain from the worker's start.
 pub(super) struct Measured {
@@ -132,11 +159,12 @@ async fn latency_of(
     let mut submits = tokio::task::JoinSet::new();
     for i in 0..count {
         ticker.tick().await;
-        let (h, committed, req, b) = (
+        let (h, committed, req, b, via) = (
             herald.clone(),
             committed.clone(),
             bench.request(tenants[i % tenants.len()], format!("lat-{i}"), "https://example.com/h"),
             b.clone(),
+            via.clone(),
         );
         submits.spawn(async move {
             let id = match via {
@@ -154,6 +182,7 @@ async fn latency_of(
                         id.ok_or_else(|| anyhow!("an SQL submit was not created"))?,
                     )
                 }
+                Via::Php(php) => php.submit(&req.operation_key, req.tenant).await?,
             };
             if let Ok(mut c) = committed.lock() {
                 c.insert(id, Instant::now());

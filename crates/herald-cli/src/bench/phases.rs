@@ -9,7 +9,7 @@ use super::harness::{
 };
 use super::http::{end_to_end_figures, webhook_channel};
 use super::http_submit::http_submit_figures;
-use super::latency::{Via, latency, latency_beside_backlog, latency_on};
+use super::latency::{Via, latency, latency_beside_backlog, latency_on, latency_php};
 use super::report::{Figure, PeerMetric, PerDelivery, figure, per_delivery};
 use anyhow::{Context, Result, bail};
 use herald::bench::Commit;
@@ -426,8 +426,8 @@ pub(super) async fn phases(
     ));
     // The same with the worker in a second Herald on the same database: none of the
     // submitting process's in-process wake-ups reach it, only what crosses processes
-    // (NOTIFY on PostgreSQL; polling on MariaDB, every second when idle, every 10 ms for
-    // a while after a lease).
+    // (NOTIFY on PostgreSQL; a datagram to the worker's wake target on MariaDB and SQLite,
+    // `datagram.rs`), and polling.
     bench.reset().await?;
     let second = Herald::open_with(url, &herald::StoreOptions::default()).await?;
     let measured = latency(args, &bench, &second, ", worker in a second Herald").await;
@@ -535,6 +535,17 @@ pub(super) async fn phases(
             ("commit-to-start p99 at 200/s, SQL API submits", p99),
         ] {
             figures.push(figure(name, value, "ms", None, count, None));
+        }
+        // The same through the PHP package, which wakes the workers after its commit where
+        // the database cannot (MariaDB); the SQL calls above make no such wake-up.
+        bench.reset().await?;
+        if let Some((p50, p99, count)) = latency_php(args, &bench, url).await? {
+            for (name, value) in [
+                ("commit-to-start p50 at 200/s, SQL API submits through the PHP package", p50),
+                ("commit-to-start p99 at 200/s, SQL API submits through the PHP package", p99),
+            ] {
+                figures.push(figure(name, value, "ms", None, count, None));
+            }
         }
     }
     figures.extend(end_to_end_figures(args, &bench, herald, n).await?);

@@ -149,6 +149,61 @@ impl PhpTarget {
     }
 }
 
+/// One PHP process submitting on request (`submit.php latency`): the commit-to-start
+/// phase's application, one autocommitted submit per [`PhpSession::submit`].
+pub(super) struct PhpSession {
+    child: Child,
+    io: tokio::sync::Mutex<(
+        tokio::process::ChildStdin,
+        tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    )>,
+}
+
+impl PhpTarget {
+    pub(super) async fn session(&self) -> Result<PhpSession> {
+        let mut child = Command::new("php")
+            .arg(script())
+            .arg("latency")
+            .env("HERALD_BENCH_DSN", &self.dsn)
+            .env("HERALD_BENCH_USER", &self.user)
+            .env("HERALD_BENCH_PASSWORD", &self.password)
+            .env("HERALD_BENCH_NAMESPACE", &self.namespace)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting php")?;
+        let stdin = child.stdin.take().context("php's stdin")?;
+        let mut lines = BufReader::new(child.stdout.take().context("php's stdout")?).lines();
+        expect_line(&mut lines, "ready").await?;
+        Ok(PhpSession { child, io: tokio::sync::Mutex::new((stdin, lines)) })
+    }
+}
+
+impl PhpSession {
+    /// Submits `key` for `tenant`; returns once PHP has it committed (and, on MariaDB,
+    /// has sent its wake-ups): the delivery's id.
+    pub(super) async fn submit(&self, key: &str, tenant: TenantId) -> Result<herald::DeliveryId> {
+        let mut io = self.io.lock().await;
+        let (stdin, lines) = &mut *io;
+        stdin.write_all(format!("{key} {tenant}\n").as_bytes()).await?;
+        stdin.flush().await?;
+        let ok = expect_line(lines, "ok").await?;
+        let id = ok.trim_start_matches("ok ").trim();
+        Ok(herald::DeliveryId::from(
+            uuid::Uuid::parse_str(id).with_context(|| format!("PHP answered {ok:?}"))?,
+        ))
+    }
+
+    /// Ends the process (its stdin closed) and checks that it exited cleanly.
+    pub(super) async fn finish(self) -> Result<()> {
+        let PhpSession { mut child, io } = self;
+        drop(io.into_inner());
+        wait_ok(&mut child).await
+    }
+}
+
 /// The next line of a process's stdout, which must start with `word`.
 async fn expect_line(
     lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
