@@ -74,6 +74,7 @@ const MYSQL: &[(i64, &str, &str)] = &[
     (12, "lanes", include_str!("../migrations/mysql/0012_lanes.sql")),
     (13, "traces", include_str!("../migrations/mysql/0013_traces.sql")),
     (14, "wake targets", include_str!("../migrations/mysql/0014_wake_targets.sql")),
+    (15, "lazy fingerprint", include_str!("../migrations/mysql/0015_lazy_fingerprint.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -41,7 +41,8 @@ use herald_core::DeliveryState;
 use sqlx::types::Uuid;
 
 /// The fingerprint version of a row whose fingerprint was not computed at its claim (the
-/// SQL API's on PostgreSQL, migration 8): computed from the row when a repeat needs it.
+/// SQL API's: PostgreSQL schema 8, MariaDB schema 15): computed from the row when a repeat
+/// needs it.
 pub const FINGERPRINT_NOT_COMPUTED: i16 = 0;
 
 /// A delivery row (times in Unix milliseconds).
@@ -53,9 +54,9 @@ pub struct DeliveryRow {
     pub channel: String,
     pub recipient: String,
     pub fingerprint: Vec<u8>,
-    /// The version `fingerprint` was computed in (`herald_core::fingerprint`). On
-    /// PostgreSQL a row the SQL API created holds [`FINGERPRINT_NOT_COMPUTED`] until read
-    /// by [`delivery_by_identity`], which computes its version-2 fingerprint.
+    /// The version `fingerprint` was computed in (`herald_core::fingerprint`). A row the
+    /// SQL API created may hold [`FINGERPRINT_NOT_COMPUTED`] until read by
+    /// [`delivery_by_identity`], which computes its version-2 fingerprint.
     pub fingerprint_version: i16,
     pub quota_key: String,
     pub cost: i64,
@@ -89,7 +90,7 @@ pub struct LeasedRow {
     /// again: a reservation's stripe never changes (a replay makes a new reservation).
     pub stripe: Option<i16>,
     /// The `send_at` (Unix ms) the request gave, kept for a row whose fingerprint herald
-    /// did not compute (`herald_core::fingerprint::FINGERPRINT_CLIENT`, or PostgreSQL's
+    /// did not compute (`herald_core::fingerprint::FINGERPRINT_CLIENT`, or
     /// [`FINGERPRINT_NOT_COMPUTED`]): the due time moves with retries, and the check
     /// before a send needs what the request said.
     pub fingerprint_send_at: Option<i64>,

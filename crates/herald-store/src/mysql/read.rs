@@ -1,6 +1,8 @@
 use super::{Bind, DELIVERY_COLS, sql};
 use crate::clock::Now;
-use crate::deliveries::{AttemptRow, DeliveryRow, SelectFilter, attempt_row, delivery_row};
+use crate::deliveries::{
+    AttemptRow, DeliveryRow, FINGERPRINT_NOT_COMPUTED, SelectFilter, attempt_row, delivery_row,
+};
 use crate::error::StoreError;
 use sqlx::MySqlConnection;
 use sqlx::types::Uuid;
@@ -22,12 +24,23 @@ pub(crate) async fn delivery_by_identity(
         .bind(tenant)
         .bind(operation_key)
         .bind(channel)
-        .fetch_optional(c)
+        .fetch_optional(&mut *c)
         .await?;
-    Ok(match row {
-        Some(row) => Some(delivery_row!(row)),
-        None => None,
-    })
+    let Some(row) = row else { return Ok(None) };
+    let mut row: DeliveryRow = delivery_row!(row);
+    if row.fingerprint_version == FINGERPRINT_NOT_COMPUTED {
+        // Claimed through the SQL API, which leaves the fingerprint to the first repeat
+        // (schema 15): version 2, computed from the row by the same SQL.
+        sqlx::query("CALL herald_row_fingerprint(?, @herald_row_print)")
+            .bind(row.id)
+            .execute(&mut *c)
+            .await?;
+        let print: Option<Vec<u8>> =
+            sqlx::query_scalar("SELECT @herald_row_print").fetch_one(&mut *c).await?;
+        row.fingerprint = print.unwrap_or_default();
+        row.fingerprint_version = herald_core::fingerprint::FINGERPRINT_VERSION;
+    }
+    Ok(Some(row))
 }
 
 pub(crate) async fn delivery_get(

@@ -79,15 +79,64 @@ async fn postgres_computes_every_golden_vector() {
     tx.rollback().await.unwrap();
 }
 
-/// `herald_payload_plain` (PostgreSQL migration 8), the SQL submit's cheap proof that a
-/// payload is valid, clears no invalid vector and no payload built to fool its key count
-/// or its nesting bound, and clears the plain valid ones (which then skip the walk).
+/// `herald_payload_plain` (PostgreSQL migration 8, MariaDB schema 15), the SQL submit's
+/// cheap proof that a payload is valid, clears no invalid vector and no payload built to
+/// fool its key count, its duplicate-key pattern or its nesting bound, and clears the plain
+/// valid ones (which then skip the walk).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_clears_only_valid_payloads_without_the_walk() {
     let Some(db) = Db::open(Backend::Postgres).await else { return };
     let mut tx = db.tx().await;
     let Conn::Postgres(c) = tx.as_conn() else { unreachable!("a PostgreSQL store") };
+    check_plain(async |payload: &str| {
+        let plain: bool = herald_store::sqlx::query_scalar("SELECT herald_payload_plain($1)")
+            .bind(payload)
+            .fetch_one(&mut *c)
+            .await
+            .unwrap();
+        let (problem,): (Option<String>,) =
+            herald_store::sqlx::query_as("SELECT problem FROM herald_payload_canonical($1)")
+                .bind(payload)
+                .fetch_one(&mut *c)
+                .await
+                .unwrap();
+        (plain, problem)
+    })
+    .await;
+    tx.rollback().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_clears_only_valid_payloads_without_the_walk() {
+    let Some(db) = Db::open(Backend::MySql).await else { return };
+    let mut tx = db.tx().await;
+    let Conn::MySql(c) = tx.as_conn() else { unreachable!("a MariaDB store") };
+    check_plain(async |payload: &str| {
+        let plain: bool = herald_store::sqlx::query_scalar("SELECT herald_payload_plain(?)")
+            .bind(payload)
+            .fetch_one(&mut *c)
+            .await
+            .unwrap();
+        herald_store::sqlx::query("CALL herald_payload_canonical(?, @canonical, @problem)")
+            .bind(payload)
+            .execute(&mut *c)
+            .await
+            .unwrap();
+        let problem: Option<String> =
+            herald_store::sqlx::query_scalar("SELECT @problem").fetch_one(&mut *c).await.unwrap();
+        (plain, problem)
+    })
+    .await;
+    tx.rollback().await.unwrap();
+}
+
+/// Every vector and the built cases through `check` ((cleared, the walk's problem)).
+async fn check_plain<F>(mut check: F)
+where
+    F: AsyncFnMut(&str) -> (bool, Option<String>),
+{
     let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    let objects = |depth: usize| format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
     let mut cases: Vec<(String, bool)> = vectors()
         .iter()
         .map(|v| (v["payload"].as_str().unwrap().to_string(), v["invalid"].is_null()))
@@ -103,26 +152,29 @@ async fn postgres_clears_only_valid_payloads_without_the_walk() {
         (r#"{"n":1e400}"#, false),
         (r#""\u0000""#, false),
         (r#""\ud83d\ude00""#, true),
+        // A key twice in an object inside an array, apart, after a nested value, after a
+        // string holding brackets and commas, and spelled two ways.
+        (r#"[{"a":1,"b":2,"a":3}]"#, false),
+        (r#"{"x":[{"k":{"y":[1,{"z":2}]},"j":"],{","k":0}]}"#, false),
+        (r#"{"k":"v,}]","m":{"k":1},"k":2}"#, false),
+        (r#"{"a/b":1,"a\/b":2}"#, false),
+        (r#"{"k":"v,}]","m":{"k":1},"j":2}"#, true),
+        (r#"{"items":[{"sku":"A","qty":1},{"sku":"B","qty":2}],"total":10.50}"#, true),
+        (r#"{"text":"line one\nline \"two\"","tags":[]}"#, true),
+        ("[1.]", false),
+        (r#"{"n":1.0000000000000000000000000000001}"#, false),
     ] {
         cases.push((payload.to_string(), valid));
     }
     cases.push((nested(31), true));
     cases.push((nested(32), false));
+    cases.push((objects(31), true));
+    cases.push((objects(32), false));
     cases.push((format!("[{}]", vec!["{}"; 40].join(",")), true));
     cases.push((nested(32_000), false));
     let (mut cleared, mut wrong) = (0, Vec::new());
     for (payload, valid) in &cases {
-        let plain: bool = herald_store::sqlx::query_scalar("SELECT herald_payload_plain($1)")
-            .bind(payload)
-            .fetch_one(&mut *c)
-            .await
-            .unwrap();
-        let (problem,): (Option<String>,) =
-            herald_store::sqlx::query_as("SELECT problem FROM herald_payload_canonical($1)")
-                .bind(payload)
-                .fetch_one(&mut *c)
-                .await
-                .unwrap();
+        let (plain, problem) = check(payload).await;
         if problem.is_none() != *valid {
             wrong.push(format!("the walk: {payload:.80} gives {problem:?}"));
         }
@@ -134,7 +186,6 @@ async fn postgres_clears_only_valid_payloads_without_the_walk() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     let valid = cases.iter().filter(|(_, v)| *v).count();
     assert!(cleared * 2 > valid, "only {cleared} of {valid} valid payloads cleared");
-    tx.rollback().await.unwrap();
 }
 
 /// MariaDB's procedures (migration 2) walk the value without recursion: a 31-deep vector

@@ -135,6 +135,15 @@ async fn a_call_commits_with_the_application_and_is_one_request_everywhere() {
     let id = id.unwrap();
     sqlx::raw_sql("COMMIT").execute(&mut *app).await.unwrap();
     assert_eq!(herald.quotas(tenant).await.unwrap()[0].reserved, 1, "one reservation");
+    // A payload MariaDB's own functions prove valid is not walked: its fingerprint waits
+    // for the first repeat (version 0, schema 15), which each path below computes.
+    let version: i16 = sqlx::query_scalar(
+        "SELECT fingerprint_version FROM deliveries WHERE operation_key = 'order-17'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(version, 0);
 
     // The same request through the library (the HTTP API's path) is a duplicate of it;
     // the same meaning in another spelling too; a changed one reuses the key.
@@ -143,6 +152,8 @@ async fn a_call_commits_with_the_application_and_is_one_request_everywhere() {
     assert_eq!(again.delivery.id.to_string(), id);
     let respelled = r#"{"total":15e-1,"order":17}"#;
     assert!(herald.submit_alone(&request(tenant, "order-17", respelled)).await.unwrap().duplicate);
+    let (status, again_id, ..) = submit_sql(&mut app, &t, "order-17", respelled).await;
+    assert_eq!((status.as_deref(), again_id.as_deref()), (Some("duplicate"), Some(id.as_str())));
     let changed = herald.submit_alone(&request(tenant, "order-17", r#"{"order": 18}"#)).await;
     assert!(matches!(changed, Err(Error::IdempotencyKeyReused)), "{changed:?}");
     let (status, ..) = submit_sql(&mut app, &t, "order-17", r#"{"order": 18}"#).await;
