@@ -396,6 +396,8 @@ pub(super) fn noop_of(target: usize, bar: ProgressBar, only: Option<&'static str
 
 /// The run's `--lane-take-max`, for every worker the phases make.
 pub(super) static LANE_TAKE_MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+/// Whether the bench's workers listen for wake-up datagrams (`--no-wake-datagrams`).
+pub(super) static WAKE_DATAGRAMS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 pub(super) fn worker(
     herald: &Herald,
@@ -404,8 +406,15 @@ pub(super) fn worker(
     poll: Duration,
 ) -> Result<Worker> {
     let lane_take_max = LANE_TAKE_MAX.get().copied().unwrap_or(herald::LANE_TAKE_MAX_DEFAULT);
-    let options =
-        WorkerOptions { slots, poll_interval: poll, lane_take_max, ..WorkerOptions::default() };
+    let wake_listen =
+        WAKE_DATAGRAMS.get().copied().unwrap_or(true).then_some(herald::WAKE_LISTEN_DEFAULT);
+    let options = WorkerOptions {
+        slots,
+        poll_interval: poll,
+        lane_take_max,
+        wake_listen,
+        ..WorkerOptions::default()
+    };
     Ok(Worker::new(herald.clone(), options, [("webhook".to_string(), channel)])?)
 }
 

@@ -114,6 +114,10 @@ pub struct Args {
     /// Most rows one lease takes of one lane (the workers' `lane_take_max`).
     #[arg(long, default_value_t = herald::LANE_TAKE_MAX_DEFAULT)]
     lane_take_max: usize,
+    /// The bench's workers listen for no wake-up datagrams (`--wake-listen off`): the
+    /// ablation of the wake-ups across processes on MariaDB.
+    #[arg(long, hide = true)]
+    no_wake_datagrams: bool,
     /// Tenants (100 by default, so no single quota row is the bottleneck).
     #[arg(long, default_value_t = 100)]
     tenants: usize,
@@ -163,6 +167,7 @@ impl std::fmt::Debug for Args {
             .field("e2e_only", &self.e2e_only)
             .field("http_only", &self.http_only)
             .field("app_only", &self.app_only)
+            .field("no_wake_datagrams", &self.no_wake_datagrams)
             .finish()
     }
 }
@@ -172,6 +177,7 @@ pub async fn run(args: Args) -> Result<()> {
         bail!("--lane-take-max must be positive");
     }
     let _ = harness::LANE_TAKE_MAX.set(args.lane_take_max);
+    let _ = harness::WAKE_DATAGRAMS.set(!args.no_wake_datagrams);
     let server_name = match herald::DbUrl::parse(&args.db) {
         Ok(herald::DbUrl::Postgres(_)) => "PostgreSQL",
         Ok(herald::DbUrl::MySql(_)) => "MariaDB",
