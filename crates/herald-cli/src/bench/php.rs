@@ -103,21 +103,13 @@ impl PhpTarget {
         let tenants = tenants.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",");
         let mut children = Vec::new();
         for process in 0..processes {
-            let mut child = Command::new("php")
-                .arg(script())
+            let mut child = self
+                .php()
                 .args([process.to_string(), processes.to_string(), n.to_string()])
                 .arg(prefix)
                 .arg(&payload_file)
                 .arg(if v2 { "v2" } else { "v1" })
-                .env("HERALD_BENCH_DSN", &self.dsn)
-                .env("HERALD_BENCH_USER", &self.user)
-                .env("HERALD_BENCH_PASSWORD", &self.password)
-                .env("HERALD_BENCH_NAMESPACE", &self.namespace)
                 .env("HERALD_BENCH_TENANTS", &tenants)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .kill_on_drop(true)
                 .spawn()
                 .context("starting php")?;
             let stdout = BufReader::new(child.stdout.take().context("php's stdout")?);
@@ -160,10 +152,11 @@ pub(super) struct PhpSession {
 }
 
 impl PhpTarget {
-    pub(super) async fn session(&self) -> Result<PhpSession> {
-        let mut child = Command::new("php")
-            .arg(script())
-            .arg("latency")
+    /// `php submit.php`, its connection in the environment, stdin and stdout piped: the
+    /// caller adds the arguments.
+    fn php(&self) -> Command {
+        let mut php = Command::new("php");
+        php.arg(script())
             .env("HERALD_BENCH_DSN", &self.dsn)
             .env("HERALD_BENCH_USER", &self.user)
             .env("HERALD_BENCH_PASSWORD", &self.password)
@@ -171,9 +164,12 @@ impl PhpTarget {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .context("starting php")?;
+            .kill_on_drop(true);
+        php
+    }
+
+    pub(super) async fn session(&self) -> Result<PhpSession> {
+        let mut child = self.php().arg("latency").spawn().context("starting php")?;
         let stdin = child.stdin.take().context("php's stdin")?;
         let mut lines = BufReader::new(child.stdout.take().context("php's stdout")?).lines();
         expect_line(&mut lines, "ready").await?;
