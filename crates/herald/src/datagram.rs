@@ -260,7 +260,11 @@ async fn hear(
             got = socket.recv_from(&mut buf) => match got {
                 Ok((n, _)) if constant_time_eq(&buf[..n], &expected) => herald.wake().here(),
                 Ok(_) => {}
-                Err(e) => tracing::trace!(error = %e, "receiving a wake datagram failed"),
+                Err(e) => {
+                    // Not a tight loop on an error that repeats; the poll covers the gap.
+                    tracing::trace!(error = %e, "receiving a wake datagram failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
             },
             _ = beats.tick() => {
                 if let Err(e) = beat(&herald, &target).await {
