@@ -259,14 +259,31 @@ impl<'a> Index<'a> {
     }
 }
 
+/// `$this->property = $typedParam`, `= new X(…)`, `= app(X::class)` / `resolve(X::class)`
+/// in a constructor.
 fn assigned_from_param(e: &Expr, property: &str, ctor: &Function, found: &mut Vec<String>) {
     if let Expr::Assign { target, value } = e
-        && let (Expr::Prop { object, name }, Expr::Var(var)) = (&**target, &**value)
+        && let Expr::Prop { object, name } = &**target
         && name == property
         && matches!(&**object, Expr::Var(t) if t == "this")
-        && let Some(p) = ctor.params.iter().find(|p| &p.name == var)
     {
-        found.extend(p.types.iter().cloned());
+        match &**value {
+            Expr::Var(var) => {
+                if let Some(p) = ctor.params.iter().find(|p| &p.name == var) {
+                    found.extend(p.types.iter().cloned());
+                }
+            }
+            Expr::New { class, .. } if class != "?" => found.push(class.clone()),
+            Expr::Call(c)
+                if matches!(&c.callee, Callee::Function(f)
+                    if f.eq_ignore_ascii_case("app") || f.eq_ignore_ascii_case("resolve")) =>
+            {
+                if let Some(Expr::ClassName(class)) = c.args.first().map(|a| &a.value) {
+                    found.push(class.clone());
+                }
+            }
+            _ => {}
+        }
     }
     e.for_each_child(&mut |c| assigned_from_param(c, property, ctor, found));
 }

@@ -58,6 +58,8 @@ pub struct Function {
     pub name: String,
     pub params: Vec<Param>,
     pub body: Vec<Expr>,
+    /// The class names in its return type hint.
+    pub returns: Vec<String>,
     pub pos: Pos,
 }
 
@@ -75,6 +77,9 @@ pub enum Expr {
     Call(Box<Call>),
     Closure(Box<Closure>),
     Try(Box<Try>),
+    /// `if … elseif … else …`: a branch that leaves (return, throw) does not carry its
+    /// state to the code after it.
+    If(Box<If>),
     Throw(Vec<Expr>, Pos),
     Return(Vec<Expr>, Pos),
     Int(i64),
@@ -152,6 +157,28 @@ pub struct Try {
 }
 
 #[derive(Debug, Clone)]
+pub struct If {
+    /// Every condition (the `if`'s, then each `elseif`'s), evaluated before the bodies.
+    pub conditions: Vec<Expr>,
+    /// The bodies: the `if`'s, each `elseif`'s, then the `else`'s when `has_else`.
+    pub branches: Vec<Vec<Expr>>,
+    pub has_else: bool,
+}
+
+/// Whether a body's last statement leaves it (`return`, `throw`, `abort()`, `exit`): the
+/// code after the branch is not reached from it.
+pub fn leaves(body: &[Expr]) -> bool {
+    match body.last() {
+        Some(Expr::Return(..) | Expr::Throw(..)) => true,
+        Some(Expr::Call(c)) => {
+            matches!(&c.callee, Callee::Function(f) if f.eq_ignore_ascii_case("abort"))
+        }
+        Some(Expr::If(i)) => i.has_else && i.branches.iter().all(|b| leaves(b)),
+        _ => false,
+    }
+}
+
+#[derive(Debug, Clone)]
 pub struct Catch {
     pub types: Vec<String>,
     pub body: Vec<Expr>,
@@ -181,6 +208,12 @@ impl Expr {
                     c.body.iter().for_each(&mut *f);
                 }
                 t.finally.iter().for_each(f);
+            }
+            Expr::If(i) => {
+                i.conditions.iter().for_each(&mut *f);
+                for b in &i.branches {
+                    b.iter().for_each(&mut *f);
+                }
             }
             Expr::Throw(v, _) | Expr::Return(v, _) | Expr::Other(v) => v.iter().for_each(f),
             Expr::Prop { object, .. } => f(object),

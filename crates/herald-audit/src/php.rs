@@ -413,14 +413,104 @@ impl<'arena> Lowering<'_, 'arena> {
                 let name = self.resolved_local(&f.name);
                 let params = self.params(&f.parameter_list);
                 let body = self.block(&f.body);
-                self.file.functions.push(Function { name, params, body, pos: self.pos(f.span()) });
+                let returns = self.return_types(f.return_type_hint.as_ref());
+                self.file.functions.push(Function {
+                    name,
+                    params,
+                    body,
+                    returns,
+                    pos: self.pos(f.span()),
+                });
                 None
             }
+            // A flat chain `a . b . c …` (or `+`, `&&`, `??`) is a left-deep tree as deep
+            // as it is long; its operands are lowered side by side so that a long
+            // concatenation is not mistaken for deep nesting (issue 39).
+            Node::Binary(b) => {
+                let mut operands = vec![b.rhs];
+                let mut left = b.lhs;
+                while let Expression::Binary(inner) = left {
+                    operands.push(inner.rhs);
+                    left = inner.lhs;
+                }
+                operands.push(left);
+                let mut out = Vec::new();
+                for operand in operands.into_iter().rev() {
+                    self.lower_into(Node::Expression(operand), &mut out);
+                }
+                match out.len() {
+                    0 => None,
+                    1 => out.pop(),
+                    _ => Some(Expr::Other(out)),
+                }
+            }
+            Node::If(i) => Some(self.if_statement(i)),
             // Names that are not calls, instantiations or class constants carry nothing
             // the rules read.
             Node::Identifier(_) | Node::LocalIdentifier(_) | Node::Use(_) | Node::Inline(_) => None,
             _ => self.children(node),
         }
+    }
+
+    /// A statement as a branch body: a block's statements, or the one statement.
+    fn branch(&mut self, statement: &Statement<'arena>) -> Vec<Expr> {
+        match statement {
+            Statement::Block(b) => self.block(b),
+            other => {
+                let mut out = Vec::new();
+                self.lower_into(Node::Statement(other), &mut out);
+                out
+            }
+        }
+    }
+
+    fn statements<'a>(&mut self, list: impl Iterator<Item = &'a Statement<'arena>>) -> Vec<Expr>
+    where
+        'arena: 'a,
+    {
+        let mut out = Vec::new();
+        for s in list {
+            self.lower_into(Node::Statement(s), &mut out);
+        }
+        out
+    }
+
+    fn if_statement(&mut self, i: &If<'arena>) -> Expr {
+        let mut conditions = Vec::new();
+        self.lower_into(Node::Expression(i.condition), &mut conditions);
+        let mut branches = Vec::new();
+        let has_else = i.body.has_else_clause();
+        match &i.body {
+            IfBody::Statement(b) => {
+                branches.push(self.branch(b.statement));
+                for c in b.else_if_clauses.iter() {
+                    self.lower_into(Node::Expression(c.condition), &mut conditions);
+                    branches.push(self.branch(c.statement));
+                }
+                if let Some(e) = &b.else_clause {
+                    branches.push(self.branch(e.statement));
+                }
+            }
+            IfBody::ColonDelimited(b) => {
+                branches.push(self.statements(b.statements.iter()));
+                for c in b.else_if_clauses.iter() {
+                    self.lower_into(Node::Expression(c.condition), &mut conditions);
+                    branches.push(self.statements(c.statements.iter()));
+                }
+                if let Some(e) = &b.else_clause {
+                    branches.push(self.statements(e.statements.iter()));
+                }
+            }
+        }
+        Expr::If(Box::new(crate::ir::If { conditions, branches, has_else }))
+    }
+
+    fn return_types(&self, hint: Option<&FunctionLikeReturnTypeHint<'_>>) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(h) = hint {
+            self.hint_types(&h.hint, &mut out);
+        }
+        out
     }
 
     fn resolved_local(&self, name: &LocalIdentifier<'_>) -> String {
@@ -539,10 +629,12 @@ impl<'arena> Lowering<'_, 'arena> {
                         MethodBody::Concrete(block) => self.block(block),
                         MethodBody::Abstract(_) => Vec::new(),
                     };
+                    let returns = self.return_types(m.return_type_hint.as_ref());
                     class.methods.push(Function {
                         name: text(m.name.value),
                         params,
                         body,
+                        returns,
                         pos: self.pos(m.span()),
                     });
                 }

@@ -107,11 +107,15 @@ impl<'a> Analysis<'a> {
             }
             return;
         }
+        // `beginTransaction()` … `commit()` on the facade, a connection the chain names,
+        // or an injected connection or `DatabaseManager` (by its type).
         if frame.via.is_none()
-            && (on_db || chain.len() > 1 && self.db_receiver(chain, frame, false))
+            && lower_in(name, &["beginTransaction", "commit", "rollBack"])
+            && (on_db || self.db_receiver(chain, frame, false))
         {
             if name.eq_ignore_ascii_case("beginTransaction") {
-                let driver = self.config(frame.file).driver(self.connection_name(chain).as_deref());
+                let connection = self.connection_name(chain);
+                let driver = self.config(frame.file).driver(connection.as_deref());
                 self.next_tx += 1;
                 self.manual.push(Tx {
                     id: self.next_tx,
@@ -119,6 +123,8 @@ impl<'a> Analysis<'a> {
                     attempts: 1,
                     pos: outer.pos,
                     driver,
+                    connection,
+                    read_only: false,
                 });
                 return;
             }
@@ -133,6 +139,7 @@ impl<'a> Analysis<'a> {
         // Locks in a retried transaction.
         if let Some(tx) = &tx
             && tx.retried
+            && tx.driver != Some(Driver::Sqlite)
             && chain.iter().any(|c| {
                 c.method_name().is_some_and(|n| lower_in(n, &["lockForUpdate", "sharedLock"]))
             })
@@ -186,8 +193,25 @@ impl<'a> Analysis<'a> {
                 // A log line a rollback strands still tells the truth about an attempt;
                 // one per retried attempt repeats it (seed 004). Logs count when retried.
                 let stranded_log = effect.log && !tx.retried;
-                let waits_for_commit = effect.dispatch && effect.after_commit;
-                if !waits_for_commit && !stranded_log {
+                let queue = chain.iter().find_map(|c| match (c.method_name(), c.args.first()) {
+                    (Some(n), Some(a)) if n.eq_ignore_ascii_case("onConnection") => {
+                        match &a.value {
+                            Expr::Str(s) => Some(s.clone()),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                });
+                // A push on the `database` queue of the transaction's own connection is a
+                // row of the transaction: it rolls back with it, and no worker sees it first.
+                let waits_for_commit = effect.dispatch
+                    && (effect.after_commit
+                        || self
+                            .config(frame.file)
+                            .queue_in_transaction(queue.as_deref(), tx.connection.as_deref()));
+                // A transaction that only reads has nothing a rollback undoes.
+                let strands_nothing = tx.read_only && !tx.retried;
+                if !waits_for_commit && !stranded_log && !strands_nothing {
                     let (file, pos, path) = self.site(frame, outer.pos);
                     let (rule, how) = if tx.retried {
                         (
@@ -208,12 +232,17 @@ impl<'a> Analysis<'a> {
         }
 
         // Events: a synchronous listener runs now, inside; a queued one is a dispatch.
-        if let Some(event) = self.event_class(chain) {
+        if let Some(event) = self.event_class(chain, frame) {
             if tx.is_some() {
                 for (listener, method) in self.index.listeners(&event).to_vec() {
                     if self.index.is_queued(&listener) {
+                        let in_tx = tx.as_ref().is_some_and(|t| {
+                            self.config(frame.file)
+                                .queue_in_transaction(None, t.connection.as_deref())
+                        });
                         if !self.index.is_after_commit(&listener)
                             && !self.config(frame.file).queue_after_commit(None)
+                            && !in_tx
                         {
                             let tx = tx.clone();
                             if let Some(tx) = tx {
@@ -246,6 +275,26 @@ impl<'a> Analysis<'a> {
                 }
             }
             return;
+        }
+
+        // A closure handed to a function of the tree that runs it inside a transaction
+        // it opens (`$this->atomically(fn () => …)`): walked inside that transaction.
+        for (target, _) in self.targets(outer, frame) {
+            let Some((index, attempts)) = self.tx_param(target.function) else { continue };
+            let Some(arg) = outer.args.get(index).filter(|a| a.name.is_none()) else { continue };
+            let closure = match &arg.value {
+                Expr::Closure(c) => Some(&**c),
+                Expr::Var(v) => self.env(frame).and_then(|env| env.closures.get(v).copied()),
+                _ => None,
+            };
+            if let Some(c) = closure {
+                handled.insert(&arg.value as *const Expr);
+                let tx = self.open(outer, Some(attempts), None, &c.body, frame);
+                let inner = Frame { tx: Some(tx), ..frame.clone() };
+                for s in &c.body {
+                    self.walk(s, &inner);
+                }
+            }
         }
 
         // Calls into the tree, followed while a transaction is in force.
@@ -284,32 +333,47 @@ impl<'a> Analysis<'a> {
                     ),
                 );
         }
-        let attempts_n = attempts.unwrap_or(1);
-        let driver = self.config(frame.file).driver(connection.as_deref());
-        self.next_tx += 1;
-        let tx = match &outer {
-            // Nested: a savepoint inside the outer transaction, retried when it is.
-            Some(o) => Tx { id: self.next_tx, pos: call.pos, ..o.clone() },
-            None => Tx {
-                id: self.next_tx,
-                retried: attempts_n > 1,
-                attempts: attempts_n,
-                pos: call.pos,
-                driver,
-            },
-        };
-        let inner = Frame { tx: Some(tx), ..frame.clone() };
         let Some(arg) = call.args.first() else { return };
         let closure = match &arg.value {
             Expr::Closure(c) => Some(&**c),
             Expr::Var(v) => self.env(frame).and_then(|env| env.closures.get(v).copied()),
             _ => None,
         };
-        if let Some(c) = closure {
+        let body: &'a [Expr] = closure.map_or(&[], |c| &c.body);
+        let tx = self.open(call, attempts, connection, body, frame);
+        let inner = Frame { tx: Some(tx), ..frame.clone() };
+        if closure.is_some() {
             handled.insert(&arg.value as *const Expr);
-            for s in &c.body {
+            for s in body {
                 self.walk(s, &inner);
             }
+        }
+    }
+
+    /// A transaction opened at `call` with `body` as its closure: nested, a savepoint of
+    /// the one in force (retried when it is); else its own.
+    fn open(
+        &mut self,
+        call: &'a Call,
+        attempts: Option<u32>,
+        connection: Option<String>,
+        body: &'a [Expr],
+        frame: &Frame<'a>,
+    ) -> Tx {
+        let attempts_n = attempts.unwrap_or(1);
+        let driver = self.config(frame.file).driver(connection.as_deref());
+        self.next_tx += 1;
+        match self.tx(frame) {
+            Some(o) => Tx { id: self.next_tx, pos: call.pos, ..o },
+            None => Tx {
+                id: self.next_tx,
+                retried: attempts_n > 1,
+                attempts: attempts_n,
+                pos: call.pos,
+                driver,
+                connection,
+                read_only: !self.writes(body, frame, 0),
+            },
         }
     }
 }
