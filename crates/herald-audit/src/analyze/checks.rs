@@ -34,7 +34,9 @@ impl<'a> Analysis<'a> {
                         ],
                     )
                 });
-                if catches_query && !c.ends_in_throw {
+                // A catch that rethrows on every path is fine; one that can return (a
+                // look-up of the row that collided, Laravel's createOrFirst shape) goes on.
+                if catches_query && (!c.ends_in_throw || returns(&c.body)) {
                     let (file, pos, path) = self.site(frame, c.pos);
                     self.report(
                             Rule::PoisonedTransaction,
@@ -174,8 +176,11 @@ impl<'a> Analysis<'a> {
             }
         }
 
-        // Effects.
-        if let Some(effect) = self.effect(chain, frame) {
+        // Effects: the call that makes one may be followed by calls on its result
+        // (`Http::withToken($t)->post(…)->json()`), so every tail of the chain is asked.
+        let found =
+            (0..chain.len()).find_map(|i| self.effect(&chain[i..], frame).map(|e| (e, chain[i])));
+        if let Some((effect, at)) = found {
             if effect.dispatch {
                 // A queued closure runs in a worker, not here.
                 for c in chain {
@@ -212,7 +217,7 @@ impl<'a> Analysis<'a> {
                 // A transaction that only reads has nothing a rollback undoes.
                 let strands_nothing = tx.read_only && !tx.retried;
                 if !waits_for_commit && !stranded_log && !strands_nothing {
-                    let (file, pos, path) = self.site(frame, outer.pos);
+                    let (file, pos, path) = self.site(frame, at.pos);
                     let (rule, how) = if tx.retried {
                         (
                             Rule::RetriedEffect,
@@ -291,9 +296,7 @@ impl<'a> Analysis<'a> {
                 handled.insert(&arg.value as *const Expr);
                 let tx = self.open(outer, Some(attempts), None, &c.body, frame);
                 let inner = Frame { tx: Some(tx), ..frame.clone() };
-                for s in &c.body {
-                    self.walk(s, &inner);
-                }
+                self.walk_transaction_body(&c.body, &inner);
             }
         }
 
@@ -344,10 +347,22 @@ impl<'a> Analysis<'a> {
         let inner = Frame { tx: Some(tx), ..frame.clone() };
         if closure.is_some() {
             handled.insert(&arg.value as *const Expr);
-            for s in body {
-                self.walk(s, &inner);
-            }
+            self.walk_transaction_body(body, &inner);
         }
+    }
+
+    /// Walks a transaction's closure, unless that closure is already being walked as
+    /// one further up (a closure that reaches itself through a variable).
+    pub(super) fn walk_transaction_body(&mut self, body: &'a [Expr], inner: &Frame<'a>) {
+        let key = body.as_ptr();
+        if self.in_transaction_bodies.contains(&key) {
+            return;
+        }
+        self.in_transaction_bodies.push(key);
+        for s in body {
+            self.walk(s, inner);
+        }
+        self.in_transaction_bodies.pop();
     }
 
     /// A transaction opened at `call` with `body` as its closure: nested, a savepoint of
@@ -376,6 +391,22 @@ impl<'a> Analysis<'a> {
             },
         }
     }
+}
+
+/// Whether a body can `return` (closures in it aside).
+fn returns(body: &[Expr]) -> bool {
+    fn walk(e: &Expr) -> bool {
+        match e {
+            Expr::Return(..) => true,
+            Expr::Closure(_) => false,
+            _ => {
+                let mut found = false;
+                e.for_each_child(&mut |c| found = found || walk(c));
+                found
+            }
+        }
+    }
+    body.iter().any(walk)
 }
 
 /// Whether a body opens a (nested) transaction: a savepoint that a catch after it can

@@ -105,6 +105,8 @@ pub struct Analysis<'a> {
     writes: RefCell<HashMap<*const Function, bool>>,
     /// Per function: the classes it returns (declared, or read off its returns).
     returns: RefCell<HashMap<*const Function, Vec<String>>>,
+    /// The transaction closures being walked now (a guard against one reaching itself).
+    in_transaction_bodies: Vec<*const Expr>,
     /// How deep `types_of` is in itself (a variable typed by a call on a variable …).
     typing_depth: std::cell::Cell<usize>,
 }
@@ -135,6 +137,7 @@ impl<'a> Analysis<'a> {
             writes: RefCell::new(HashMap::new()),
             returns: RefCell::new(HashMap::new()),
             typing_depth: std::cell::Cell::new(0),
+            in_transaction_bodies: Vec::new(),
         }
     }
 
@@ -262,9 +265,16 @@ impl<'a> Analysis<'a> {
                 if !i.has_else {
                     ends.push(start.clone());
                 }
-                // Of the paths that go on, the one that closed the most: a transaction
-                // ended on one path is taken as ended (a finding must hold on every path).
-                self.manual = ends.into_iter().min_by_key(Vec::len).unwrap_or(start);
+                // A transaction begun on one path that goes on is taken as begun
+                // (`if (!App::runningUnitTests()) { DB::beginTransaction(); }`, Lychee);
+                // else one ended on one path is taken as ended.
+                let opened = ends.iter().any(|e| e.len() > start.len());
+                self.manual = if opened {
+                    ends.into_iter().max_by_key(Vec::len)
+                } else {
+                    ends.into_iter().min_by_key(Vec::len)
+                }
+                .unwrap_or(start);
             }
             other => other.for_each_child(&mut |c| self.walk(c, frame)),
         }

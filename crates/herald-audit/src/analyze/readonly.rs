@@ -12,8 +12,9 @@ use crate::ir::{Callee, Expr, Function};
 const WRITES_DEPTH_MAX: usize = 3;
 
 /// Query builder and Eloquent methods that write (or lock, which only a writer does).
-const WRITES: [&str; 40] = [
+const WRITES: [&str; 41] = [
     "save",
+    "duplicate",
     "saveQuietly",
     "saveMany",
     "create",
@@ -83,6 +84,11 @@ impl<'a> Analysis<'a> {
                 if name.is_some_and(|n| writes_by_name(n)) {
                     return true;
                 }
+                // A call whose target cannot be named (`$this->$method()`, `$callable()`)
+                // may write (Akaunting's `RecurringCheck`).
+                if matches!(&call.callee, Callee::Dynamic(_)) || name.is_some_and(|n| n == "?") {
+                    return true;
+                }
                 if depth < WRITES_DEPTH_MAX {
                     for (target, _) in self.targets(call, frame) {
                         if self.function_writes(target, frame, depth + 1) {
@@ -92,6 +98,15 @@ impl<'a> Analysis<'a> {
                 }
             }
             Expr::Closure(c) => return self.writes(&c.body, frame, depth),
+            // A job or action made here is most often run here (`$this->dispatch(new
+            // CreateDocument(…))`): its `handle()` writes for it.
+            Expr::New { class, .. } if depth < WRITES_DEPTH_MAX => {
+                if let Some(handle) = self.index.method(class, "handle")
+                    && self.function_writes(handle, frame, depth + 1)
+                {
+                    return true;
+                }
+            }
             _ => {}
         }
         let mut found = false;

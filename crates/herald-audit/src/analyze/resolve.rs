@@ -123,8 +123,14 @@ impl<'a> Analysis<'a> {
         if let Some(class) = made_class(c) {
             return vec![class];
         }
+        // The receiver's types are asked once: asking them again for the fallback below
+        // made a chain of n calls cost 2^n (UNIT3D's 90-call query builder chain).
+        let object_types = match &c.callee {
+            Callee::Method { object, .. } => Some(self.types_of(object, frame)),
+            _ => None,
+        };
         let mut out: Vec<String> = Vec::new();
-        for (f, _) in self.targets(c, frame) {
+        for (f, _) in self.targets_given(c, frame, object_types.as_deref()) {
             out.extend(self.returns_of(f));
         }
         if !out.is_empty() {
@@ -135,8 +141,8 @@ impl<'a> Analysis<'a> {
                 facade_type(class).map(|t| vec![t.to_string()]).unwrap_or_default()
             }
             Callee::Function(f) => helper_type(f).map(|t| vec![t.to_string()]).unwrap_or_default(),
-            Callee::Method { object, .. } => {
-                let types = self.types_of(object, frame);
+            Callee::Method { .. } => {
+                let types = object_types.unwrap_or_default();
                 if self.service_of(&types).is_some() { types } else { Vec::new() }
             }
             Callee::Dynamic(_) => Vec::new(),
@@ -185,6 +191,16 @@ impl<'a> Analysis<'a> {
         call: &'a Call,
         frame: &Frame<'a>,
     ) -> Vec<(FunctionRef<'a>, String)> {
+        self.targets_given(call, frame, None)
+    }
+
+    /// `targets`, with the receiver's types when the caller already has them.
+    fn targets_given(
+        &self,
+        call: &'a Call,
+        frame: &Frame<'a>,
+        object_types: Option<&[String]>,
+    ) -> Vec<(FunctionRef<'a>, String)> {
         let mut out = Vec::new();
         match &call.callee {
             Callee::Function(name) => {
@@ -200,7 +216,11 @@ impl<'a> Analysis<'a> {
                 }
             }
             Callee::Method { object, name } => {
-                for t in self.types_of(object, frame) {
+                let types = match object_types {
+                    Some(t) => t.to_vec(),
+                    None => self.types_of(object, frame),
+                };
+                for t in types {
                     for c in self.index.concrete(&t) {
                         if let Some(f) = self.index.method(&c.name, name)
                             && !out.iter().any(|(o, _): &(FunctionRef<'a>, String)| {
