@@ -167,6 +167,16 @@ impl<'a> Index<'a> {
 
     /// The method `name` as `class` sees it (own, inherited or from a trait).
     pub fn method(&self, class: &str, name: &str) -> Option<FunctionRef<'a>> {
+        // The common cases without building the lineage: a class outside the tree, a
+        // method of the class itself, a class with no parent or trait.
+        let own = self.class(class)?;
+        if let Some(function) = own.class.methods.iter().find(|m| m.name.eq_ignore_ascii_case(name))
+        {
+            return Some(FunctionRef { function, class: Some(own.class), file: own.file });
+        }
+        if own.class.extends.is_empty() && own.class.traits.is_empty() {
+            return None;
+        }
         self.lineage(class).into_iter().find_map(|c| {
             c.class
                 .methods

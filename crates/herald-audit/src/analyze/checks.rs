@@ -121,6 +121,7 @@ impl<'a> Analysis<'a> {
                 self.next_tx += 1;
                 self.manual.push(Tx {
                     id: self.next_tx,
+                    root: self.next_tx,
                     retried: false,
                     attempts: 1,
                     pos: outer.pos,
@@ -382,6 +383,7 @@ impl<'a> Analysis<'a> {
             Some(o) => Tx { id: self.next_tx, pos: call.pos, ..o },
             None => Tx {
                 id: self.next_tx,
+                root: self.next_tx,
                 retried: attempts_n > 1,
                 attempts: attempts_n,
                 pos: call.pos,

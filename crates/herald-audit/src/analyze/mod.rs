@@ -34,10 +34,16 @@ pub struct RawFinding {
     pub message: String,
 }
 
+/// A function walked: which, in which outermost transaction, from which call of the
+/// transaction's own body (none: from deeper down).
+type Walked = (*const Function, u32, Option<(usize, Pos)>);
+
 /// A transaction in force.
 #[derive(Debug, Clone)]
 struct Tx {
     id: u32,
+    /// The outermost transaction's id (its own when not nested).
+    root: u32,
     /// This transaction or one around it has attempts > 1: its closure can re-run.
     retried: bool,
     attempts: u32,
@@ -95,10 +101,14 @@ pub struct Analysis<'a> {
     lock_reported: HashSet<u32>,
     following: Vec<*const Function>,
     envs: HashMap<*const Function, Env<'a>>,
-    /// Functions already walked for one call inside one transaction, with the least
-    /// depth they were walked at: a call graph of n methods calling each other is walked
-    /// n times per call site, not n^depth times (issue 39: 80 such methods took 43 s).
-    walked: HashMap<(*const Function, usize, Pos, u32), usize>,
+    /// Functions already walked inside one outermost transaction (and, for a call made
+    /// in the transaction's own body, from that call): in a call graph of n methods
+    /// calling each other, each is walked about n times per transaction, not n^depth
+    /// times (issue 39: 80 such methods took 43 s). An effect reached again deeper down
+    /// through a second call of the body is reported once, at the first call. The cost:
+    /// a function first reached near the depth limit is not walked again from nearer the
+    /// transaction, so what lies below it past the limit stays unseen.
+    walked: HashSet<Walked>,
     /// Per function: the parameter it runs inside a transaction it opens, if any.
     tx_params: RefCell<HashMap<*const Function, Option<(usize, u32)>>>,
     /// Per function: whether it (or what it calls, a few calls deep) writes.
@@ -132,7 +142,7 @@ impl<'a> Analysis<'a> {
             lock_reported: HashSet::new(),
             following: Vec::new(),
             envs: HashMap::new(),
-            walked: HashMap::new(),
+            walked: HashSet::new(),
             tx_params: RefCell::new(HashMap::new()),
             writes: RefCell::new(HashMap::new()),
             returns: RefCell::new(HashMap::new()),
@@ -327,18 +337,18 @@ impl<'a> Analysis<'a> {
         if frame.depth >= FOLLOW_DEPTH_MAX || self.following.contains(&key) {
             return;
         }
+        let tx_root = self.tx(frame).map_or(u32::MAX, |t| t.root);
+        // A call made in the transaction's own body is walked for each place it is made
+        // (two `event(new Shipped)` are two mails); below it, once per transaction.
+        let site = if frame.via.is_none() { Some((frame.file, call.pos)) } else { None };
+        let memo = (key, tx_root, site);
+        if !self.walked.insert(memo) {
+            return;
+        }
         let via = match &frame.via {
             Some(v) => Via { path: format!("{} → {label}", v.path), ..v.clone() },
             None => Via { file: frame.file, pos: call.pos, path: label.to_string() },
         };
-        let tx_id = self.tx(frame).map_or(u32::MAX, |t| t.id);
-        let memo = (key, via.file, via.pos, tx_id);
-        match self.walked.get(&memo) {
-            Some(depth) if *depth <= frame.depth + 1 => return,
-            _ => {
-                self.walked.insert(memo, frame.depth + 1);
-            }
-        }
         let inner = Frame {
             file: target.file,
             class: target.class.or(frame.class),
