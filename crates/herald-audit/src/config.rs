@@ -200,12 +200,19 @@ impl AppConfig {
         let mut config = AppConfig { root: Some(root.to_path_buf()), ..AppConfig::default() };
         let database_path = root.join("config/database.php");
         let database = std::fs::read(&database_path).ok();
+        let db_defaults = eval::database_defaults(major, &env);
         let (db, db_source) = match database.as_deref().and_then(|d| eval::returned(d, &env)) {
-            Some(v) => (v, "config/database.php".to_string()),
+            Some(v) if v.get("default").is_some() => {
+                (eval::overlay(&db_defaults, &v), "config/database.php".to_string())
+            }
+            Some(v) => (
+                eval::overlay(&db_defaults, &v),
+                format!("config/database.php over Laravel {} defaults", major_name(major)),
+            ),
             None => {
                 let why = if database.is_some() { "not read" } else { "missing" };
                 (
-                    eval::database_defaults(major, &env),
+                    db_defaults,
                     format!("config/database.php {why}: Laravel {} defaults", major_name(major)),
                 )
             }
@@ -225,15 +232,22 @@ impl AppConfig {
         config.lock_wait_s =
             lock_wait(&String::from_utf8_lossy(database.as_deref().unwrap_or_default()));
         let queue = std::fs::read(root.join("config/queue.php")).ok();
+        // A skeleton without config/queue.php is Laravel 11 or later.
+        let queue_major = major.or(if queue.is_none() { Some(11) } else { None });
+        let queue_defaults = eval::queue_defaults(queue_major, &env);
         let (q, queue_source) = match queue.as_deref().and_then(|q| eval::returned(q, &env)) {
-            Some(v) => (v, "config/queue.php".to_string()),
+            Some(v) if v.get("default").is_some() => {
+                (eval::overlay(&queue_defaults, &v), "config/queue.php".to_string())
+            }
+            Some(v) => (
+                eval::overlay(&queue_defaults, &v),
+                format!("config/queue.php over Laravel {} defaults", major_name(queue_major)),
+            ),
             None => {
                 let why = if queue.is_some() { "not read" } else { "missing" };
-                // A skeleton without config/queue.php is Laravel 11 or later.
-                let major = major.or(if queue.is_none() { Some(11) } else { None });
                 (
-                    eval::queue_defaults(major, &env),
-                    format!("config/queue.php {why}: Laravel {} defaults", major_name(major)),
+                    queue_defaults,
+                    format!("config/queue.php {why}: Laravel {} defaults", major_name(queue_major)),
                 )
             }
         };

@@ -85,6 +85,7 @@ pub enum Expr {
     Int(i64),
     Str(String),
     Bool(bool),
+    Null,
     /// `Foo::BAR`, `self::BAR` (class as written after resolution: `self`, `static`,
     /// `parent` stay as they are).
     ClassConst {
@@ -138,6 +139,8 @@ pub enum Callee {
 
 #[derive(Debug, Clone)]
 pub struct Arg {
+    /// A named argument's name; `...` for a spread (`...$args`), which no position or
+    /// name can be told of.
     pub name: Option<String>,
     pub value: Expr,
 }
@@ -234,6 +237,7 @@ impl Expr {
             | Expr::Int(_)
             | Expr::Str(_)
             | Expr::Bool(_)
+            | Expr::Null
             | Expr::ClassConst { .. }
             | Expr::ClassName(_)
             | Expr::Var(_) => {}

@@ -179,7 +179,8 @@ impl<'arena> Lowering<'_, 'arena> {
                 Argument::Positional(p) => {
                     let value =
                         self.lower(Node::Expression(p.value)).unwrap_or(Expr::Other(vec![]));
-                    args.push(Arg { name: None, value });
+                    let name = p.ellipsis.map(|_| "...".to_string());
+                    args.push(Arg { name, value });
                 }
                 Argument::Named(n) => {
                     let value =
@@ -328,6 +329,7 @@ impl<'arena> Lowering<'_, 'arena> {
             Node::LiteralString(s) => Some(Expr::Str(text(s.value.unwrap_or(b"")))),
             Node::Literal(Literal::True(_)) => Some(Expr::Bool(true)),
             Node::Literal(Literal::False(_)) => Some(Expr::Bool(false)),
+            Node::Literal(Literal::Null(_)) => Some(Expr::Null),
             Node::LiteralStringPart(p) => Some(Expr::Str(text(p.value))),
             Node::ClassConstantAccess(a) => {
                 let Some(class) = self.class_ref(a.class) else {

@@ -144,3 +144,15 @@ fn a_wrong_assume_is_a_clear_error() {
         "--assume queue=kafka: one of sync, database, redis, sqs, beanstalkd, null"
     );
 }
+
+#[test]
+fn a_slim_config_file_keeps_the_framework_defaults_it_does_not_set() {
+    let dir = app(&[
+        ("composer.json", r#"{"require": {"laravel/framework": "^12.0"}}"#),
+        (".env", "DB_CONNECTION=pgsql\n"),
+        ("config/database.php", "<?php\nreturn ['migrations' => ['table' => 'migrations']];\n"),
+    ]);
+    let config = read(dir.path());
+    assert_eq!(config.driver(None), Some(Driver::Pgsql), "{config:?}");
+    assert_eq!(config.db_source, "config/database.php over Laravel 12 defaults");
+}

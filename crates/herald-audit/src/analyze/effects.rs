@@ -55,7 +55,11 @@ const REDIS_WRITES: [&str; 30] = [
     "append",
     "mset",
 ];
-const STORAGE_WRITES: [&str; 13] = [
+/// Disk writes a rollback strands. Not here: `copy` and `makeDirectory`, which only add
+/// a file nothing refers to once the rows roll back — garbage, not a state the
+/// surviving rows contradict (Kanka's gallery copies, UnoPim's export copies in the
+/// corpus, docs/audit.md); a `delete`, a `move` or an overwriting `put` is.
+const STORAGE_WRITES: [&str; 11] = [
     "put",
     "putFile",
     "putFileAs",
@@ -63,11 +67,9 @@ const STORAGE_WRITES: [&str; 13] = [
     "writeStream",
     "delete",
     "deleteDirectory",
-    "copy",
     "move",
     "append",
     "prepend",
-    "makeDirectory",
     "setVisibility",
 ];
 const LOG_LEVELS: [&str; 10] = [

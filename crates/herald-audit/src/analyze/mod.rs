@@ -72,6 +72,10 @@ struct Frame<'a> {
     tx: Option<Tx>,
     via: Option<Via>,
     depth: usize,
+    /// Parameters of a followed function that its call leaves false or null (a default
+    /// `$purge = false` not passed, or a literal `false`/`null`): an `if ($purge)` branch
+    /// is not taken on this path (Pixelfed's `StatusService::del($id)`).
+    falsy: Vec<String>,
 }
 
 /// One function's variables: the classes they hold and the closures assigned to them.
@@ -182,7 +186,8 @@ impl<'a> Analysis<'a> {
         self.manual.clear();
         self.budget.clear();
         self.sends.clear();
-        let frame = Frame { file, class, function, tx: None, via: None, depth: 0 };
+        let frame =
+            Frame { file, class, function, tx: None, via: None, depth: 0, falsy: Vec::new() };
         self.env_for(function, body);
         for e in body {
             self.walk(e, &frame);
@@ -263,7 +268,14 @@ impl<'a> Analysis<'a> {
                 }
                 let start = self.manual.clone();
                 let mut ends = Vec::new();
-                for b in &i.branches {
+                let skipped = match i.conditions.first() {
+                    Some(Expr::Var(v)) if frame.falsy.contains(v) => Some(0),
+                    _ => None,
+                };
+                for (n, b) in i.branches.iter().enumerate() {
+                    if skipped == Some(n) {
+                        continue;
+                    }
                     self.manual = start.clone();
                     for s in b {
                         self.walk(s, frame);
@@ -356,6 +368,7 @@ impl<'a> Analysis<'a> {
             tx: self.tx(frame),
             via: Some(via),
             depth: frame.depth + 1,
+            falsy: falsy_params(target.function, call),
         };
         self.env_for(Some(target.function), &target.function.body);
         self.following.push(key);
@@ -364,6 +377,41 @@ impl<'a> Analysis<'a> {
         }
         self.following.pop();
     }
+}
+
+/// The parameters `call` leaves false or null: not passed (nor named) with a `false` or
+/// `null` default, or passed a literal `false` or `null`.
+fn falsy_params(f: &Function, call: &Call) -> Vec<String> {
+    let spread = call.args.iter().any(|a| a.name.as_deref() == Some("..."));
+    let mut out = Vec::new();
+    for (i, p) in f.params.iter().enumerate() {
+        let falsy = |e: &Expr| matches!(e, Expr::Bool(false) | Expr::Null);
+        let passed = call
+            .args
+            .iter()
+            .find(|a| a.name.as_deref() == Some(p.name.as_str()))
+            .or_else(|| call.args.get(i).filter(|a| a.name.is_none()));
+        let is_falsy = match passed {
+            Some(a) => falsy(&a.value),
+            None => !spread && p.default.as_ref().is_some_and(falsy),
+        };
+        if is_falsy && !f.body.iter().any(|e| assigns(e, &p.name)) {
+            out.push(p.name.clone());
+        }
+    }
+    out
+}
+
+/// Whether `e` assigns to variable `var` (a parameter then no longer holds its default).
+fn assigns(e: &Expr, var: &str) -> bool {
+    if let Expr::Assign { target, .. } = e
+        && matches!(&**target, Expr::Var(v) if v == var)
+    {
+        return true;
+    }
+    let mut found = false;
+    e.for_each_child(&mut |c| found = found || assigns(c, var));
+    found
 }
 
 fn collect_env<'a>(e: &'a Expr, env: &mut Env<'a>) {

@@ -93,6 +93,7 @@ fn eval(
         Expr::Str(s) => Value::Str(s.clone()),
         Expr::Bool(b) => Value::Bool(*b),
         Expr::Int(n) => Value::Int(*n),
+        Expr::Null => Value::Null,
         Expr::Var(v) => vars.get(v).cloned().unwrap_or(Value::Unknown),
         Expr::Array(items) => Value::Array(
             items
@@ -172,6 +173,31 @@ fn connection(driver: &str) -> (Option<String>, Value) {
         Some(driver.to_string()),
         Value::Array(vec![(Some("driver".into()), Value::Str(driver.into()))]),
     )
+}
+
+/// `top` over `base`, as the framework merges an application's slim config file over its
+/// own (Laravel 11 on: a `config/database.php` that sets only `migrations` keeps the
+/// framework's `default` and `connections`); keyed arrays merge key by key, one level
+/// into `connections`.
+pub fn overlay(base: &Value, top: &Value) -> Value {
+    let (Value::Array(base_items), Value::Array(top_items)) = (base, top) else {
+        return top.clone();
+    };
+    let mut out = base_items.clone();
+    for (key, value) in top_items {
+        match key {
+            Some(k) => {
+                let merged = match out.iter().find(|(o, _)| o.as_deref() == Some(k.as_str())) {
+                    Some((_, old)) if k == "connections" => overlay(old, value),
+                    _ => value.clone(),
+                };
+                out.retain(|(o, _)| o.as_deref() != Some(k.as_str()));
+                out.push((Some(k.clone()), merged));
+            }
+            None => out.push((None, value.clone())),
+        }
+    }
+    Value::Array(out)
 }
 
 /// The framework's `config/database.php` for a Laravel major: the default connection is
