@@ -155,6 +155,15 @@ impl AppConfig {
         self.queue(name).is_some_and(|q| q.after_commit)
     }
 
+    /// Whether queue connection `name` runs its jobs at once (the `sync` driver, or a
+    /// connection named `sync` the configuration does not describe).
+    pub fn queue_is_sync(&self, name: &str) -> bool {
+        match self.queues.get(name) {
+            Some(q) => q.driver.as_deref() == Some("sync"),
+            None => name == "sync",
+        }
+    }
+
     /// Whether a job pushed on queue connection `queue` (or the default) inside a
     /// transaction on database connection `db` (or the default) is a row of that same
     /// transaction: the `database` driver on the same connection. Such a push rolls back

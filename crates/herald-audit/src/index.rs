@@ -56,7 +56,13 @@ impl<'a> Index<'a> {
                 });
             }
         }
-        let classes: Vec<&'a Class> = index.classes.values().map(|c| c.class).collect();
+        // In the files' order, not the map's: listeners and implementers come out in the
+        // same order on every run, and so do the paths findings name.
+        let classes: Vec<&'a Class> = files
+            .iter()
+            .flat_map(|(_, f)| f.classes.iter())
+            .filter(|c| index.class(&c.name).is_some_and(|r| std::ptr::eq(r.class, *c)))
+            .collect();
         for class in classes {
             for parent in class.implements.iter().chain(&class.extends) {
                 index.implementers.entry(key(parent)).or_default().push(class);

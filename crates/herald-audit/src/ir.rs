@@ -112,6 +112,13 @@ pub enum Expr {
     },
     /// `[key => value, …]`.
     Array(Vec<(Option<Expr>, Expr)>),
+    /// `$base[key]`.
+    Index {
+        base: Box<Expr>,
+        key: Box<Expr>,
+    },
+    /// `empty(…)`.
+    Empty(Box<Expr>),
     /// Any other construct: its children in source order.
     Other(Vec<Expr>),
 }
@@ -220,6 +227,11 @@ impl Expr {
             }
             Expr::Throw(v, _) | Expr::Return(v, _) | Expr::Other(v) => v.iter().for_each(f),
             Expr::Prop { object, .. } => f(object),
+            Expr::Index { base, key } => {
+                f(base);
+                f(key);
+            }
+            Expr::Empty(inner) => f(inner),
             Expr::New { args, .. } => args.iter().for_each(|a| f(&a.value)),
             Expr::Assign { target, value } => {
                 f(target);

@@ -379,6 +379,15 @@ impl<'arena> Lowering<'_, 'arena> {
                 let value = self.lower(Node::Expression(a.rhs)).unwrap_or(Expr::Other(vec![]));
                 Some(Expr::Assign { target: Box::new(target), value: Box::new(value) })
             }
+            Node::ArrayAccess(a) => {
+                let base = self.lower(Node::Expression(a.array)).unwrap_or(Expr::Other(vec![]));
+                let key = self.lower(Node::Expression(a.index)).unwrap_or(Expr::Other(vec![]));
+                Some(Expr::Index { base: Box::new(base), key: Box::new(key) })
+            }
+            Node::EmptyConstruct(e) => {
+                let inner = self.lower(Node::Expression(e.value)).unwrap_or(Expr::Other(vec![]));
+                Some(Expr::Empty(Box::new(inner)))
+            }
             Node::Array(a) => Some(self.array(a.elements.iter())),
             Node::LegacyArray(a) => Some(self.array(a.elements.iter())),
             Node::Class(c) => {

@@ -195,19 +195,31 @@ impl<'a> Analysis<'a> {
             if frame.via.is_none() && !effect.log {
                 self.sends.push(tx.as_ref().map(|t| t.id));
             }
+            let queue = chain.iter().find_map(|c| match (c.method_name(), c.args.first()) {
+                (Some(n), Some(a)) if n.eq_ignore_ascii_case("onConnection") => match &a.value {
+                    Expr::Str(s) => Some(s.clone()),
+                    _ => None,
+                },
+                _ => None,
+            });
+            // A push the code itself sends to the `sync` connection runs the job now, here:
+            // what its `handle()` does is the effect, not the push (Bagisto's indexers,
+            // which do nothing outside the database on its default configuration).
+            if effect.dispatch
+                && tx.is_some()
+                && queue.as_deref().is_some_and(|q| self.config(frame.file).queue_is_sync(q))
+            {
+                for job in self.jobs_made(chain, frame) {
+                    if let Some(handle) = self.index.method(&job, "handle") {
+                        self.follow(handle, at, &format!("{}::handle()", short(&job)), frame);
+                    }
+                }
+                return;
+            }
             if let Some(tx) = &tx {
                 // A log line a rollback strands still tells the truth about an attempt;
                 // one per retried attempt repeats it (seed 004). Logs count when retried.
                 let stranded_log = effect.log && !tx.retried;
-                let queue = chain.iter().find_map(|c| match (c.method_name(), c.args.first()) {
-                    (Some(n), Some(a)) if n.eq_ignore_ascii_case("onConnection") => {
-                        match &a.value {
-                            Expr::Str(s) => Some(s.clone()),
-                            _ => None,
-                        }
-                    }
-                    _ => None,
-                });
                 // A push on the `database` queue of the transaction's own connection is a
                 // row of the transaction: it rolls back with it, and no worker sees it first.
                 let waits_for_commit = effect.dispatch
@@ -392,6 +404,32 @@ impl<'a> Analysis<'a> {
                 read_only: !self.writes(body, frame, 0),
             },
         }
+    }
+}
+
+impl<'a> Analysis<'a> {
+    /// The job classes a dispatch chain makes: `X::dispatch()`, `new X` in any call's
+    /// arguments or in an array of them (`Bus::chain([new A, new B])`), a variable holding
+    /// one.
+    fn jobs_made(&self, chain: &[&'a Call], frame: &Frame<'a>) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in chain {
+            if let Callee::Static { class, name } = &c.callee
+                && name.eq_ignore_ascii_case("dispatch")
+                && let Some(class) = self.class_name(class, frame)
+            {
+                out.push(class);
+            }
+            for a in &c.args {
+                match &a.value {
+                    Expr::Array(items) => {
+                        out.extend(items.iter().filter_map(|(_, v)| self.job_class(v, frame)));
+                    }
+                    other => out.extend(self.job_class(other, frame)),
+                }
+            }
+        }
+        out
     }
 }
 

@@ -76,6 +76,11 @@ struct Frame<'a> {
     /// `$purge = false` not passed, or a literal `false`/`null`): an `if ($purge)` branch
     /// is not taken on this path (Pixelfed's `StatusService::del($id)`).
     falsy: Vec<String>,
+    /// Parameters of a followed function bound to an array literal of the call (passed on
+    /// from call to call), with the keys it has: `if (empty($data['swatch_value'])) {
+    /// return; }` returns at once on this path when the literal lacks the key (UnoPim's
+    /// `update(['sort_order' => …])`).
+    literal_keys: Vec<(String, Vec<String>)>,
 }
 
 /// One function's variables: the classes they hold and the closures assigned to them.
@@ -186,8 +191,16 @@ impl<'a> Analysis<'a> {
         self.manual.clear();
         self.budget.clear();
         self.sends.clear();
-        let frame =
-            Frame { file, class, function, tx: None, via: None, depth: 0, falsy: Vec::new() };
+        let frame = Frame {
+            file,
+            class,
+            function,
+            tx: None,
+            via: None,
+            depth: 0,
+            falsy: Vec::new(),
+            literal_keys: Vec::new(),
+        };
         self.env_for(function, body);
         for e in body {
             self.walk(e, &frame);
@@ -369,10 +382,14 @@ impl<'a> Analysis<'a> {
             via: Some(via),
             depth: frame.depth + 1,
             falsy: falsy_params(target.function, call),
+            literal_keys: literal_params(target.function, call, frame),
         };
         self.env_for(Some(target.function), &target.function.body);
         self.following.push(key);
         for s in &target.function.body {
+            if returns_at_once(s, &inner.literal_keys) {
+                break;
+            }
             self.walk(s, &inner);
         }
         self.following.pop();
@@ -400,6 +417,54 @@ fn falsy_params(f: &Function, call: &Call) -> Vec<String> {
         }
     }
     out
+}
+
+/// The parameters `call` binds to an array literal with string keys only (or to a
+/// variable the caller itself has so bound), and those keys.
+fn literal_params(f: &Function, call: &Call, frame: &Frame<'_>) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for (i, p) in f.params.iter().enumerate() {
+        let passed = call
+            .args
+            .iter()
+            .find(|a| a.name.as_deref() == Some(p.name.as_str()))
+            .or_else(|| call.args.get(i).filter(|a| a.name.is_none()));
+        let keys = match passed.map(|a| &a.value) {
+            Some(Expr::Array(items)) => items
+                .iter()
+                .map(|(k, _)| match k {
+                    Some(Expr::Str(k)) => Some(k.clone()),
+                    _ => None,
+                })
+                .collect::<Option<Vec<String>>>(),
+            Some(Expr::Var(v)) => {
+                frame.literal_keys.iter().find(|(n, _)| n == v).map(|(_, k)| k.clone())
+            }
+            _ => None,
+        };
+        if let Some(keys) = keys
+            && !f.body.iter().any(|e| assigns(e, &p.name))
+        {
+            out.push((p.name.clone(), keys));
+        }
+    }
+    out
+}
+
+/// `if (empty($param['key'])) { return; }` where `$param` is bound to a literal without
+/// that key: the function returns here.
+fn returns_at_once(e: &Expr, literal_keys: &[(String, Vec<String>)]) -> bool {
+    let Expr::If(i) = e else { return false };
+    if i.has_else
+        || i.branches.len() != 1
+        || !matches!(i.branches[0].as_slice(), [Expr::Return(..)])
+    {
+        return false;
+    }
+    let Some(Expr::Empty(inner)) = i.conditions.first() else { return false };
+    let Expr::Index { base, key } = &**inner else { return false };
+    let (Expr::Var(var), Expr::Str(key)) = (&**base, &**key) else { return false };
+    literal_keys.iter().any(|(p, keys)| p == var && !keys.contains(key))
 }
 
 /// Whether `e` assigns to variable `var` (a parameter then no longer holds its default).

@@ -131,7 +131,15 @@ impl<'a> Analysis<'a> {
         };
         let mut out: Vec<String> = Vec::new();
         for (f, _) in self.targets_given(c, frame, object_types.as_deref()) {
-            out.extend(self.returns_of(f));
+            // A fluent `: static`/`: self` setter returns the receiver, typed as the caller
+            // typed it (`$this->daemonBackupRepository->setServer($s)->delete()` is the
+            // backup repository's delete, not every repository's).
+            match &object_types {
+                Some(types) if f.function.returns.iter().any(|t| t == "self") => {
+                    out.extend(types.iter().cloned());
+                }
+                _ => out.extend(self.returns_of(f)),
+            }
         }
         if !out.is_empty() {
             return out;
