@@ -313,6 +313,15 @@ impl<'a> Analysis<'a> {
             }
         }
 
+        // A job run now (`dispatch_sync(new X)`, `X::dispatchSync()`, `Bus::dispatchNow(new
+        // X)`): its `handle()` runs here, inside.
+        if tx.is_some()
+            && let Some(job) = self.job_run_now(outer, frame)
+            && let Some(handle) = self.index.method(&job, "handle")
+        {
+            self.follow(handle, outer, &format!("{}::handle()", short(&job)), frame);
+        }
+
         // Calls into the tree, followed while a transaction is in force.
         if tx.is_some() || frame.tx.is_some() {
             for (target, label) in self.targets(outer, frame) {
@@ -408,6 +417,30 @@ impl<'a> Analysis<'a> {
 }
 
 impl<'a> Analysis<'a> {
+    /// The job a call runs synchronously, if it is one of the framework's ways to.
+    fn job_run_now(&self, call: &'a Call, frame: &Frame<'a>) -> Option<String> {
+        const NOW: [&str; 2] = ["dispatchSync", "dispatchNow"];
+        let first = || call.args.first().and_then(|a| self.job_class(&a.value, frame));
+        match &call.callee {
+            Callee::Function(f) => {
+                lower_in(f.trim_start_matches('\\'), &["dispatch_sync", "dispatch_now"])
+                    .then(first)?
+            }
+            Callee::Static { class, name } if lower_in(name, &NOW) => {
+                if super::effects::facade(class, "Bus") {
+                    first()
+                } else {
+                    self.class_name(class, frame)
+                }
+            }
+            Callee::Method { object, name } if lower_in(name, &NOW) => {
+                let types = self.types_of(object, frame);
+                (self.service_of(&types) == Some(super::services::Service::Bus)).then(first)?
+            }
+            _ => None,
+        }
+    }
+
     /// The job classes a dispatch chain makes: `X::dispatch()`, `new X` in any call's
     /// arguments or in an array of them (`Bus::chain([new A, new B])`), a variable holding
     /// one.

@@ -394,6 +394,7 @@ impl<'a> Analysis<'a> {
             }
             if name.eq_ignore_ascii_case("dispatch")
                 && matches!(object, Expr::Var(v) if v == "this")
+                && frame.class.is_none_or(|c| self.index.method(&c.name, "dispatch").is_none())
                 && let Some(job) = outer.args.first().and_then(|a| self.job_class(&a.value, frame))
             {
                 return dispatch(
