@@ -62,6 +62,91 @@ const WRITE_PREFIXES: [&str; 10] = [
     "save", "create", "update", "delete", "insert", "store", "remove", "destroy", "attach", "sync",
 ];
 
+/// Query builder, Eloquent and collection methods that only read or build a query, and
+/// the framework's services' reading or fluent calls.
+const READS: [&str; 40] = [
+    "get",
+    "first",
+    "firstOrFail",
+    "find",
+    "findOrFail",
+    "findMany",
+    "value",
+    "pluck",
+    "count",
+    "exists",
+    "doesntExist",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "chunk",
+    "chunkById",
+    "each",
+    "lazy",
+    "lazyById",
+    "cursor",
+    "all",
+    "paginate",
+    "simplePaginate",
+    "map",
+    "filter",
+    "keys",
+    "values",
+    "limit",
+    "take",
+    "skip",
+    "offset",
+    "latest",
+    "oldest",
+    "query",
+    "newQuery",
+    "table",
+    "connection",
+    "refresh",
+    "fresh",
+];
+
+/// Name prefixes of reading or query-building methods (`whereIn`, `orderByDesc`,
+/// `withCount`, `getAttribute`, `isDirty`, `toArray`, `hasMany`, `selectRaw`, `load`).
+const READ_PREFIXES: [&str; 14] = [
+    "where", "orwhere", "order", "group", "having", "with", "select", "join", "leftjoin", "get",
+    "is", "to", "has", "load",
+];
+
+fn reads_by_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower_in(name, &READS)
+        || READ_PREFIXES.iter().any(|p| lower.starts_with(p))
+        || [
+            "dispatch",
+            "notify",
+            "afterCommit",
+            "beforeCommit",
+            "onQueue",
+            "onConnection",
+            "delay",
+            "to",
+            "cc",
+            "bcc",
+            "disk",
+            "store",
+            "tags",
+            "channel",
+            "info",
+            "warning",
+            "error",
+            "debug",
+            "log",
+            "remember",
+            "rememberForever",
+            "forget",
+            "flush",
+        ]
+        .iter()
+        .any(|n| n.eq_ignore_ascii_case(name))
+}
+
 fn writes_by_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     lower_in(name, &WRITES) || WRITE_PREFIXES.iter().any(|p| lower.starts_with(p))
@@ -89,8 +174,19 @@ impl<'a> Analysis<'a> {
                 if matches!(&call.callee, Callee::Dynamic(_)) || name.is_some_and(|n| n == "?") {
                     return true;
                 }
+                let targets = self.targets(call, frame);
+                // A method the audit cannot follow and whose name says neither read nor
+                // effect (`$payments->capture($order)` on an untyped `$payments`) may write:
+                // a transaction is read-only only when every call in it is known to read.
+                if targets.is_empty()
+                    && let Some(n) = name
+                    && !reads_by_name(n)
+                    && !super::effects::effect_name(n)
+                {
+                    return true;
+                }
                 if depth < WRITES_DEPTH_MAX {
-                    for (target, _) in self.targets(call, frame) {
+                    for (target, _) in targets {
                         if self.function_writes(target, frame, depth + 1) {
                             return true;
                         }
