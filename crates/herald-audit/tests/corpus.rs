@@ -2,7 +2,8 @@
 //! its commit, what the audit assumed of its configuration and every finding with its
 //! verdict, read by hand (docs/audit.md). This test always checks the file itself and
 //! prints the precision it records; when HERALD_AUDIT_CORPUS names a directory with the
-//! applications extracted in it (one sub-directory per name, at the recorded commits), it
+//! applications extracted in it (one sub-directory per name, at the recorded commits; an
+//! entry's `path` is where in it the application lives), it
 //! audits them again and requires the very same findings — slow, so gated by the variable.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout)]
@@ -81,7 +82,11 @@ fn the_applications_give_the_recorded_findings() {
     };
     for app in corpus()["applications"].as_array().unwrap() {
         let name = app["name"].as_str().unwrap();
-        let dir = root.join(name);
+        // An application that lives in a sub-directory of its repository (OpnForm's `api/`).
+        let dir = match app["path"].as_str() {
+            Some(sub) => root.join(name).join(sub),
+            None => root.join(name),
+        };
         assert!(dir.is_dir(), "{} is missing", dir.display());
         let report = audit(std::slice::from_ref(&dir)).unwrap();
         let prefix = format!("{}/", dir.display());
