@@ -119,6 +119,9 @@ pub enum Expr {
     },
     /// `empty(…)`.
     Empty(Box<Expr>),
+    /// A loop (`foreach`, `for`, `while`, `do … while`): its header and body, which may run
+    /// again after any statement in it.
+    Loop(Vec<Expr>),
     /// Any other construct: its children in source order.
     Other(Vec<Expr>),
 }
@@ -225,7 +228,9 @@ impl Expr {
                     b.iter().for_each(&mut *f);
                 }
             }
-            Expr::Throw(v, _) | Expr::Return(v, _) | Expr::Other(v) => v.iter().for_each(f),
+            Expr::Throw(v, _) | Expr::Return(v, _) | Expr::Other(v) | Expr::Loop(v) => {
+                v.iter().for_each(f)
+            }
             Expr::Prop { object, .. } => f(object),
             Expr::Index { base, key } => {
                 f(base);

@@ -456,6 +456,11 @@ impl<'arena> Lowering<'_, 'arena> {
                 }
             }
             Node::If(i) => Some(self.if_statement(i)),
+            Node::Foreach(_) | Node::For(_) | Node::While(_) | Node::DoWhile(_) => {
+                let mut out = Vec::new();
+                node.visit_children(|child| self.lower_into(child, &mut out));
+                Some(Expr::Loop(out))
+            }
             // Names that are not calls, instantiations or class constants carry nothing
             // the rules read.
             Node::Identifier(_) | Node::LocalIdentifier(_) | Node::Use(_) | Node::Inline(_) => None,

@@ -87,6 +87,9 @@ impl<'a> Analysis<'a> {
         };
         let on_db =
             root_static.is_some_and(|(c, _)| DB_FACADES.iter().any(|d| c.eq_ignore_ascii_case(d)));
+        if chain.iter().any(|c| c.method_name().is_some_and(super::readonly::is_statement)) {
+            self.statements += 1;
+        }
 
         // Transactions.
         if name.eq_ignore_ascii_case("transaction") && self.db_receiver(chain, frame, on_db) {
@@ -231,19 +234,19 @@ impl<'a> Analysis<'a> {
                 let strands_nothing = tx.read_only && !tx.retried;
                 if !waits_for_commit && !stranded_log && !strands_nothing {
                     let (file, pos, path) = self.site(frame, at.pos);
-                    let (rule, how) = if tx.retried {
-                        (
-                            Rule::RetriedEffect,
-                            format!(
-                                "the transaction at line {} (attempts: {})",
-                                tx.pos.line, tx.attempts
-                            ),
-                        )
+                    if tx.retried {
+                        let message = format!(
+                            "{} inside the transaction at line {} (attempts: {}){path}",
+                            effect.what, tx.pos.line, tx.attempts
+                        );
+                        self.report_retried(tx, (file, pos), message, effect.log);
                     } else {
-                        (Rule::StrandedEffect, format!("the transaction at line {}", tx.pos.line))
-                    };
-                    let message = format!("{} inside {how}{path}", effect.what);
-                    self.report(rule, file, pos, message);
+                        let message = format!(
+                            "{} inside the transaction at line {}{path}",
+                            effect.what, tx.pos.line
+                        );
+                        self.report(Rule::StrandedEffect, file, pos, message);
+                    }
                 }
             }
             return;
@@ -265,21 +268,16 @@ impl<'a> Analysis<'a> {
                             let tx = tx.clone();
                             if let Some(tx) = tx {
                                 let (file, pos, path) = self.site(frame, outer.pos);
-                                let rule = if tx.retried {
-                                    Rule::RetriedEffect
-                                } else {
-                                    Rule::StrandedEffect
-                                };
-                                self.report(
-                                    rule,
-                                    file,
-                                    pos,
-                                    format!(
-                                        "event {} is handled by queued listener {listener}, pushed without after-commit inside the transaction at line {}{path}",
-                                        short(&event),
-                                        tx.pos.line
-                                    ),
+                                let message = format!(
+                                    "event {} is handled by queued listener {listener}, pushed without after-commit inside the transaction at line {}{path}",
+                                    short(&event),
+                                    tx.pos.line
                                 );
+                                if tx.retried {
+                                    self.report_retried(&tx, (file, pos), message, false);
+                                } else {
+                                    self.report(Rule::StrandedEffect, file, pos, message);
+                                }
                             }
                         }
                     } else if let Some(handle) = self.index.method(&listener, &method) {
@@ -308,8 +306,12 @@ impl<'a> Analysis<'a> {
             if let Some(c) = closure {
                 handled.insert(&arg.value as *const Expr);
                 let tx = self.open(outer, Some(attempts), None, &c.body, frame);
+                let settle = (self.tx(frame).is_none() && tx.retried).then_some(tx.root);
                 let inner = Frame { tx: Some(tx), ..frame.clone() };
                 self.walk_transaction_body(&c.body, &inner);
+                if let Some(root) = settle {
+                    self.settle_retried(root);
+                }
             }
         }
 
@@ -366,10 +368,14 @@ impl<'a> Analysis<'a> {
         };
         let body: &'a [Expr] = closure.map_or(&[], |c| &c.body);
         let tx = self.open(call, attempts, connection, body, frame);
+        let tx_root = Some((tx.root, tx.retried));
         let inner = Frame { tx: Some(tx), ..frame.clone() };
         if closure.is_some() {
             handled.insert(&arg.value as *const Expr);
             self.walk_transaction_body(body, &inner);
+        }
+        if outer.is_none() && tx_root.is_some_and(|(_, retried)| retried) {
+            self.settle_retried(tx_root.map_or(0, |(r, _)| r));
         }
     }
 

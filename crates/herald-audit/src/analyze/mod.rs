@@ -38,6 +38,17 @@ pub struct RawFinding {
 /// transaction's own body (none: from deeper down).
 type Walked = (*const Function, u32, Option<(usize, Pos)>);
 
+/// A log line reported as `retried-effect`, waiting for the end of its transaction's
+/// closure: with no statement after it (and in no loop) a deadlock retry, which can only
+/// interrupt a statement, cannot repeat it (issue 39's corpus: 2FAuth's log lines after
+/// its transaction's last statement).
+struct PendingRetried {
+    index: usize,
+    root: u32,
+    statements: u64,
+    in_loop: bool,
+}
+
 /// A transaction in force.
 #[derive(Debug, Clone)]
 struct Tx {
@@ -124,6 +135,15 @@ pub struct Analysis<'a> {
     writes: RefCell<HashMap<*const Function, bool>>,
     /// Per function: the classes it returns (declared, or read off its returns).
     returns: RefCell<HashMap<*const Function, Vec<String>>>,
+    /// Statements (writes, locks) walked so far, in source order.
+    statements: u64,
+    /// Loops (and closures walked in place: `each`, `chunk`) being walked whose body may
+    /// run a statement: an effect in one is followed by the next turn's statements.
+    loops_with_statements: usize,
+    /// Retried log lines waiting for the end of their transaction's closure.
+    pending: Vec<PendingRetried>,
+    /// Findings taken back (by index).
+    dropped: HashSet<usize>,
     /// The transaction closures being walked now (a guard against one reaching itself).
     in_transaction_bodies: Vec<*const Expr>,
     /// How deep `types_of` is in itself (a variable typed by a call on a variable …).
@@ -157,6 +177,10 @@ impl<'a> Analysis<'a> {
             returns: RefCell::new(HashMap::new()),
             typing_depth: std::cell::Cell::new(0),
             in_transaction_bodies: Vec::new(),
+            statements: 0,
+            loops_with_statements: 0,
+            pending: Vec::new(),
+            dropped: HashSet::new(),
         }
     }
 
@@ -178,7 +202,47 @@ impl<'a> Analysis<'a> {
             }
             self.root(*file, None, None, &parsed.top);
         }
+        let dropped = std::mem::take(&mut self.dropped);
+        let findings = std::mem::take(&mut self.findings);
+        self.findings = findings
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !dropped.contains(i))
+            .map(|(_, f)| f)
+            .collect();
         self.findings.sort_by_key(|a| (a.file, a.pos, a.rule));
+    }
+
+    /// Reports an effect inside a retried transaction; a log line waits for the end of
+    /// the transaction's closure (`settle_retried`).
+    fn report_retried(&mut self, tx: &Tx, site: (usize, Pos), message: String, log: bool) {
+        let index = self.findings.len();
+        self.report(Rule::RetriedEffect, site.0, site.1, message);
+        if log && self.findings.len() > index {
+            self.pending.push(PendingRetried {
+                index,
+                root: tx.root,
+                statements: self.statements,
+                in_loop: self.loops_with_statements > 0,
+            });
+        }
+    }
+
+    /// At the end of the outermost retried closure `root`: a log line with no statement
+    /// after it (and in no loop) is not repeated by a retry, which can only interrupt a
+    /// statement, and a stranded log line still tells the truth: it is taken back. Other
+    /// effects stay `retried-effect` there: a retry after a failed commit (a
+    /// serialization failure on PostgreSQL) repeats them, and a rollback strands them.
+    fn settle_retried(&mut self, root: u32) {
+        let now = self.statements;
+        let (mine, others): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.pending).into_iter().partition(|p| p.root == root);
+        self.pending = others;
+        for p in mine {
+            if !p.in_loop && p.statements == now {
+                self.dropped.insert(p.index);
+            }
+        }
     }
 
     fn root(
@@ -244,10 +308,21 @@ impl<'a> Analysis<'a> {
             Expr::Call(call) => self.call(call, frame),
             Expr::Closure(c) => {
                 // A closure is most often called where it is written (each(), map(),
-                // tap()); its body is walked in place.
+                // tap()); its body is walked in place, as a loop's.
+                let again = c.body.iter().any(readonly::may_run_statement);
+                self.loops_with_statements += usize::from(again);
                 for s in &c.body {
                     self.walk(s, frame);
                 }
+                self.loops_with_statements -= usize::from(again);
+            }
+            Expr::Loop(body) => {
+                let again = body.iter().any(readonly::may_run_statement);
+                self.loops_with_statements += usize::from(again);
+                for s in body {
+                    self.walk(s, frame);
+                }
+                self.loops_with_statements -= usize::from(again);
             }
             Expr::Try(t) => {
                 // A catch starts from the deepest manual transaction the try body opened
@@ -290,11 +365,21 @@ impl<'a> Analysis<'a> {
                         continue;
                     }
                     self.manual = start.clone();
+                    let pending_before = self.pending.len();
                     for s in b {
                         self.walk(s, frame);
                     }
                     if !leaves(b) {
                         ends.push(std::mem::take(&mut self.manual));
+                    } else if frame.via.is_none() && frame.tx.is_some() {
+                        // A branch of the transaction's own closure that returns or
+                        // throws: what its log lines are followed by ends here.
+                        let now = self.statements;
+                        for p in self.pending.drain(pending_before..) {
+                            if !p.in_loop && p.statements == now {
+                                self.dropped.insert(p.index);
+                            }
+                        }
                     }
                 }
                 if !i.has_else {

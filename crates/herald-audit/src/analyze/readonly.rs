@@ -147,6 +147,33 @@ fn reads_by_name(name: &str) -> bool {
         .any(|n| n.eq_ignore_ascii_case(name))
 }
 
+/// A call that runs a statement a deadlock can interrupt (a write or a lock).
+pub(super) fn is_statement(name: &str) -> bool {
+    writes_by_name(name)
+}
+
+/// Whether `e` may run a statement: a write, a lock, a dynamic call, or a method whose
+/// name says neither read nor effect (the conservative answer inside a loop).
+pub(super) fn may_run_statement(e: &Expr) -> bool {
+    let hit = match e {
+        Expr::Call(c) => match &c.callee {
+            Callee::Dynamic(_) => true,
+            Callee::Method { name, .. } | Callee::Static { name, .. } => {
+                writes_by_name(name) || (!reads_by_name(name) && !super::effects::effect_name(name))
+            }
+            Callee::Function(_) => false,
+        },
+        Expr::Closure(c) => return c.body.iter().any(may_run_statement),
+        _ => false,
+    };
+    if hit {
+        return true;
+    }
+    let mut found = false;
+    e.for_each_child(&mut |c| found = found || may_run_statement(c));
+    found
+}
+
 fn writes_by_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     lower_in(name, &WRITES) || WRITE_PREFIXES.iter().any(|p| lower.starts_with(p))
