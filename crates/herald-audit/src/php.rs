@@ -18,6 +18,9 @@ use mago_syntax::ast::*;
 /// How deep the lowering follows nested nodes; past it the file is reported as
 /// unparsable rather than risking the stack.
 const DEPTH_MAX: u32 = 400;
+/// How many links of one method chain are lowered side by side (past it, the rest nest as
+/// depth, and a chain longer than both is reported as unparsable).
+const CHAIN_MAX: usize = 2_000;
 
 /// Why a file was not analysed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,27 +251,11 @@ impl<'arena> Lowering<'_, 'arena> {
                 let args = self.args(&c.argument_list);
                 Some(Expr::Call(Box::new(Call { callee, args, pos: self.pos(c.function.span()) })))
             }
-            Node::MethodCall(c) => {
-                let object = self.lower(Node::Expression(c.object)).unwrap_or(Expr::Other(vec![]));
-                let name = self.selector(&c.method);
-                let args = self.args(&c.argument_list);
-                let pos = self.pos(c.method.span());
-                Some(Expr::Call(Box::new(Call {
-                    callee: Callee::Method { object, name },
-                    args,
-                    pos,
-                })))
-            }
+            // A chain `$q->a()->b()->…` is as deep as it is long; its links are lowered one
+            // after the other, so a long builder chain is not mistaken for deep nesting.
+            Node::MethodCall(c) => Some(self.method_chain(c.object, &c.method, &c.argument_list)),
             Node::NullSafeMethodCall(c) => {
-                let object = self.lower(Node::Expression(c.object)).unwrap_or(Expr::Other(vec![]));
-                let name = self.selector(&c.method);
-                let args = self.args(&c.argument_list);
-                let pos = self.pos(c.method.span());
-                Some(Expr::Call(Box::new(Call {
-                    callee: Callee::Method { object, name },
-                    args,
-                    pos,
-                })))
+                Some(self.method_chain(c.object, &c.method, &c.argument_list))
             }
             Node::StaticMethodCall(c) => {
                 let class = self.class_ref(c.class).unwrap_or_else(|| "?".into());
@@ -466,6 +453,40 @@ impl<'arena> Lowering<'_, 'arena> {
             Node::Identifier(_) | Node::LocalIdentifier(_) | Node::Use(_) | Node::Inline(_) => None,
             _ => self.children(node),
         }
+    }
+
+    /// `object->method(args)` and the method calls it is made on, from the innermost
+    /// object out, without recursing once per link.
+    fn method_chain(
+        &mut self,
+        object: &'arena Expression<'arena>,
+        method: &ClassLikeMemberSelector<'arena>,
+        args: &ArgumentList<'arena>,
+    ) -> Expr {
+        let mut links = vec![(method, args)];
+        let mut inner = object;
+        while links.len() < CHAIN_MAX {
+            match inner {
+                Expression::Call(mago_syntax::ast::Call::Method(m)) => {
+                    links.push((&m.method, &m.argument_list));
+                    inner = m.object;
+                }
+                Expression::Call(mago_syntax::ast::Call::NullSafeMethod(m)) => {
+                    links.push((&m.method, &m.argument_list));
+                    inner = m.object;
+                }
+                _ => break,
+            }
+        }
+        let mut object = self.lower(Node::Expression(inner)).unwrap_or(Expr::Other(vec![]));
+        for (method, args) in links.into_iter().rev() {
+            let name = self.selector(method);
+            let args = self.args(args);
+            let pos = self.pos(method.span());
+            object =
+                Expr::Call(Box::new(Call { callee: Callee::Method { object, name }, args, pos }));
+        }
+        object
     }
 
     /// A statement as a branch body: a block's statements, or the one statement.

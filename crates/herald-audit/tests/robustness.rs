@@ -115,3 +115,22 @@ fn a_transaction_closure_that_reaches_itself_ends() {
     let found: Vec<(&str, u32)> = report.findings.iter().map(|f| (f.rule.id(), f.line)).collect();
     assert_eq!(found, [("stranded-effect", 7)], "{:?}", report.findings);
 }
+
+/// A query builder chain of hundreds of calls inside a transaction (UNIT3D's search DTO
+/// has 90) is typed once per call, not twice: 2^n would never end.
+#[test]
+fn a_long_call_chain_is_typed_in_linear_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let chain: String =
+        (0..300).map(|i| format!("->when($f{i}, fn ($q) => $q->where('c{i}', 1))")).collect();
+    std::fs::write(
+        dir.path().join("chain.php"),
+        format!(
+            "<?php\nuse Illuminate\\Support\\Facades\\DB;\nuse Illuminate\\Support\\Facades\\Http;\nDB::transaction(function () {{\n    DB::table('t'){chain}->update(['a' => 1]);\n    Http::post('https://x');\n}}, 3);\n"
+        ),
+    )
+    .unwrap();
+    let report = audit(&[dir.path().to_path_buf()]).unwrap();
+    let found: Vec<(&str, u32)> = report.findings.iter().map(|f| (f.rule.id(), f.line)).collect();
+    assert_eq!(found, [("retried-effect", 6)], "{:?}", report.findings);
+}
