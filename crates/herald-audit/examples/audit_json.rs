@@ -1,4 +1,4 @@
-//! `cargo run --release -p herald-audit --example audit_json -- PATH…`: the audit's JSON
+//! `cargo run --release -p herald-audit --example audit_json -- [--assume KEY=VALUE]… PATH…`: the audit's JSON
 //! report for PATH, without building the whole CLI (sqlx and the rest). How the corpus in
 //! docs/audit.md was measured on a shared machine.
 
@@ -8,12 +8,32 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let paths: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
+    let mut paths: Vec<PathBuf> = Vec::new();
+    let mut assume: Vec<String> = Vec::new();
+    let mut args = std::env::args_os().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--assume" {
+            let Some(value) = args.next() else {
+                eprintln!("usage: audit_json [--assume KEY=VALUE]… PATH…");
+                return ExitCode::from(2);
+            };
+            assume.push(value.to_string_lossy().into_owned());
+        } else {
+            paths.push(PathBuf::from(arg));
+        }
+    }
     if paths.is_empty() {
-        eprintln!("usage: audit_json PATH…");
+        eprintln!("usage: audit_json [--assume KEY=VALUE]… PATH…");
         return ExitCode::from(2);
     }
-    match herald_audit::audit(&paths) {
+    let assume = match herald_audit::Assume::parse(&assume) {
+        Ok(assume) => assume,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match herald_audit::audit_with(&paths, &herald_audit::Options { assume }) {
         Ok(report) => {
             println!("{:#}", herald_audit::output::json(&report));
             eprintln!(

@@ -2,7 +2,7 @@
 //! HTTP, cache, Redis, storage, logs, queue pushes, broadcasts, notifications), the
 //! `Effect` a call chain makes, and the events a chain fires.
 
-use super::services::Service;
+use super::services::{Service, facade_type};
 use super::{Analysis, Frame};
 use crate::ir::{Call, Callee, Expr};
 
@@ -231,6 +231,12 @@ impl<'a> Analysis<'a> {
             }
             if facade(class, "Log") && lower_in(name, &LOG_LEVELS) {
                 return send(format!("log line (Log::…{name}())"));
+            }
+            // The other facades of a service (`File::delete()`): by the type they stand for.
+            if facade(class, "File")
+                && let Some(service) = facade_type(class).and_then(|t| self.service_of(&[t.into()]))
+            {
+                return self.service_effect(service, outer, name, frame, &modifiers);
             }
             if (facade(class, "Bus") || facade(class, "Queue"))
                 && lower_in(
