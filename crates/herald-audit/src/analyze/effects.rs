@@ -236,7 +236,7 @@ impl<'a> Analysis<'a> {
             if facade(class, "File")
                 && let Some(service) = facade_type(class).and_then(|t| self.service_of(&[t.into()]))
             {
-                return self.service_effect(service, outer, name, frame, &modifiers);
+                return self.service_effect(service, outer, name, frame, &modifiers, Some("File"));
             }
             if (facade(class, "Bus") || facade(class, "Queue"))
                 && lower_in(
@@ -440,7 +440,14 @@ impl<'a> Analysis<'a> {
         name: &str,
         frame: &Frame<'a>,
         modifiers: &dyn Fn(Option<&str>) -> bool,
+        facade_label: Option<&str>,
     ) -> Option<Effect> {
+        // How the receiver is named in the message: `File::delete()` for a facade,
+        // `injected filesystem ->delete()` for a value of the service's type.
+        let via = |what: &str| match facade_label {
+            Some(f) => format!("{f}::{name}()"),
+            None => format!("injected {what} ->{name}()"),
+        };
         let send = |what: String| {
             Some(Effect {
                 log: what.starts_with("log line"),
@@ -451,10 +458,10 @@ impl<'a> Analysis<'a> {
         };
         match service {
             Service::Mail if lower_in(name, &MAIL_SENDS) => {
-                send(format!("mail sent (injected mailer ->{name}())"))
+                send(format!("mail sent ({})", via("mailer")))
             }
             Service::Mail if lower_in(name, &["queue", "later"]) => {
-                let what = format!("mail queued (injected mailer ->{name}())");
+                let what = format!("mail queued ({})", via("mailer"));
                 match outer.args.iter().rev().find_map(|a| self.made_waiting(&a.value, frame)) {
                     Some((_, Some(waits))) => {
                         Some(Effect { what, log: false, dispatch: true, after_commit: waits })
@@ -468,19 +475,19 @@ impl<'a> Analysis<'a> {
                 }
             }
             Service::Http if lower_in(name, &HTTP_VERBS) || lower_in(name, &HTTP_ASYNC) => {
-                send(format!("HTTP call (injected client ->{name}())"))
+                send(format!("HTTP call ({})", via("client")))
             }
             Service::Cache if lower_in(name, &CACHE_WRITES) => {
-                send(format!("cache write (injected cache ->{name}())"))
+                send(format!("cache write ({})", via("cache")))
             }
             Service::Storage if lower_in(name, &STORAGE_WRITES) => {
-                send(format!("storage write (injected filesystem ->{name}())"))
+                send(format!("storage write ({})", via("filesystem")))
             }
             Service::Redis if lower_in(name, &REDIS_WRITES) => {
-                send(format!("Redis write (injected Redis ->{name}())"))
+                send(format!("Redis write ({})", via("Redis")))
             }
             Service::Log if lower_in(name, &LOG_LEVELS) => {
-                send(format!("log line (injected logger ->{name}())"))
+                send(format!("log line ({})", via("logger")))
             }
             Service::Queue | Service::Bus
                 if lower_in(name, &QUEUE_PUSHES)
@@ -488,7 +495,7 @@ impl<'a> Analysis<'a> {
             {
                 let job = outer.args.first().and_then(|a| self.job_class(&a.value, frame));
                 Some(Effect {
-                    what: format!("job pushed (injected dispatcher ->{name}())"),
+                    what: format!("job pushed ({})", via("dispatcher")),
                     log: false,
                     dispatch: true,
                     after_commit: modifiers(job.as_deref()),

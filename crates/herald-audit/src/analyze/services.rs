@@ -169,6 +169,6 @@ impl<'a> Analysis<'a> {
             return None;
         }
         let service = self.service_of(&types)?;
-        self.service_effect(service, outer, name, frame, modifiers)
+        self.service_effect(service, outer, name, frame, modifiers, None)
     }
 }
