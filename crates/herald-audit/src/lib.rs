@@ -3,9 +3,11 @@
 //! error that leaves a PostgreSQL transaction aborted, a budget moved outside the claim,
 //! and lock waits multiplied by attempts. See `rules.rs` for each rule's why and fix.
 //!
-//! Boundaries: `php.rs` alone knows the parser; everything after it reads `ir`. Nothing
-//! here panics on input: a file that does not parse (or is too large, too deep, or
-//! unreadable) is listed in `Report::skipped` and the rest is still audited.
+//! Boundaries: `php.rs` (with `php/flow.rs`) alone knows the parser; everything after it
+//! reads `ir`. Nothing here panics on input: a file that does not parse (or is too large,
+//! too deep, or unreadable) is listed in `Report::skipped` and the rest is still audited.
+//! The configuration each application runs with is in `config.rs`; what the run assumed
+//! of it is in `Report::assumed`.
 
 mod analyze;
 pub mod baseline;
