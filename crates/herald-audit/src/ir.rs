@@ -119,6 +119,8 @@ pub enum Expr {
     },
     /// `empty(…)`.
     Empty(Box<Expr>),
+    /// `a && b && …` (or `and`): its operands in order.
+    And(Vec<Expr>),
     /// A loop (`foreach`, `for`, `while`, `do … while`): its header and body, which may run
     /// again after any statement in it.
     Loop(Vec<Expr>),
@@ -228,9 +230,11 @@ impl Expr {
                     b.iter().for_each(&mut *f);
                 }
             }
-            Expr::Throw(v, _) | Expr::Return(v, _) | Expr::Other(v) | Expr::Loop(v) => {
-                v.iter().for_each(f)
-            }
+            Expr::Throw(v, _)
+            | Expr::Return(v, _)
+            | Expr::Other(v)
+            | Expr::Loop(v)
+            | Expr::And(v) => v.iter().for_each(f),
             Expr::Prop { object, .. } => f(object),
             Expr::Index { base, key } => {
                 f(base);

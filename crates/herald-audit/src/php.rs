@@ -427,17 +427,28 @@ impl<'arena> Lowering<'_, 'arena> {
             // as it is long; its operands are lowered side by side so that a long
             // concatenation is not mistaken for deep nesting (issue 39).
             Node::Binary(b) => {
+                let and = |op: &BinaryOperator<'_>| {
+                    matches!(op, BinaryOperator::And(_) | BinaryOperator::LowAnd(_))
+                };
+                let mut all_and = and(&b.operator);
                 let mut operands = vec![b.rhs];
                 let mut left = b.lhs;
                 while let Expression::Binary(inner) = left {
+                    all_and = all_and && and(&inner.operator);
                     operands.push(inner.rhs);
                     left = inner.lhs;
                 }
                 operands.push(left);
                 let mut out = Vec::new();
                 for operand in operands.into_iter().rev() {
-                    self.lower_into(Node::Expression(operand), &mut out);
+                    // Each operand kept in place (a `false` or a bare variable matters to
+                    // a conjunction), an empty one as an empty `Other`.
+                    out.push(self.lower(Node::Expression(operand)).unwrap_or(Expr::Other(vec![])));
                 }
+                if all_and {
+                    return Some(Expr::And(out));
+                }
+                out.retain(|e| !matches!(e, Expr::Other(v) if v.is_empty()));
                 match out.len() {
                     0 => None,
                     1 => out.pop(),

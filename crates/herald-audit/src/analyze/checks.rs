@@ -57,7 +57,15 @@ impl<'a> Analysis<'a> {
     pub(super) fn check_budget(&mut self, file: usize) {
         if !self.sends.is_empty() {
             for (pos, tx) in std::mem::take(&mut self.budget) {
-                if self.sends.iter().any(|s| tx.is_none() || *s != tx) {
+                // Fine: the send in the credit's own transaction, or outside any after
+                // that transaction committed (the claim and the credit are atomic and the
+                // send follows them, as the rule's own fix does with ->afterCommit()).
+                let after = |t: u32, seq: u64| self.tx_ends.get(&t).is_some_and(|end| seq > *end);
+                let outside = |(s, seq): &(Option<u32>, u64)| match tx {
+                    None => true,
+                    Some(t) => *s != Some(t) && !(s.is_none() && after(t, *seq)),
+                };
+                if self.sends.iter().any(outside) {
                     self.report(
                         Rule::BudgetOutsideClaim,
                         file,
@@ -90,6 +98,7 @@ impl<'a> Analysis<'a> {
         if chain.iter().any(|c| c.method_name().is_some_and(super::readonly::is_statement)) {
             self.statements += 1;
         }
+        self.seq += 1;
 
         // Transactions.
         if name.eq_ignore_ascii_case("transaction") && self.db_receiver(chain, frame, on_db) {
@@ -135,7 +144,9 @@ impl<'a> Analysis<'a> {
                 return;
             }
             if name.eq_ignore_ascii_case("commit") || name.eq_ignore_ascii_case("rollBack") {
-                self.manual.pop();
+                if let Some(ended) = self.manual.pop() {
+                    self.tx_ends.insert(ended.id, self.seq);
+                }
                 return;
             }
         }
@@ -196,7 +207,7 @@ impl<'a> Analysis<'a> {
                 }
             }
             if frame.via.is_none() && !effect.log {
-                self.sends.push(tx.as_ref().map(|t| t.id));
+                self.sends.push((tx.as_ref().map(|t| t.id), self.seq));
             }
             let queue = chain.iter().find_map(|c| match (c.method_name(), c.args.first()) {
                 (Some(n), Some(a)) if n.eq_ignore_ascii_case("onConnection") => match &a.value {
@@ -307,8 +318,10 @@ impl<'a> Analysis<'a> {
                 handled.insert(&arg.value as *const Expr);
                 let tx = self.open(outer, Some(attempts), None, &c.body, frame);
                 let settle = (self.tx(frame).is_none() && tx.retried).then_some(tx.root);
+                let tx_id = tx.id;
                 let inner = Frame { tx: Some(tx), ..frame.clone() };
                 self.walk_transaction_body(&c.body, &inner);
+                self.tx_ends.insert(tx_id, self.seq);
                 if let Some(root) = settle {
                     self.settle_retried(root);
                 }
@@ -368,12 +381,14 @@ impl<'a> Analysis<'a> {
         };
         let body: &'a [Expr] = closure.map_or(&[], |c| &c.body);
         let tx = self.open(call, attempts, connection, body, frame);
+        let tx_id = tx.id;
         let tx_root = Some((tx.root, tx.retried));
         let inner = Frame { tx: Some(tx), ..frame.clone() };
         if closure.is_some() {
             handled.insert(&arg.value as *const Expr);
             self.walk_transaction_body(body, &inner);
         }
+        self.tx_ends.insert(tx_id, self.seq);
         if outer.is_none() && tx_root.is_some_and(|(_, retried)| retried) {
             self.settle_retried(tx_root.map_or(0, |(r, _)| r));
         }

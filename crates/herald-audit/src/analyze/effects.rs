@@ -227,6 +227,9 @@ impl<'a> Analysis<'a> {
                 return send(format!("Redis write (Redis::…{name}())"));
             }
             if facade(class, "Storage") && lower_in(name, &STORAGE_WRITES) {
+                if self.writes_fresh_file(outer, name, frame) {
+                    return None;
+                }
                 return send(format!("storage write (Storage::…{name}())"));
             }
             if facade(class, "Log") && lower_in(name, &LOG_LEVELS) {
@@ -432,6 +435,17 @@ impl<'a> Analysis<'a> {
         })
     }
 
+    /// A write of a new file under a name made random here (`Str::random(32)`,
+    /// `Str::uuid()`, `uniqid()`, `$file->hashName()`): like a copy, a rollback leaves only
+    /// a file nothing refers to (Event Schedule's imported images in the corpus).
+    fn writes_fresh_file(&self, call: &'a Call, name: &str, frame: &Frame<'a>) -> bool {
+        lower_in(name, &["put", "putFile", "putFileAs", "write", "writeStream"])
+            && call.args.first().is_some_and(|a| {
+                fresh_name(&a.value)
+                    || self.env(frame).is_some_and(|env| mentions_any(&a.value, &env.fresh))
+            })
+    }
+
     /// The effect of method `name` on a value of `service`'s type.
     pub(super) fn service_effect(
         &self,
@@ -481,6 +495,9 @@ impl<'a> Analysis<'a> {
                 send(format!("cache write ({})", via("cache")))
             }
             Service::Storage if lower_in(name, &STORAGE_WRITES) => {
+                if self.writes_fresh_file(outer, name, frame) {
+                    return None;
+                }
                 send(format!("storage write ({})", via("filesystem")))
             }
             Service::Redis if lower_in(name, &REDIS_WRITES) => {
@@ -570,6 +587,45 @@ fn new_waiting(e: &Expr) -> Option<(String, Option<bool>)> {
         },
         other => new_class(other).map(|class| (class, None)),
     }
+}
+
+/// Whether `e` makes a random name: `Str::random()`, `Str::uuid()`, `Str::ulid()`,
+/// `Uuid::uuid4()`, `uniqid()`, `random_bytes()`, `->hashName()`.
+pub(super) fn fresh_name(e: &Expr) -> bool {
+    if let Expr::Call(c) = e {
+        let hit = match &c.callee {
+            Callee::Static { class, name } => {
+                (short(class).eq_ignore_ascii_case("Str")
+                    && lower_in(name, &["random", "uuid", "orderedUuid", "ulid"]))
+                    || (short(class).eq_ignore_ascii_case("Uuid")
+                        && lower_in(name, &["uuid4", "uuid7", "v4", "v7"]))
+            }
+            Callee::Function(f) => {
+                lower_in(f.trim_start_matches('\\'), &["uniqid", "random_bytes", "str_random"])
+            }
+            Callee::Method { name, .. } => name.eq_ignore_ascii_case("hashName"),
+            Callee::Dynamic(_) => false,
+        };
+        if hit {
+            return true;
+        }
+    }
+    if matches!(e, Expr::Closure(_)) {
+        return false;
+    }
+    let mut found = false;
+    e.for_each_child(&mut |c| found = found || fresh_name(c));
+    found
+}
+
+/// Whether `e` reads one of `vars`.
+fn mentions_any(e: &Expr, vars: &std::collections::HashSet<String>) -> bool {
+    if let Expr::Var(v) = e {
+        return vars.contains(v);
+    }
+    let mut found = false;
+    e.for_each_child(&mut |c| found = found || mentions_any(c, vars));
+    found
 }
 
 fn starts_with_url(e: &Expr) -> bool {

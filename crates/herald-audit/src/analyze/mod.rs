@@ -102,6 +102,8 @@ struct Env<'a> {
     /// Variables assigned a call's result (`$client = $this->client();`): typed by what
     /// the call returns, when asked.
     calls: HashMap<String, &'a Call>,
+    /// Variables assigned a name made random (`$name = Str::random(32).'.jpg'`).
+    fresh: HashSet<String>,
 }
 
 pub struct Analysis<'a> {
@@ -117,7 +119,12 @@ pub struct Analysis<'a> {
     manual: Vec<Tx>,
     /// Budget moves and sends of the current root, with the transaction they are in.
     budget: Vec<(Pos, Option<u32>)>,
-    sends: Vec<Option<u32>>,
+    /// Each send's transaction and when it was walked (`seq`).
+    sends: Vec<(Option<u32>, u64)>,
+    /// Calls classified so far: the order in which the walk met them.
+    seq: u64,
+    /// When each transaction's closure (or manual transaction) ended, by id.
+    tx_ends: HashMap<u32, u64>,
     lock_reported: HashSet<u32>,
     following: Vec<*const Function>,
     envs: HashMap<*const Function, Env<'a>>,
@@ -168,6 +175,8 @@ impl<'a> Analysis<'a> {
             manual: Vec::new(),
             budget: Vec::new(),
             sends: Vec::new(),
+            seq: 0,
+            tx_ends: HashMap::new(),
             lock_reported: HashSet::new(),
             following: Vec::new(),
             envs: HashMap::new(),
@@ -356,8 +365,11 @@ impl<'a> Analysis<'a> {
                 }
                 let start = self.manual.clone();
                 let mut ends = Vec::new();
+                // `if ($purge)` or `if ($publish && …)` with the parameter left false.
+                let falsy = |e: &Expr| matches!(e, Expr::Var(v) if frame.falsy.contains(v));
                 let skipped = match i.conditions.first() {
-                    Some(Expr::Var(v)) if frame.falsy.contains(v) => Some(0),
+                    Some(Expr::And(operands)) if operands.iter().any(falsy) => Some(0),
+                    Some(e) if falsy(e) => Some(0),
                     _ => None,
                 };
                 for (n, b) in i.branches.iter().enumerate() {
@@ -567,6 +579,11 @@ fn assigns(e: &Expr, var: &str) -> bool {
 fn collect_env<'a>(e: &'a Expr, env: &mut Env<'a>) {
     match e {
         Expr::Assign { target, value } => {
+            if let Expr::Var(v) = &**target
+                && effects::fresh_name(value)
+            {
+                env.fresh.insert(v.clone());
+            }
             if let Expr::Var(v) = &**target {
                 match &**value {
                     Expr::New { class, .. } if class != "?" => {
