@@ -225,7 +225,7 @@ impl<'a> Analysis<'a> {
             {
                 for job in self.jobs_made(chain, frame) {
                     if let Some(handle) = self.index.method(&job, "handle") {
-                        self.follow(handle, at, &format!("{}::handle()", short(&job)), frame);
+                        self.follow(handle, at, &|| format!("{}::handle()", short(&job)), frame);
                     }
                 }
                 return;
@@ -243,7 +243,12 @@ impl<'a> Analysis<'a> {
                             .queue_in_transaction(queue.as_deref(), tx.connection.as_deref()));
                 // A transaction that only reads has nothing a rollback undoes.
                 let strands_nothing = tx.read_only && !tx.retried;
-                if !waits_for_commit && !stranded_log && !strands_nothing {
+                let rule = if tx.retried { Rule::RetriedEffect } else { Rule::StrandedEffect };
+                if !waits_for_commit
+                    && !stranded_log
+                    && !strands_nothing
+                    && !self.reported(rule, frame, at.pos)
+                {
                     let (file, pos, path) = self.site(frame, at.pos);
                     if tx.retried {
                         let message = format!(
@@ -295,7 +300,7 @@ impl<'a> Analysis<'a> {
                         self.follow(
                             handle,
                             outer,
-                            &format!("{}::{method}()", short(&listener)),
+                            &|| format!("{}::{method}()", short(&listener)),
                             frame,
                         );
                     }
@@ -306,7 +311,8 @@ impl<'a> Analysis<'a> {
 
         // A closure handed to a function of the tree that runs it inside a transaction
         // it opens (`$this->atomically(fn () => …)`): walked inside that transaction.
-        for (target, _) in self.targets(outer, frame) {
+        let targets = self.targets(outer, frame);
+        for (target, _) in &targets {
             let Some((index, attempts)) = self.tx_param(target.function) else { continue };
             let Some(arg) = outer.args.get(index).filter(|a| a.name.is_none()) else { continue };
             let closure = match &arg.value {
@@ -334,12 +340,16 @@ impl<'a> Analysis<'a> {
             && let Some(job) = self.job_run_now(outer, frame)
             && let Some(handle) = self.index.method(&job, "handle")
         {
-            self.follow(handle, outer, &format!("{}::handle()", short(&job)), frame);
+            self.follow(handle, outer, &|| format!("{}::handle()", short(&job)), frame);
         }
 
         // Calls into the tree, followed while a transaction is in force.
         if tx.is_some() || frame.tx.is_some() {
-            for (target, label) in self.targets(outer, frame) {
+            for (target, (class, name)) in targets {
+                let label = || match class {
+                    Some(c) => format!("{}::{name}()", short(c)),
+                    None => format!("{name}()"),
+                };
                 self.follow(target, outer, &label, frame);
             }
         }
@@ -361,6 +371,7 @@ impl<'a> Analysis<'a> {
         let outer = self.tx(frame);
         if let (Some(outer_tx), Some(n)) = (&outer, attempts)
             && n > 1
+            && !self.reported(Rule::DroppedRetry, frame, call.pos)
         {
             let (file, pos, path) = self.site(frame, call.pos);
             self.report(

@@ -414,6 +414,16 @@ impl<'a> Analysis<'a> {
 
     /// Where a finding made now points: the call inside the transaction that led here,
     /// or the place itself.
+    /// Whether a finding of `rule` made now at `pos` is already reported (checked before
+    /// its message is made: the walk meets the same site many times).
+    fn reported(&self, rule: Rule, frame: &Frame<'a>, pos: Pos) -> bool {
+        let (file, pos) = match &frame.via {
+            Some(via) => (via.file, via.pos),
+            None => (frame.file, pos),
+        };
+        self.seen.contains(&(rule, file, pos))
+    }
+
     fn site(&self, frame: &Frame<'a>, pos: Pos) -> (usize, Pos, String) {
         match &frame.via {
             Some(via) => (via.file, via.pos, format!(" (via {} at line {})", via.path, pos.line)),
@@ -454,7 +464,15 @@ impl<'a> Analysis<'a> {
         self.envs.get(&key)
     }
 
-    fn follow(&mut self, target: FunctionRef<'a>, call: &'a Call, label: &str, frame: &Frame<'a>) {
+    /// Walks `target`'s body for `call`, inside the transaction in force; `label` names
+    /// the step in the path a finding's message gives (made only when it is walked).
+    fn follow(
+        &mut self,
+        target: FunctionRef<'a>,
+        call: &'a Call,
+        label: &dyn Fn() -> String,
+        frame: &Frame<'a>,
+    ) {
         let key = target.function as *const Function;
         if frame.depth >= FOLLOW_DEPTH_MAX || self.following.contains(&key) {
             return;
@@ -468,8 +486,8 @@ impl<'a> Analysis<'a> {
             return;
         }
         let via = match &frame.via {
-            Some(v) => Via { path: format!("{} → {label}", v.path), ..v.clone() },
-            None => Via { file: frame.file, pos: call.pos, path: label.to_string() },
+            Some(v) => Via { path: format!("{} → {}", v.path, label()), ..v.clone() },
+            None => Via { file: frame.file, pos: call.pos, path: label() },
         };
         let inner = Frame {
             file: target.file,

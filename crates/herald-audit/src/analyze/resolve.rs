@@ -2,11 +2,15 @@
 //! connection a chain names, the classes a variable or property holds, the functions a
 //! call can land on, and the integer an attempts argument (or a class constant) holds.
 
-use super::effects::{facade, lower_in, short};
+use super::effects::{facade, lower_in};
 use super::services::{Service, binding_type, facade_type, helper_type};
 use super::{Analysis, Frame};
 use crate::index::FunctionRef;
 use crate::ir::{Call, Callee, Expr};
+
+/// A target's name in a finding's path: its class (when a method) and its name, made
+/// into text only when a finding needs it.
+pub(super) type Label<'a> = (Option<&'a str>, &'a str);
 
 /// How many variables deep a variable's type is looked for through the calls assigned
 /// to them.
@@ -198,7 +202,7 @@ impl<'a> Analysis<'a> {
         &self,
         call: &'a Call,
         frame: &Frame<'a>,
-    ) -> Vec<(FunctionRef<'a>, String)> {
+    ) -> Vec<(FunctionRef<'a>, Label<'a>)> {
         self.targets_given(call, frame, None)
     }
 
@@ -208,19 +212,19 @@ impl<'a> Analysis<'a> {
         call: &'a Call,
         frame: &Frame<'a>,
         object_types: Option<&[String]>,
-    ) -> Vec<(FunctionRef<'a>, String)> {
+    ) -> Vec<(FunctionRef<'a>, Label<'a>)> {
         let mut out = Vec::new();
         match &call.callee {
             Callee::Function(name) => {
                 if let Some(f) = self.index.function(name) {
-                    out.push((f, format!("{name}()")));
+                    out.push((f, (None, name.as_str())));
                 }
             }
             Callee::Static { class, name } => {
                 if let Some(class) = self.class_name(class, frame)
                     && let Some(f) = self.index.method(&class, name)
                 {
-                    out.push((f, format!("{}::{name}()", short(&class))));
+                    out.push((f, (f.class.map(|c| c.name.as_str()), name.as_str())));
                 }
             }
             Callee::Method { object, name } => {
@@ -231,11 +235,9 @@ impl<'a> Analysis<'a> {
                 for t in types {
                     for c in self.index.concrete(&t) {
                         if let Some(f) = self.index.method(&c.name, name)
-                            && !out.iter().any(|(o, _): &(FunctionRef<'a>, String)| {
-                                std::ptr::eq(o.function, f.function)
-                            })
+                            && !out.iter().any(|(o, _)| std::ptr::eq(o.function, f.function))
                         {
-                            out.push((f, format!("{}::{name}()", short(&c.name))));
+                            out.push((f, (Some(c.name.as_str()), name.as_str())));
                         }
                     }
                 }
