@@ -35,6 +35,10 @@ pub struct Index<'a> {
     /// event class (lowercase) → (listener class, method), from `$listen` arrays,
     /// subscribers' `subscribe()` and listeners whose `handle` takes the event.
     listeners: HashMap<String, Vec<(String, String)>>,
+    /// (class, method), both lowercase → the class's own method: a lookup, not a scan of
+    /// the class's methods (a class of 80 methods calling each other made the scan the
+    /// walk's largest cost).
+    own_methods: HashMap<(String, String), FunctionRef<'a>>,
 }
 
 fn key(name: &str) -> String {
@@ -46,7 +50,17 @@ impl<'a> Index<'a> {
         let mut index = Index::default();
         for (file, parsed) in files {
             for class in &parsed.classes {
-                index.classes.entry(key(&class.name)).or_insert(ClassRef { class, file: *file });
+                let k = key(&class.name);
+                if index.classes.contains_key(&k) {
+                    continue;
+                }
+                index.classes.insert(k.clone(), ClassRef { class, file: *file });
+                for function in &class.methods {
+                    index
+                        .own_methods
+                        .entry((k.clone(), function.name.to_ascii_lowercase()))
+                        .or_insert(FunctionRef { function, class: Some(class), file: *file });
+                }
             }
             for function in &parsed.functions {
                 index.functions.entry(key(&function.name)).or_insert(FunctionRef {
@@ -56,7 +70,13 @@ impl<'a> Index<'a> {
                 });
             }
         }
-        let classes: Vec<&'a Class> = index.classes.values().map(|c| c.class).collect();
+        // In the files' order, not the map's: listeners and implementers come out in the
+        // same order on every run, and so do the paths findings name.
+        let classes: Vec<&'a Class> = files
+            .iter()
+            .flat_map(|(_, f)| f.classes.iter())
+            .filter(|c| index.class(&c.name).is_some_and(|r| std::ptr::eq(r.class, *c)))
+            .collect();
         for class in classes {
             for parent in class.implements.iter().chain(&class.extends) {
                 index.implementers.entry(key(parent)).or_default().push(class);
@@ -167,6 +187,16 @@ impl<'a> Index<'a> {
 
     /// The method `name` as `class` sees it (own, inherited or from a trait).
     pub fn method(&self, class: &str, name: &str) -> Option<FunctionRef<'a>> {
+        // The common cases without building the lineage: a class outside the tree, a
+        // method of the class itself, a class with no parent or trait.
+        let k = key(class);
+        let own = *self.classes.get(&k)?;
+        if let Some(f) = self.own_methods.get(&(k, name.to_ascii_lowercase())) {
+            return Some(*f);
+        }
+        if own.class.extends.is_empty() && own.class.traits.is_empty() {
+            return None;
+        }
         self.lineage(class).into_iter().find_map(|c| {
             c.class
                 .methods
@@ -259,14 +289,31 @@ impl<'a> Index<'a> {
     }
 }
 
+/// `$this->property = $typedParam`, `= new X(…)`, `= app(X::class)` / `resolve(X::class)`
+/// in a constructor.
 fn assigned_from_param(e: &Expr, property: &str, ctor: &Function, found: &mut Vec<String>) {
     if let Expr::Assign { target, value } = e
-        && let (Expr::Prop { object, name }, Expr::Var(var)) = (&**target, &**value)
+        && let Expr::Prop { object, name } = &**target
         && name == property
         && matches!(&**object, Expr::Var(t) if t == "this")
-        && let Some(p) = ctor.params.iter().find(|p| &p.name == var)
     {
-        found.extend(p.types.iter().cloned());
+        match &**value {
+            Expr::Var(var) => {
+                if let Some(p) = ctor.params.iter().find(|p| &p.name == var) {
+                    found.extend(p.types.iter().cloned());
+                }
+            }
+            Expr::New { class, .. } if class != "?" => found.push(class.clone()),
+            Expr::Call(c)
+                if matches!(&c.callee, Callee::Function(f)
+                    if f.eq_ignore_ascii_case("app") || f.eq_ignore_ascii_case("resolve")) =>
+            {
+                if let Some(Expr::ClassName(class)) = c.args.first().map(|a| &a.value) {
+                    found.push(class.clone());
+                }
+            }
+            _ => {}
+        }
     }
     e.for_each_child(&mut |c| assigned_from_param(c, property, ctor, found));
 }

@@ -58,6 +58,8 @@ pub struct Function {
     pub name: String,
     pub params: Vec<Param>,
     pub body: Vec<Expr>,
+    /// The class names in its return type hint.
+    pub returns: Vec<String>,
     pub pos: Pos,
 }
 
@@ -75,11 +77,15 @@ pub enum Expr {
     Call(Box<Call>),
     Closure(Box<Closure>),
     Try(Box<Try>),
+    /// `if … elseif … else …`: a branch that leaves (return, throw) does not carry its
+    /// state to the code after it.
+    If(Box<If>),
     Throw(Vec<Expr>, Pos),
     Return(Vec<Expr>, Pos),
     Int(i64),
     Str(String),
     Bool(bool),
+    Null,
     /// `Foo::BAR`, `self::BAR` (class as written after resolution: `self`, `static`,
     /// `parent` stay as they are).
     ClassConst {
@@ -106,6 +112,18 @@ pub enum Expr {
     },
     /// `[key => value, …]`.
     Array(Vec<(Option<Expr>, Expr)>),
+    /// `$base[key]`.
+    Index {
+        base: Box<Expr>,
+        key: Box<Expr>,
+    },
+    /// `empty(…)`.
+    Empty(Box<Expr>),
+    /// `a && b && …` (or `and`): its operands in order.
+    And(Vec<Expr>),
+    /// A loop (`foreach`, `for`, `while`, `do … while`): its header and body, which may run
+    /// again after any statement in it.
+    Loop(Vec<Expr>),
     /// Any other construct: its children in source order.
     Other(Vec<Expr>),
 }
@@ -133,6 +151,8 @@ pub enum Callee {
 
 #[derive(Debug, Clone)]
 pub struct Arg {
+    /// A named argument's name; `...` for a spread (`...$args`), which no position or
+    /// name can be told of.
     pub name: Option<String>,
     pub value: Expr,
 }
@@ -149,6 +169,28 @@ pub struct Try {
     pub body: Vec<Expr>,
     pub catches: Vec<Catch>,
     pub finally: Vec<Expr>,
+}
+
+#[derive(Debug, Clone)]
+pub struct If {
+    /// Every condition (the `if`'s, then each `elseif`'s), evaluated before the bodies.
+    pub conditions: Vec<Expr>,
+    /// The bodies: the `if`'s, each `elseif`'s, then the `else`'s when `has_else`.
+    pub branches: Vec<Vec<Expr>>,
+    pub has_else: bool,
+}
+
+/// Whether a body's last statement leaves it (`return`, `throw`, `abort()`, `exit`): the
+/// code after the branch is not reached from it.
+pub fn leaves(body: &[Expr]) -> bool {
+    match body.last() {
+        Some(Expr::Return(..) | Expr::Throw(..)) => true,
+        Some(Expr::Call(c)) => {
+            matches!(&c.callee, Callee::Function(f) if f.eq_ignore_ascii_case("abort"))
+        }
+        Some(Expr::If(i)) => i.has_else && i.branches.iter().all(|b| leaves(b)),
+        _ => false,
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -182,8 +224,23 @@ impl Expr {
                 }
                 t.finally.iter().for_each(f);
             }
-            Expr::Throw(v, _) | Expr::Return(v, _) | Expr::Other(v) => v.iter().for_each(f),
+            Expr::If(i) => {
+                i.conditions.iter().for_each(&mut *f);
+                for b in &i.branches {
+                    b.iter().for_each(&mut *f);
+                }
+            }
+            Expr::Throw(v, _)
+            | Expr::Return(v, _)
+            | Expr::Other(v)
+            | Expr::Loop(v)
+            | Expr::And(v) => v.iter().for_each(f),
             Expr::Prop { object, .. } => f(object),
+            Expr::Index { base, key } => {
+                f(base);
+                f(key);
+            }
+            Expr::Empty(inner) => f(inner),
             Expr::New { args, .. } => args.iter().for_each(|a| f(&a.value)),
             Expr::Assign { target, value } => {
                 f(target);
@@ -201,6 +258,7 @@ impl Expr {
             | Expr::Int(_)
             | Expr::Str(_)
             | Expr::Bool(_)
+            | Expr::Null
             | Expr::ClassConst { .. }
             | Expr::ClassName(_)
             | Expr::Var(_) => {}

@@ -3,9 +3,11 @@
 //! error that leaves a PostgreSQL transaction aborted, a budget moved outside the claim,
 //! and lock waits multiplied by attempts. See `rules.rs` for each rule's why and fix.
 //!
-//! Boundaries: `php.rs` alone knows the parser; everything after it reads `ir`. Nothing
-//! here panics on input: a file that does not parse (or is too large, too deep, or
-//! unreadable) is listed in `Report::skipped` and the rest is still audited.
+//! Boundaries: `php.rs` (with `php/flow.rs`) alone knows the parser; everything after it
+//! reads `ir`. Nothing here panics on input: a file that does not parse (or is too large,
+//! too deep, or unreadable) is listed in `Report::skipped` and the rest is still audited.
+//! The configuration each application runs with is in `config.rs`; what the run assumed
+//! of it is in `Report::assumed`.
 
 mod analyze;
 pub mod baseline;
@@ -16,7 +18,7 @@ pub mod output;
 mod php;
 pub mod rules;
 
-pub use config::{AppConfig, Driver};
+pub use config::{AppConfig, Assume, AssumeError, Driver};
 pub use rules::{RULES, Rule};
 
 use std::path::{Path, PathBuf};
@@ -52,6 +54,22 @@ pub struct Finding {
     pub fingerprint: String,
 }
 
+/// What the audit assumed of one audited path's application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assumed {
+    pub path: String,
+    /// One line: the drivers assumed and where each came from.
+    pub summary: String,
+    /// The rules this configuration leaves unchecked, and why.
+    pub unchecked: Vec<String>,
+}
+
+/// How to audit: overrides of what the configuration says.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub assume: Assume,
+}
+
 /// A file that was not audited, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
@@ -65,6 +83,8 @@ pub struct Report {
     pub files_scanned: usize,
     pub findings: Vec<Finding>,
     pub skipped: Vec<Skipped>,
+    /// One entry per audited path: its configuration as assumed.
+    pub assumed: Vec<Assumed>,
     /// Findings silenced by `// herald-audit-ignore RULE reason`.
     pub ignored: usize,
     /// Findings accepted by the baseline.
@@ -80,8 +100,14 @@ struct Source {
     text: Vec<u8>,
 }
 
-/// Audits every `.php` file under `paths` (files given directly are audited too).
+/// Audits every `.php` file under `paths` (files given directly are audited too), with
+/// each application's configuration as found.
 pub fn audit(paths: &[PathBuf]) -> Result<Report, AuditError> {
+    audit_with(paths, &Options::default())
+}
+
+/// `audit`, with overrides of the configuration.
+pub fn audit_with(paths: &[PathBuf], options: &Options) -> Result<Report, AuditError> {
     let started = Instant::now();
     let mut report = Report::default();
     let mut sources = Vec::new();
@@ -90,7 +116,13 @@ pub fn audit(paths: &[PathBuf]) -> Result<Report, AuditError> {
         if !path.exists() {
             return Err(AuditError::Missing(path.clone()));
         }
-        configs.push(AppConfig::discover(path));
+        let config = AppConfig::discover(path, &options.assume);
+        report.assumed.push(Assumed {
+            path: path.to_string_lossy().into_owned(),
+            summary: config.summary(),
+            unchecked: config.unchecked(),
+        });
+        configs.push(config);
         let mut found = Vec::new();
         collect(path, true, &mut found);
         found.sort();
@@ -145,9 +177,15 @@ pub fn audit(paths: &[PathBuf]) -> Result<Report, AuditError> {
     let mut analysis = analyze::Analysis::new(&index, &files, &configs, &file_config);
     analysis.run();
     let mut occurrences = std::collections::HashMap::new();
+    // Each file's lines are split once, however many findings it has (issue 39: a
+    // generated file with 18,745 findings re-split its text per finding).
+    let mut line_tables: std::collections::HashMap<usize, Vec<&[u8]>> =
+        std::collections::HashMap::new();
     for raw in analysis.findings {
         let source = &sources[raw.file];
-        let lines: Vec<&[u8]> = source.text.split(|b| *b == b'\n').collect();
+        let lines = line_tables
+            .entry(raw.file)
+            .or_insert_with(|| source.text.split(|b| *b == b'\n').collect());
         let line_text = |n: u32| -> String {
             n.checked_sub(1)
                 .and_then(|i| lines.get(i as usize))

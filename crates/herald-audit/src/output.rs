@@ -4,6 +4,19 @@
 use crate::{RULES, Report};
 use serde_json::{Value, json};
 
+/// One header line per audited path: the configuration assumed and where it came from,
+/// then a line per rule it leaves unchecked.
+pub fn header(report: &Report) -> String {
+    let mut out = String::new();
+    for a in &report.assumed {
+        out.push_str(&format!("herald audit {}: {}\n", a.path, a.summary));
+        for u in &a.unchecked {
+            out.push_str(&format!("  note: {u}\n"));
+        }
+    }
+    out
+}
+
 pub fn human(report: &Report) -> String {
     let mut out = String::new();
     for f in &report.findings {
@@ -50,6 +63,9 @@ pub fn json(report: &Report) -> Value {
         })).collect::<Vec<_>>(),
         "skipped": report.skipped.iter().map(|s| json!({
             "path": s.path, "line": s.line, "reason": s.reason,
+        })).collect::<Vec<_>>(),
+        "assumed": report.assumed.iter().map(|a| json!({
+            "path": a.path, "configuration": a.summary, "unchecked": a.unchecked,
         })).collect::<Vec<_>>(),
         "files_scanned": report.files_scanned,
         "ignored": report.ignored,
@@ -125,6 +141,13 @@ pub fn sarif(report: &Report) -> Value {
             })
         })
         .collect();
+    // What was assumed of each application goes in the run's property bag: it is not a
+    // problem with the run, so not a notification.
+    let assumed: Vec<Value> = report
+        .assumed
+        .iter()
+        .map(|a| json!({ "path": a.path, "configuration": a.summary, "unchecked": a.unchecked }))
+        .collect();
     json!({
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -141,6 +164,7 @@ pub fn sarif(report: &Report) -> Value {
                 "toolExecutionNotifications": notifications,
             }],
             "results": results,
+            "properties": { "heraldAudit/assumed": assumed },
         }],
     })
 }

@@ -15,9 +15,14 @@ use mago_names::resolver::NameResolver;
 use mago_span::HasSpan;
 use mago_syntax::ast::*;
 
+mod flow;
+
 /// How deep the lowering follows nested nodes; past it the file is reported as
 /// unparsable rather than risking the stack.
 const DEPTH_MAX: u32 = 400;
+/// How many links of one method chain are lowered side by side (past it, the rest nest as
+/// depth, and a chain longer than both is reported as unparsable).
+const CHAIN_MAX: usize = 2_000;
 
 /// Why a file was not analysed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,7 +184,8 @@ impl<'arena> Lowering<'_, 'arena> {
                 Argument::Positional(p) => {
                     let value =
                         self.lower(Node::Expression(p.value)).unwrap_or(Expr::Other(vec![]));
-                    args.push(Arg { name: None, value });
+                    let name = p.ellipsis.map(|_| "...".to_string());
+                    args.push(Arg { name, value });
                 }
                 Argument::Named(n) => {
                     let value =
@@ -247,27 +253,11 @@ impl<'arena> Lowering<'_, 'arena> {
                 let args = self.args(&c.argument_list);
                 Some(Expr::Call(Box::new(Call { callee, args, pos: self.pos(c.function.span()) })))
             }
-            Node::MethodCall(c) => {
-                let object = self.lower(Node::Expression(c.object)).unwrap_or(Expr::Other(vec![]));
-                let name = self.selector(&c.method);
-                let args = self.args(&c.argument_list);
-                let pos = self.pos(c.method.span());
-                Some(Expr::Call(Box::new(Call {
-                    callee: Callee::Method { object, name },
-                    args,
-                    pos,
-                })))
-            }
+            // A chain `$q->a()->b()->…` is as deep as it is long; its links are lowered one
+            // after the other, so a long builder chain is not mistaken for deep nesting.
+            Node::MethodCall(c) => Some(self.method_chain(c.object, &c.method, &c.argument_list)),
             Node::NullSafeMethodCall(c) => {
-                let object = self.lower(Node::Expression(c.object)).unwrap_or(Expr::Other(vec![]));
-                let name = self.selector(&c.method);
-                let args = self.args(&c.argument_list);
-                let pos = self.pos(c.method.span());
-                Some(Expr::Call(Box::new(Call {
-                    callee: Callee::Method { object, name },
-                    args,
-                    pos,
-                })))
+                Some(self.method_chain(c.object, &c.method, &c.argument_list))
             }
             Node::StaticMethodCall(c) => {
                 let class = self.class_ref(c.class).unwrap_or_else(|| "?".into());
@@ -328,6 +318,7 @@ impl<'arena> Lowering<'_, 'arena> {
             Node::LiteralString(s) => Some(Expr::Str(text(s.value.unwrap_or(b"")))),
             Node::Literal(Literal::True(_)) => Some(Expr::Bool(true)),
             Node::Literal(Literal::False(_)) => Some(Expr::Bool(false)),
+            Node::Literal(Literal::Null(_)) => Some(Expr::Null),
             Node::LiteralStringPart(p) => Some(Expr::Str(text(p.value))),
             Node::ClassConstantAccess(a) => {
                 let Some(class) = self.class_ref(a.class) else {
@@ -377,6 +368,15 @@ impl<'arena> Lowering<'_, 'arena> {
                 let value = self.lower(Node::Expression(a.rhs)).unwrap_or(Expr::Other(vec![]));
                 Some(Expr::Assign { target: Box::new(target), value: Box::new(value) })
             }
+            Node::ArrayAccess(a) => {
+                let base = self.lower(Node::Expression(a.array)).unwrap_or(Expr::Other(vec![]));
+                let key = self.lower(Node::Expression(a.index)).unwrap_or(Expr::Other(vec![]));
+                Some(Expr::Index { base: Box::new(base), key: Box::new(key) })
+            }
+            Node::EmptyConstruct(e) => {
+                let inner = self.lower(Node::Expression(e.value)).unwrap_or(Expr::Other(vec![]));
+                Some(Expr::Empty(Box::new(inner)))
+            }
             Node::Array(a) => Some(self.array(a.elements.iter())),
             Node::LegacyArray(a) => Some(self.array(a.elements.iter())),
             Node::Class(c) => {
@@ -413,14 +413,67 @@ impl<'arena> Lowering<'_, 'arena> {
                 let name = self.resolved_local(&f.name);
                 let params = self.params(&f.parameter_list);
                 let body = self.block(&f.body);
-                self.file.functions.push(Function { name, params, body, pos: self.pos(f.span()) });
+                let returns = self.return_types(f.return_type_hint.as_ref());
+                self.file.functions.push(Function {
+                    name,
+                    params,
+                    body,
+                    returns,
+                    pos: self.pos(f.span()),
+                });
                 None
+            }
+            // A flat chain `a . b . c …` (or `+`, `&&`, `??`) is a left-deep tree as deep
+            // as it is long; its operands are lowered side by side so that a long
+            // concatenation is not mistaken for deep nesting (issue 39).
+            Node::Binary(b) => {
+                let and = |op: &BinaryOperator<'_>| {
+                    matches!(op, BinaryOperator::And(_) | BinaryOperator::LowAnd(_))
+                };
+                let mut all_and = and(&b.operator);
+                let mut operands = vec![b.rhs];
+                let mut left = b.lhs;
+                while let Expression::Binary(inner) = left {
+                    all_and = all_and && and(&inner.operator);
+                    operands.push(inner.rhs);
+                    left = inner.lhs;
+                }
+                operands.push(left);
+                let mut out = Vec::new();
+                for operand in operands.into_iter().rev() {
+                    // Each operand kept in place (a `false` or a bare variable matters to
+                    // a conjunction), an empty one as an empty `Other`.
+                    out.push(self.lower(Node::Expression(operand)).unwrap_or(Expr::Other(vec![])));
+                }
+                if all_and {
+                    return Some(Expr::And(out));
+                }
+                out.retain(|e| !matches!(e, Expr::Other(v) if v.is_empty()));
+                match out.len() {
+                    0 => None,
+                    1 => out.pop(),
+                    _ => Some(Expr::Other(out)),
+                }
+            }
+            Node::If(i) => Some(self.if_statement(i)),
+            Node::Foreach(_) | Node::For(_) | Node::While(_) | Node::DoWhile(_) => {
+                let mut out = Vec::new();
+                node.visit_children(|child| self.lower_into(child, &mut out));
+                Some(Expr::Loop(out))
             }
             // Names that are not calls, instantiations or class constants carry nothing
             // the rules read.
             Node::Identifier(_) | Node::LocalIdentifier(_) | Node::Use(_) | Node::Inline(_) => None,
             _ => self.children(node),
         }
+    }
+
+    fn return_types(&self, hint: Option<&FunctionLikeReturnTypeHint<'_>>) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(h) = hint {
+            self.hint_types(&h.hint, &mut out);
+        }
+        out
     }
 
     fn resolved_local(&self, name: &LocalIdentifier<'_>) -> String {
@@ -539,10 +592,12 @@ impl<'arena> Lowering<'_, 'arena> {
                         MethodBody::Concrete(block) => self.block(block),
                         MethodBody::Abstract(_) => Vec::new(),
                     };
+                    let returns = self.return_types(m.return_type_hint.as_ref());
                     class.methods.push(Function {
                         name: text(m.name.value),
                         params,
                         body,
+                        returns,
                         pos: self.pos(m.span()),
                     });
                 }

@@ -83,3 +83,54 @@ fn an_unparsable_file_is_named_and_the_rest_still_audited() {
     assert_eq!(report.findings.len(), 1, "{:?}", report.findings);
     assert_eq!((report.findings[0].rule.id(), report.findings[0].line), ("retried-effect", 3));
 }
+
+/// Issue 39: a flat concatenation of 250 parts skipped its whole file as "nested deeper
+/// than 400 levels"; its operands are now lowered side by side and the file is audited.
+#[test]
+fn a_long_flat_expression_is_parsed_not_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let parts: Vec<String> = (0..2000).map(|i| format!("'p{i}'")).collect();
+    let source = format!(
+        "<?php\nuse Illuminate\\Support\\Facades\\DB;\nuse Illuminate\\Support\\Facades\\Http;\n$sql = {};\nDB::transaction(fn () => Http::post('https://x', [$sql]), 3);\n",
+        parts.join(" . ")
+    );
+    std::fs::write(dir.path().join("flat.php"), source).unwrap();
+    let report = audit(&[dir.path().to_path_buf()]).unwrap();
+    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+    assert_eq!(report.findings.len(), 1, "{:?}", report.findings);
+    assert_eq!((report.findings[0].rule.id(), report.findings[0].line), ("retried-effect", 5));
+}
+
+/// A transaction closure that reaches itself through a variable (seen in phpvms) is walked
+/// once, not until the stack overflows.
+#[test]
+fn a_transaction_closure_that_reaches_itself_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("again.php"),
+        "<?php\nuse Illuminate\\Support\\Facades\\DB;\nuse Illuminate\\Support\\Facades\\Http;\nfunction again() {\n    $work = function () use (&$work) {\n        DB::table('t')->insert(['a' => 1]);\n        Http::post('https://x');\n        DB::transaction($work);\n    };\n    DB::transaction($work);\n}\n",
+    )
+    .unwrap();
+    let report = audit(&[dir.path().to_path_buf()]).unwrap();
+    let found: Vec<(&str, u32)> = report.findings.iter().map(|f| (f.rule.id(), f.line)).collect();
+    assert_eq!(found, [("stranded-effect", 7)], "{:?}", report.findings);
+}
+
+/// A query builder chain of hundreds of calls inside a transaction (UNIT3D's search DTO
+/// has 90) is typed once per call, not twice: 2^n would never end.
+#[test]
+fn a_long_call_chain_is_typed_in_linear_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let chain: String =
+        (0..300).map(|i| format!("->when($f{i}, fn ($q) => $q->where('c{i}', 1))")).collect();
+    std::fs::write(
+        dir.path().join("chain.php"),
+        format!(
+            "<?php\nuse Illuminate\\Support\\Facades\\DB;\nuse Illuminate\\Support\\Facades\\Http;\nDB::transaction(function () {{\n    DB::table('t'){chain}->update(['a' => 1]);\n    Http::post('https://x');\n}}, 3);\n"
+        ),
+    )
+    .unwrap();
+    let report = audit(&[dir.path().to_path_buf()]).unwrap();
+    let found: Vec<(&str, u32)> = report.findings.iter().map(|f| (f.rule.id(), f.line)).collect();
+    assert_eq!(found, [("retried-effect", 6)], "{:?}", report.findings);
+}

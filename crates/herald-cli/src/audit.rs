@@ -1,7 +1,8 @@
 //! `herald audit [PATH…]`: the PHP checker (crate herald-audit) as a command. Exit codes:
-//! 0 clean, 1 findings, 2 usage errors (a missing path, an unreadable baseline).
+//! 0 clean, 1 findings or a file that could not be parsed (unless `--allow-skipped`),
+//! 2 usage errors (a missing path, an unreadable baseline, a wrong `--assume`).
 
-use herald_audit::{Report, baseline, output};
+use herald_audit::{Assume, Options, Report, baseline, output};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -28,11 +29,23 @@ pub struct Args {
     /// Print files, parse time and total time to stderr.
     #[arg(long)]
     stats: bool,
+    /// Override the configuration read from the application, for its default
+    /// connection: db=pgsql|mysql|sqlite|sqlsrv, queue=sync|database|redis|sqs|…,
+    /// after_commit=true|false, lock_wait=SECONDS. Repeatable.
+    #[arg(long, value_name = "KEY=VALUE")]
+    assume: Vec<String>,
+    /// Exit 0 even when a file could not be parsed (it is still listed as skipped).
+    #[arg(long)]
+    allow_skipped: bool,
 }
 
 pub fn run(args: Args) -> ExitCode {
     let paths = if args.paths.is_empty() { vec![PathBuf::from(".")] } else { args.paths };
-    let mut report: Report = match herald_audit::audit(&paths) {
+    let assume = match Assume::parse(&args.assume) {
+        Ok(assume) => assume,
+        Err(e) => return usage(&e.to_string()),
+    };
+    let mut report: Report = match herald_audit::audit_with(&paths, &Options { assume }) {
         Ok(report) => report,
         Err(e) => return usage(&e.to_string()),
     };
@@ -47,6 +60,9 @@ pub fn run(args: Args) -> ExitCode {
     {
         return usage(&crate::one_line(&error_chain(&e)));
     }
+    // What was assumed of each application, one line each, on stderr so that the
+    // outputs stay what their readers parse.
+    eprint!("{}", output::header(&report));
     if args.sarif {
         println!("{:#}", output::sarif(&report));
     } else if args.json {
@@ -63,7 +79,9 @@ pub fn run(args: Args) -> ExitCode {
             report.total_time.as_secs_f64()
         );
     }
-    if report.findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    // A tree whose only buggy file was skipped must not pass as clean (issue 39).
+    let skipped = !report.skipped.is_empty() && !args.allow_skipped;
+    if report.findings.is_empty() && !skipped { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 
 fn usage(message: &str) -> ExitCode {

@@ -2,6 +2,7 @@
 //! HTTP, cache, Redis, storage, logs, queue pushes, broadcasts, notifications), the
 //! `Effect` a call chain makes, and the events a chain fires.
 
+use super::services::{Service, facade_type};
 use super::{Analysis, Frame};
 use crate::ir::{Call, Callee, Expr};
 
@@ -54,7 +55,11 @@ const REDIS_WRITES: [&str; 30] = [
     "append",
     "mset",
 ];
-const STORAGE_WRITES: [&str; 13] = [
+/// Disk writes a rollback strands. Not here: `copy` and `makeDirectory`, which only add
+/// a file nothing refers to once the rows roll back — garbage, not a state the
+/// surviving rows contradict (Kanka's gallery copies, UnoPim's export copies in the
+/// corpus, docs/audit.md); a `delete`, a `move` or an overwriting `put` is.
+const STORAGE_WRITES: [&str; 11] = [
     "put",
     "putFile",
     "putFileAs",
@@ -62,11 +67,9 @@ const STORAGE_WRITES: [&str; 13] = [
     "writeStream",
     "delete",
     "deleteDirectory",
-    "copy",
     "move",
     "append",
     "prepend",
-    "makeDirectory",
     "setVisibility",
 ];
 const LOG_LEVELS: [&str; 10] = [
@@ -82,7 +85,27 @@ const LOG_LEVELS: [&str; 10] = [
     "write",
 ];
 const HTTP_VERBS: [&str; 8] = ["get", "post", "put", "patch", "delete", "head", "send", "request"];
-const GUZZLE_TYPES: [&str; 2] = ["GuzzleHttp\\Client", "GuzzleHttp\\ClientInterface"];
+const HTTP_ASYNC: [&str; 4] = ["requestAsync", "sendAsync", "postAsync", "sendRequest"];
+const MAIL_SENDS: [&str; 5] = ["send", "sendNow", "raw", "html", "plain"];
+const QUEUE_PUSHES: [&str; 8] =
+    ["dispatch", "dispatchToQueue", "push", "later", "pushOn", "laterOn", "bulk", "pushRaw"];
+
+/// Whether some service has an effect under this method name.
+pub(super) fn effect_name(name: &str) -> bool {
+    [
+        &CACHE_WRITES[..],
+        &REDIS_WRITES,
+        &STORAGE_WRITES,
+        &LOG_LEVELS,
+        &HTTP_VERBS,
+        &HTTP_ASYNC,
+        &MAIL_SENDS,
+        &QUEUE_PUSHES,
+        &["queue", "notify", "notifyNow", "send", "sendNow"],
+    ]
+    .iter()
+    .any(|set| lower_in(name, set))
+}
 
 /// What a call does that a rollback cannot undo.
 #[derive(Debug)]
@@ -97,13 +120,16 @@ pub(super) struct Effect {
 
 impl<'a> Analysis<'a> {
     /// `event(new E)`, `Event::dispatch(new E)`, `E::dispatch()` for an event class.
-    pub(super) fn event_class(&self, chain: &[&'a Call]) -> Option<String> {
+    pub(super) fn event_class(&self, chain: &[&'a Call], frame: &Frame<'a>) -> Option<String> {
         let outer = chain[0];
-        let first_new = || match outer.args.first().map(|a| &a.value) {
-            Some(Expr::New { class, .. }) => Some(class.clone()),
-            _ => None,
-        };
+        let first_new = || outer.args.first().and_then(|a| self.job_class(&a.value, frame));
         match &outer.callee {
+            Callee::Method { object, name }
+                if lower_in(name, &["dispatch", "fire"])
+                    && self.service_of(&self.types_of(object, frame)) == Some(Service::Events) =>
+            {
+                first_new()
+            }
             Callee::Function(f) if f.eq_ignore_ascii_case("event") => first_new(),
             Callee::Static { class, name }
                 if facade(class, "Event") && lower_in(name, &["dispatch", "fire"]) =>
@@ -172,7 +198,8 @@ impl<'a> Analysis<'a> {
                 }
                 if lower_in(name, &["queue", "later"]) {
                     let what = format!("mail queued (Mail::…->{name}())");
-                    let made = outer.args.iter().rev().find_map(|a| new_waiting(&a.value));
+                    let made =
+                        outer.args.iter().rev().find_map(|a| self.made_waiting(&a.value, frame));
                     return match made {
                         Some((_, Some(waits))) => {
                             Some(Effect { what, log: false, dispatch: true, after_commit: waits })
@@ -185,7 +212,7 @@ impl<'a> Analysis<'a> {
             if facade(class, "Notification")
                 && lower_in(name, &["send", "sendNow", "notify", "notifyNow"])
             {
-                return self.notification(outer, name, &modifiers);
+                return self.notification(outer, name, &modifiers, frame);
             }
             if facade(class, "Http")
                 && lower_in(name, &HTTP_VERBS)
@@ -200,10 +227,19 @@ impl<'a> Analysis<'a> {
                 return send(format!("Redis write (Redis::…{name}())"));
             }
             if facade(class, "Storage") && lower_in(name, &STORAGE_WRITES) {
+                if self.writes_fresh_file(outer, name, frame) {
+                    return None;
+                }
                 return send(format!("storage write (Storage::…{name}())"));
             }
             if facade(class, "Log") && lower_in(name, &LOG_LEVELS) {
                 return send(format!("log line (Log::…{name}())"));
+            }
+            // The other facades of a service (`File::delete()`): by the type they stand for.
+            if facade(class, "File")
+                && let Some(service) = facade_type(class).and_then(|t| self.service_of(&[t.into()]))
+            {
+                return self.service_effect(service, outer, name, frame, &modifiers, Some("File"));
             }
             if (facade(class, "Bus") || facade(class, "Queue"))
                 && lower_in(
@@ -211,7 +247,7 @@ impl<'a> Analysis<'a> {
                     &["dispatch", "dispatchToQueue", "push", "later", "pushOn", "laterOn", "bulk"],
                 )
             {
-                let job = outer.args.first().and_then(|a| new_class(&a.value));
+                let job = outer.args.first().and_then(|a| self.job_class(&a.value, frame));
                 return dispatch(
                     format!("job pushed ({}::…{name}())", short(class)),
                     job.as_deref(),
@@ -269,7 +305,7 @@ impl<'a> Analysis<'a> {
             let function = function.trim_start_matches('\\');
             if chain.len() == 1 {
                 if function.eq_ignore_ascii_case("dispatch") {
-                    let job = outer.args.first().and_then(|a| new_class(&a.value));
+                    let job = outer.args.first().and_then(|a| self.job_class(&a.value, frame));
                     return dispatch("dispatch() without ->afterCommit()".into(), job.as_deref());
                 }
                 if function.eq_ignore_ascii_case("curl_exec")
@@ -320,7 +356,7 @@ impl<'a> Analysis<'a> {
                         })
                     })
                 {
-                    let job = root.args.first().and_then(|a| new_class(&a.value));
+                    let job = root.args.first().and_then(|a| self.job_class(&a.value, frame));
                     return dispatch("dispatch() without ->afterCommit()".into(), job.as_deref());
                 }
                 if function.eq_ignore_ascii_case("cache") && lower_in(name, &CACHE_WRITES) {
@@ -341,8 +377,17 @@ impl<'a> Analysis<'a> {
         }
         // Method calls on an object.
         if let Callee::Method { object, .. } = &outer.callee {
-            if lower_in(name, &["notify", "notifyNow"]) && outer.args.len() == 1 {
-                return self.notification(outer, name, &modifiers);
+            // `$user->notify(new X)` — not `$this->notify('Saved')` (a Livewire toast) nor
+            // a `notify()` the class defines itself (issue 39: Paymenter).
+            if lower_in(name, &["notify", "notifyNow"])
+                && outer.args.len() == 1
+                && !matches!(outer.args[0].value, Expr::Str(_) | Expr::Other(_))
+                && !self
+                    .types_of(object, frame)
+                    .iter()
+                    .any(|t| self.index.method(t, name).is_some())
+            {
+                return self.notification(outer, name, &modifiers, frame);
             }
             if lower_in(name, &["send", "sendNow"])
                 && chain.len() > 1
@@ -353,15 +398,13 @@ impl<'a> Analysis<'a> {
             {
                 return send(format!("mail sent (->{name}())"));
             }
-            if lower_in(name, &HTTP_VERBS) || lower_in(name, &["requestAsync", "sendAsync"]) {
-                let types = self.types_of(object, frame);
-                if types.iter().any(|t| lower_in(t, &GUZZLE_TYPES)) {
-                    return send(format!("HTTP call (Guzzle ->{name}())"));
-                }
+            if let Some(effect) = self.typed_effect(chain, frame, &modifiers) {
+                return Some(effect);
             }
             if name.eq_ignore_ascii_case("dispatch")
                 && matches!(object, Expr::Var(v) if v == "this")
-                && let Some(job) = outer.args.first().and_then(|a| new_class(&a.value))
+                && frame.class.is_none_or(|c| self.index.method(&c.name, "dispatch").is_none())
+                && let Some(job) = outer.args.first().and_then(|a| self.job_class(&a.value, frame))
             {
                 return dispatch(
                     format!("$this->dispatch(new {}) without ->afterCommit()", short(&job)),
@@ -372,13 +415,124 @@ impl<'a> Analysis<'a> {
         None
     }
 
+    /// The class a job, mailable or notification argument makes: `new X(…)`, or a
+    /// variable assigned `new X(…)` in the same function (issue 39: `$job = new X;
+    /// dispatch($job);` where X waits for the commit).
+    pub(super) fn job_class(&self, e: &Expr, frame: &Frame<'a>) -> Option<String> {
+        match e {
+            Expr::Var(v) if v != "this" => {
+                self.env(frame).and_then(|env| env.types.get(v)).and_then(|t| t.first()).cloned()
+            }
+            other => new_class(other),
+        }
+    }
+
+    /// `new_waiting`, also through a variable.
+    fn made_waiting(&self, e: &Expr, frame: &Frame<'a>) -> Option<(String, Option<bool>)> {
+        new_waiting(e).or_else(|| match e {
+            Expr::Var(_) => self.job_class(e, frame).map(|c| (c, None)),
+            _ => None,
+        })
+    }
+
+    /// A write of a new file under a name made random here (`Str::random(32)`,
+    /// `Str::uuid()`, `uniqid()`, `$file->hashName()`): like a copy, a rollback leaves only
+    /// a file nothing refers to (Event Schedule's imported images in the corpus).
+    fn writes_fresh_file(&self, call: &'a Call, name: &str, frame: &Frame<'a>) -> bool {
+        lower_in(name, &["put", "putFile", "putFileAs", "write", "writeStream"])
+            && call.args.first().is_some_and(|a| {
+                fresh_name(&a.value)
+                    || self.env(frame).is_some_and(|env| mentions_any(&a.value, &env.fresh))
+            })
+    }
+
+    /// The effect of method `name` on a value of `service`'s type.
+    pub(super) fn service_effect(
+        &self,
+        service: Service,
+        outer: &'a Call,
+        name: &str,
+        frame: &Frame<'a>,
+        modifiers: &dyn Fn(Option<&str>) -> bool,
+        facade_label: Option<&str>,
+    ) -> Option<Effect> {
+        // How the receiver is named in the message: `File::delete()` for a facade,
+        // `injected filesystem ->delete()` for a value of the service's type.
+        let via = |what: &str| match facade_label {
+            Some(f) => format!("{f}::{name}()"),
+            None => format!("injected {what} ->{name}()"),
+        };
+        let send = |what: String| {
+            Some(Effect {
+                log: what.starts_with("log line"),
+                what,
+                dispatch: false,
+                after_commit: false,
+            })
+        };
+        match service {
+            Service::Mail if lower_in(name, &MAIL_SENDS) => {
+                send(format!("mail sent ({})", via("mailer")))
+            }
+            Service::Mail if lower_in(name, &["queue", "later"]) => {
+                let what = format!("mail queued ({})", via("mailer"));
+                match outer.args.iter().rev().find_map(|a| self.made_waiting(&a.value, frame)) {
+                    Some((_, Some(waits))) => {
+                        Some(Effect { what, log: false, dispatch: true, after_commit: waits })
+                    }
+                    made => Some(Effect {
+                        what,
+                        log: false,
+                        dispatch: true,
+                        after_commit: modifiers(made.map(|(m, _)| m).as_deref()),
+                    }),
+                }
+            }
+            Service::Http if lower_in(name, &HTTP_VERBS) || lower_in(name, &HTTP_ASYNC) => {
+                send(format!("HTTP call ({})", via("client")))
+            }
+            Service::Cache if lower_in(name, &CACHE_WRITES) => {
+                send(format!("cache write ({})", via("cache")))
+            }
+            Service::Storage if lower_in(name, &STORAGE_WRITES) => {
+                if self.writes_fresh_file(outer, name, frame) {
+                    return None;
+                }
+                send(format!("storage write ({})", via("filesystem")))
+            }
+            Service::Redis if lower_in(name, &REDIS_WRITES) => {
+                send(format!("Redis write ({})", via("Redis")))
+            }
+            Service::Log if lower_in(name, &LOG_LEVELS) => {
+                send(format!("log line ({})", via("logger")))
+            }
+            Service::Queue | Service::Bus
+                if lower_in(name, &QUEUE_PUSHES)
+                    && !lower_in(name, &["dispatchSync", "dispatchNow"]) =>
+            {
+                let job = outer.args.first().and_then(|a| self.job_class(&a.value, frame));
+                Some(Effect {
+                    what: format!("job pushed ({})", via("dispatcher")),
+                    log: false,
+                    dispatch: true,
+                    after_commit: modifiers(job.as_deref()),
+                })
+            }
+            Service::Notifications if lower_in(name, &["send", "sendNow"]) => {
+                self.notification(outer, name, modifiers, frame)
+            }
+            _ => None,
+        }
+    }
+
     fn notification(
         &self,
         call: &'a Call,
         name: &str,
         modifiers: &dyn Fn(Option<&str>) -> bool,
+        frame: &Frame<'a>,
     ) -> Option<Effect> {
-        let made = call.args.iter().rev().find_map(|a| new_waiting(&a.value));
+        let made = call.args.iter().rev().find_map(|a| self.made_waiting(&a.value, frame));
         let (notification, waits) = match made {
             Some((n, waits)) => (Some(n), waits),
             None => (None, None),
@@ -433,6 +587,45 @@ fn new_waiting(e: &Expr) -> Option<(String, Option<bool>)> {
         },
         other => new_class(other).map(|class| (class, None)),
     }
+}
+
+/// Whether `e` makes a random name: `Str::random()`, `Str::uuid()`, `Str::ulid()`,
+/// `Uuid::uuid4()`, `uniqid()`, `random_bytes()`, `->hashName()`.
+pub(super) fn fresh_name(e: &Expr) -> bool {
+    if let Expr::Call(c) = e {
+        let hit = match &c.callee {
+            Callee::Static { class, name } => {
+                (short(class).eq_ignore_ascii_case("Str")
+                    && lower_in(name, &["random", "uuid", "orderedUuid", "ulid"]))
+                    || (short(class).eq_ignore_ascii_case("Uuid")
+                        && lower_in(name, &["uuid4", "uuid7", "v4", "v7"]))
+            }
+            Callee::Function(f) => {
+                lower_in(f.trim_start_matches('\\'), &["uniqid", "random_bytes", "str_random"])
+            }
+            Callee::Method { name, .. } => name.eq_ignore_ascii_case("hashName"),
+            Callee::Dynamic(_) => false,
+        };
+        if hit {
+            return true;
+        }
+    }
+    if matches!(e, Expr::Closure(_)) {
+        return false;
+    }
+    let mut found = false;
+    e.for_each_child(&mut |c| found = found || fresh_name(c));
+    found
+}
+
+/// Whether `e` reads one of `vars`.
+fn mentions_any(e: &Expr, vars: &std::collections::HashSet<String>) -> bool {
+    if let Expr::Var(v) = e {
+        return vars.contains(v);
+    }
+    let mut found = false;
+    e.for_each_child(&mut |c| found = found || mentions_any(c, vars));
+    found
 }
 
 fn starts_with_url(e: &Expr) -> bool {
