@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use herald_audit::{Rule, audit};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -15,34 +17,15 @@ fn fixture(name: &str) -> PathBuf {
 /// (rule, path relative to the fixture, line) for every `// expect:` marker.
 fn expected(root: &Path) -> BTreeSet<(String, String, u32)> {
     let mut out = BTreeSet::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            if path.extension().and_then(|e| e.to_str()) != Some("php") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            for (i, line) in text.lines().enumerate() {
-                if let Some(at) = line.find("// expect: ") {
-                    for rule in line[at + "// expect: ".len()..].split(',') {
-                        let rule = rule.trim();
-                        assert!(
-                            Rule::from_id(rule).is_some(),
-                            "{}:{}: unknown rule {rule}",
-                            path.display(),
-                            i + 1
-                        );
-                        let relative =
-                            path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-                        out.insert((rule.to_string(), relative, u32::try_from(i + 1).unwrap()));
-                    }
-                }
-            }
+    for (relative, line, rules) in common::marker_lines(root, "// expect: ") {
+        for rule in rules.split(',') {
+            let rule = rule.trim();
+            assert!(
+                Rule::from_id(rule).is_some(),
+                "{}:{line}: unknown rule {rule}",
+                root.join(&relative).display()
+            );
+            out.insert((rule.to_string(), relative.clone(), line));
         }
     }
     out

@@ -10,6 +10,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout)]
 
+mod common;
+
 use herald_audit::{RULES, Rule, audit};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -24,33 +26,16 @@ fn root(app: &str) -> PathBuf {
 
 /// (rule, path relative to the app, line) for every marker of `kind` (`expect` or `ok`).
 fn markers(root: &Path, kind: &str) -> BTreeSet<(Rule, String, u32)> {
-    let tag = format!("// {kind}: ");
-    let mut out = BTreeSet::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            if path.extension().and_then(|e| e.to_str()) != Some("php") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            for (i, line) in text.lines().enumerate() {
-                if let Some(at) = line.find(&tag) {
-                    let id = line[at + tag.len()..].trim();
-                    let rule = Rule::from_id(id).unwrap_or_else(|| {
-                        panic!("{}:{}: unknown rule {id}", path.display(), i + 1)
-                    });
-                    let relative = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-                    out.insert((rule, relative, u32::try_from(i + 1).unwrap()));
-                }
-            }
-        }
-    }
-    out
+    common::marker_lines(root, &format!("// {kind}: "))
+        .into_iter()
+        .map(|(relative, line, id)| {
+            let id = id.trim();
+            let rule = Rule::from_id(id).unwrap_or_else(|| {
+                panic!("{}:{line}: unknown rule {id}", root.join(&relative).display())
+            });
+            (rule, relative, line)
+        })
+        .collect()
 }
 
 #[derive(Default)]

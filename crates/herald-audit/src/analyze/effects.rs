@@ -157,14 +157,7 @@ impl<'a> Analysis<'a> {
             Callee::Function(f) => Some(f.as_str()),
             _ => None,
         };
-        let send = |what: String| {
-            Some(Effect {
-                log: what.starts_with("log line"),
-                what,
-                dispatch: false,
-                after_commit: false,
-            })
-        };
+        let send = sent;
         let config = self.config(frame.file);
         // A dispatch's own modifiers: ->afterCommit(), ->beforeCommit(), ->onConnection().
         let modifiers = |job: Option<&str>| {
@@ -462,14 +455,7 @@ impl<'a> Analysis<'a> {
             Some(f) => format!("{f}::{name}()"),
             None => format!("injected {what} ->{name}()"),
         };
-        let send = |what: String| {
-            Some(Effect {
-                log: what.starts_with("log line"),
-                what,
-                dispatch: false,
-                after_commit: false,
-            })
-        };
+        let send = sent;
         match service {
             Service::Mail if lower_in(name, &MAIL_SENDS) => {
                 send(format!("mail sent ({})", via("mailer")))
@@ -638,4 +624,9 @@ fn starts_with_url(e: &Expr) -> bool {
 
 pub(super) fn short(class: &str) -> &str {
     class.rsplit('\\').next().unwrap_or(class)
+}
+
+/// An effect that happens now (not a dispatch, not after the commit): `what` it is.
+fn sent(what: String) -> Option<Effect> {
+    Some(Effect { log: what.starts_with("log line"), what, dispatch: false, after_commit: false })
 }
