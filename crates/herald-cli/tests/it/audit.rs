@@ -212,3 +212,50 @@ fn laravel_framework_source() {
         assert!(human.contains(&format!("{}:", s["path"].as_str().unwrap())), "{s}");
     }
 }
+
+/// Seed 000's claim: a caught unique violation inside a transaction, harmless on MySQL and
+/// an aborted transaction on PostgreSQL.
+const CAUGHT: &str = "<?php\nuse Illuminate\\Database\\QueryException;\nuse Illuminate\\Support\\Facades\\DB;\n\nDB::transaction(function () {\n    try {\n        DB::table('claims')->insert(['key' => 'k']);\n    } catch (QueryException $e) {\n        return;\n    }\n    DB::table('orders')->update(['state' => 'claimed']);\n});\n";
+
+/// Issue 39, point 3: what the run assumed is said on stderr (the outputs stay what their
+/// readers parse), `--assume` overrides it, and a wrong one is a usage error.
+#[test]
+fn what_was_assumed_is_said_and_can_be_overridden() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("config")).unwrap();
+    std::fs::write(
+        dir.path().join("config/database.php"),
+        "<?php\nreturn ['default' => 'mysql', 'connections' => ['mysql' => ['driver' => 'mysql']]];\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("claim.php"), CAUGHT).unwrap();
+    let (code, out, err) = herald_audit(&[path_str(dir.path())]);
+    assert_eq!(code, Some(0), "MySQL: the caught error leaves the transaction going\n{out}");
+    assert!(err.contains("herald audit ") && err.contains("database mysql"), "{err}");
+    assert!(!out.contains("herald audit "), "the header is not in the report: {out}");
+
+    let (code, out, err) = herald_audit(&["--assume", "db=pgsql", path_str(dir.path())]);
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    assert!(out.contains("[poisoned-transaction]"), "{out}");
+    assert!(err.contains("database pgsql") && err.contains("--assume"), "{err}");
+
+    for wrong in ["db", "colour=blue", "db=oracle", "lock_wait=soon"] {
+        let (code, _, err) = herald_audit(&["--assume", wrong, path_str(dir.path())]);
+        assert_eq!(code, Some(2), "--assume {wrong}: {err}");
+        assert!(err.starts_with("error: --assume"), "--assume {wrong}: {err}");
+    }
+}
+
+/// Issue 39: a tree whose only buggy file could not be parsed is not clean.
+#[test]
+fn a_file_not_parsed_fails_the_run_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ok.php"), "<?php\necho 1;\n").unwrap();
+    std::fs::write(dir.path().join("broken.php"), "<?php\nfunction (\n").unwrap();
+    let (code, out, _) = herald_audit(&[path_str(dir.path())]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("broken.php") && out.contains("not parsed, skipped"), "{out}");
+    let (code, out, _) = herald_audit(&["--allow-skipped", path_str(dir.path())]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("not parsed, skipped"), "still listed: {out}");
+}
