@@ -66,6 +66,16 @@ impl Backend {
         }
     }
 
+    /// Whether a batch of claims is a fixed number of statements here
+    /// ([`crate::deliveries::deliveries_claim_many`]: PostgreSQL, MariaDB), rather than one
+    /// claim after another (SQLite, where one writer and no round trips make that cheap).
+    pub fn claims_in_batches(self) -> bool {
+        match self {
+            Backend::Sqlite => false,
+            Backend::Postgres | Backend::MySql => true,
+        }
+    }
+
     /// Whether committed work wakes other processes' workers through the database itself
     /// (PostgreSQL's LISTEN/NOTIFY); elsewhere they hear of it by datagram
     /// ([`crate::notify::WakeTarget`]) or by polling.

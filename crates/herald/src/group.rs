@@ -10,10 +10,11 @@
 //!
 //! A batch of one is the submit alone ([`Herald::submit_solo`]: on PostgreSQL one
 //! autocommitted statement). A bigger batch is one transaction under the runner. On
-//! PostgreSQL the store claims it whole in three statements (`deliveries_claim_many`: the
-//! accounts locked in the one order and read, the identities read, one insert of what the
-//! plan admits), each member answered as its claim alone would have been in arrival
-//! order. Elsewhere (or to find a member at fault) a batch over several accounts locks
+//! PostgreSQL and MariaDB the store claims it whole in a fixed number of statements
+//! (`deliveries_claim_many`: the accounts locked in the one order and read, the
+//! identities read, then one insert of what the plan admits — on MariaDB one per table),
+//! each member answered as its claim alone would have been in arrival order. On SQLite
+//! (or to find a member at fault) a batch over several accounts locks
 //! them once, every stripe, in the store's one order (`quota_lock`), then each member is
 //! claimed in arrival order. Either
 //! way an account that cannot cover the whole batch serves its first submits, and a
@@ -305,7 +306,7 @@ impl Herald {
     }
 
     /// The members' claims in one transaction: where the backend claims many at once
-    /// (PostgreSQL), all of them in its fixed number of statements; otherwise, or when
+    /// (PostgreSQL, MariaDB), all of them in its fixed number of statements; otherwise, or when
     /// `one_by_one`, accounts locked first, in one order, then each claim in arrival order.
     async fn claim_together(&self, members: &[Member], one_by_one: bool) -> Together {
         let earliest = members.iter().map(|m| m.deadline).min().unwrap_or_else(Instant::now);

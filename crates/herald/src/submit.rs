@@ -309,7 +309,7 @@ impl Herald {
         mut conn: Conn<'_>,
         items: &[(&SubmitRequest, &Checked)],
     ) -> Result<Option<Vec<Result<Submitted, Error>>>, Error> {
-        if !self.store().backend().claims_in_one_statement() {
+        if !self.store().backend().claims_in_batches() {
             return Ok(None);
         }
         let ids: Vec<DeliveryId> = items.iter().map(|_| DeliveryId::new_v7()).collect();

@@ -175,3 +175,56 @@ BEGIN
         END LOOP;
     END IF;
 END;
+
+-- The stripes a group-committed batch reserves from (ARCHITECTURE.md, "MariaDB's batch in
+-- a few statements"), in one round trip: `p_accounts` is a JSON array of
+-- [tenant as hex, quota key as hex of its UTF-8, what the batch needs at most], in the one order of accounts
+-- (tenant, then key). For each, a free stripe that covers the whole need, locked
+-- (herald_quota_take, which never waits); for an account that has none, every stripe,
+-- each locked by its key in stripe order (waiting for the transactions that hold them, so
+-- the batch sees the account whole). The answer, one row: for each stripe locked,
+-- "account index:stripe:available", comma-separated, in the order locked.
+DROP PROCEDURE IF EXISTS herald_batch_take;
+CREATE PROCEDURE herald_batch_take(IN p_accounts LONGTEXT, IN p_at BIGINT)
+MODIFIES SQL DATA
+BEGIN
+    DECLARE v_i INT DEFAULT 0;
+    DECLARE v_n INT DEFAULT JSON_LENGTH(p_accounts);
+    DECLARE v_tenant BINARY(16);
+    DECLARE v_key VARCHAR(100);
+    DECLARE v_need BIGINT;
+    DECLARE v_stripe SMALLINT;
+    DECLARE v_each INT;
+    DECLARE v_available BIGINT;
+    DECLARE v_taken LONGTEXT DEFAULT '';
+    DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
+    WHILE v_i < v_n DO
+        SET v_tenant = UNHEX(JSON_VALUE(p_accounts, CONCAT('$[', v_i, '][0]')));
+        SET v_key = CONVERT(UNHEX(JSON_VALUE(p_accounts, CONCAT('$[', v_i, '][1]')))
+                            USING utf8mb4);
+        SET v_need = JSON_VALUE(p_accounts, CONCAT('$[', v_i, '][2]'));
+        CALL herald_quota_take(v_tenant, v_key, v_need, 0, p_at, FALSE, v_stripe);
+        IF v_stripe IS NOT NULL THEN
+            SELECT a.available INTO v_available FROM quota_accounts a
+             WHERE a.tenant_id = v_tenant AND a.quota_key = v_key AND a.stripe = v_stripe
+             FOR UPDATE;
+            SET v_taken = CONCAT(v_taken, v_i, ':', v_stripe, ':', v_available, ',');
+        ELSE
+            -- Stripe by stripe, each by its key, as herald_quota_gather (no gap locks under
+            -- REPEATABLE READ).
+            SET v_each = 0;
+            WHILE v_each < 64 DO
+                SET v_available = NULL;
+                SELECT a.available INTO v_available FROM quota_accounts a
+                 WHERE a.tenant_id = v_tenant AND a.quota_key = v_key AND a.stripe = v_each
+                 FOR UPDATE;
+                IF v_available IS NOT NULL THEN
+                    SET v_taken = CONCAT(v_taken, v_i, ':', v_each, ':', v_available, ',');
+                END IF;
+                SET v_each = v_each + 1;
+            END WHILE;
+        END IF;
+        SET v_i = v_i + 1;
+    END WHILE;
+    SELECT v_taken;
+END;

@@ -5,6 +5,7 @@ use crate::clock::Now;
 use crate::conn::Conn;
 use crate::error::StoreError;
 use sqlx::types::Uuid;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// A claim to insert.
 #[derive(Debug, Clone)]
@@ -69,15 +70,17 @@ pub async fn delivery_claim(
 /// would have answered it had they run one after another in this order — where the backend
 /// does it in a fixed number of statements (PostgreSQL: the accounts locked in the one
 /// order and read, the identities and tenants read, then one statement inserting every
-/// delivery the plan admits with its payload, reservation and journal row). `None` on a
-/// backend that claims one by one (the caller then calls [`delivery_claim`] per
-/// delivery).
+/// delivery the plan admits with its payload, reservation and journal row; MariaDB: the
+/// same reads, then one multi-row statement per table). `None` on a backend that claims
+/// one by one (the caller then calls [`delivery_claim`] per delivery).
 ///
-/// The plan is made from what the transaction reads: an identity that a concurrent
-/// transaction commits meanwhile is not inserted (`ON CONFLICT DO NOTHING`) and is
-/// answered [`Claim::Exists`]; if that changed what a later delivery of the batch was
-/// answered (quota it planned to take was refused to a later one), the result is
+/// The plan is made from what the transaction reads. On PostgreSQL an identity that a
+/// concurrent transaction commits meanwhile is not inserted (`ON CONFLICT DO NOTHING`)
+/// and is answered [`Claim::Exists`]; if that changed what a later delivery of the batch
+/// was answered (quota it planned to take was refused to a later one), the result is
 /// [`StoreError::BatchRaced`], a concurrency conflict: roll back and run the batch again.
+/// On MariaDB (no per-row `DO NOTHING` that hides nothing else) any such identity makes
+/// the result [`StoreError::BatchRaced`], with nothing of the batch written.
 pub async fn deliveries_claim_many(
     conn: Conn<'_>,
     news: &[NewDelivery<'_>],
@@ -88,8 +91,110 @@ pub async fn deliveries_claim_many(
         Conn::Postgres(c) => {
             crate::postgres::claim::deliveries_claim_many(c, news, now, notify).await.map(Some)
         }
-        Conn::Sqlite(_) | Conn::MySql(_) => Ok(None),
+        Conn::MySql(c) => crate::mysql::claim::deliveries_claim_many(c, news, now).await.map(Some),
+        Conn::Sqlite(_) => Ok(None),
     }
+}
+
+/// What each account of a batch needs at most: the sum of its members' costs (members
+/// that turn out to exist or to be refused count too), in the one order of accounts.
+pub(crate) fn batch_needs(news: &[NewDelivery<'_>]) -> BTreeMap<(Uuid, String), i64> {
+    let mut totals: BTreeMap<(Uuid, String), i64> = BTreeMap::new();
+    for n in news.iter().filter(|n| n.cost > 0) {
+        *totals.entry((n.tenant_id, n.quota_key.to_string())).or_default() += n.cost;
+    }
+    totals
+}
+
+/// The stripes a batch locked, per account: (stripe, available), in stripe order.
+pub(crate) type LockedStripes = HashMap<(Uuid, String), Vec<(i16, i64)>>;
+
+/// Each account's available units, summed over the stripes the batch locked.
+pub(crate) fn batch_available(stripes: &LockedStripes) -> HashMap<(Uuid, String), i64> {
+    stripes.iter().map(|(account, s)| (account.clone(), s.iter().map(|(_, a)| a).sum())).collect()
+}
+
+/// The stripe each admitted delivery reserves from (0 for cost 0), in order: the first
+/// stripe that still covers it. With it, the accounts on which some delivery fits no
+/// single stripe (the plan admitted it from the account's sum), each with its lowest
+/// stripe: the caller gathers such an account's balance there (`herald_quota_move`, with
+/// every stripe locked) and [`gathered`] puts all its deliveries on it.
+pub(crate) fn stripe_plan(
+    admitted: &[&NewDelivery<'_>],
+    mut stripes: LockedStripes,
+) -> (Vec<i16>, Vec<(Uuid, String, i16)>) {
+    let mut on_stripe = Vec::with_capacity(admitted.len());
+    let mut gather = BTreeMap::new();
+    for new in admitted {
+        let account = (new.tenant_id, new.quota_key.to_string());
+        let lowest = stripes.get(&account).and_then(|s| s.first()).map(|(stripe, _)| *stripe);
+        let fit = match stripes.get_mut(&account) {
+            Some(s) if new.cost > 0 => s.iter_mut().find(|(_, left)| *left >= new.cost),
+            _ => None,
+        };
+        on_stripe.push(match fit {
+            Some((stripe, left)) => {
+                *left -= new.cost;
+                *stripe
+            }
+            None => {
+                if let (true, Some(lowest)) = (new.cost > 0, lowest) {
+                    gather.insert(account, lowest);
+                }
+                0
+            }
+        });
+    }
+    (on_stripe, gather.into_iter().map(|((t, k), lowest)| (t, k, lowest)).collect())
+}
+
+/// Puts every delivery of a gathered account on the stripe its balance was gathered into.
+pub(crate) fn gathered(
+    admitted: &[&NewDelivery<'_>],
+    on_stripe: &mut [i16],
+    (tenant, key, lowest): &(Uuid, String, i16),
+) {
+    for (new, stripe) in admitted.iter().zip(on_stripe.iter_mut()) {
+        if new.cost > 0 && new.tenant_id == *tenant && new.quota_key == key {
+            *stripe = *lowest;
+        }
+    }
+}
+
+/// A batch's answers from its plan and what was inserted (id → created, due).
+/// A planned delivery that was not inserted: a concurrent transaction committed its
+/// identity meanwhile. Its planned reservation was never taken, so a later delivery of
+/// the batch on that account that the plan refused may have been refused wrongly:
+/// [`StoreError::BatchRaced`].
+pub(crate) fn batch_answers(
+    news: &[NewDelivery<'_>],
+    plan: &[Planned],
+    inserted: &HashMap<Uuid, (i64, i64)>,
+) -> Result<Vec<Claim>, StoreError> {
+    let mut raced_accounts = HashSet::new();
+    let mut claims = Vec::with_capacity(news.len());
+    for (new, planned) in news.iter().zip(plan) {
+        claims.push(match planned {
+            Planned::Insert => match inserted.get(&new.id) {
+                Some(&(created_at, next_attempt_at)) => {
+                    Claim::Inserted { created_at, next_attempt_at }
+                }
+                None => {
+                    raced_accounts.insert((new.tenant_id, new.quota_key));
+                    Claim::Exists
+                }
+            },
+            Planned::Exists => Claim::Exists,
+            Planned::UnknownTenant => Claim::UnknownTenant,
+            Planned::QuotaShort => {
+                if raced_accounts.contains(&(new.tenant_id, new.quota_key)) {
+                    return Err(StoreError::BatchRaced);
+                }
+                Claim::QuotaShort
+            }
+        });
+    }
+    Ok(claims)
 }
 
 /// What a batch claim decided for one delivery before inserting anything.
@@ -110,9 +215,9 @@ pub(crate) fn claim_plan(
     news: &[NewDelivery<'_>],
     known: &[bool],
     taken: &[bool],
-    mut available: std::collections::HashMap<(Uuid, String), i64>,
+    mut available: HashMap<(Uuid, String), i64>,
 ) -> Vec<Planned> {
-    let mut claimed = std::collections::HashSet::new();
+    let mut claimed = HashSet::new();
     news.iter()
         .zip(known.iter().zip(taken))
         .map(|(new, (&known, &taken))| {

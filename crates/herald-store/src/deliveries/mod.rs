@@ -18,7 +18,10 @@ pub use apply::{
     lease_expired,
 };
 pub use claim::{Claim, NewDelivery, deliveries_claim_many, delivery_claim};
-pub(crate) use claim::{Planned, claim_plan};
+pub(crate) use claim::{
+    LockedStripes, Planned, batch_answers, batch_available, batch_needs, claim_plan, gathered,
+    stripe_plan,
+};
 pub use lease::{
     ExpiredLease, LaneFound, LanesDue, Lease, LeaseLanes, deliveries_expired, deliveries_lanes,
     deliveries_lease, deliveries_lease_lanes, deliveries_leased_by, delivery_hand_back,

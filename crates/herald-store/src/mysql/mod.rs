@@ -87,6 +87,33 @@ where
     query
 }
 
+/// One query of [`insert_rows`], as its `bind` receives it.
+pub(crate) type RowsQuery<'q> = sqlx::query::Query<'q, MySql, MySqlArguments>;
+
+/// `head`, `row` once per item, then `tail`, in as few statements as keep the texts few:
+/// one per power of two in the count (13 rows: 8, 4 and 1), so a statement of every
+/// length is not prepared (see `Now::mysql_sql` for what a new text costs). `bind` binds
+/// one item's values in `row`'s order. Rows affected, summed; the database's error as it
+/// came (a caller may answer a duplicate key).
+pub(crate) async fn insert_rows<'q, T>(
+    c: &mut MySqlConnection,
+    head: &str,
+    row: &str,
+    tail: &str,
+    items: &'q [T],
+    bind: impl Fn(RowsQuery<'q>, &'q T) -> RowsQuery<'q>,
+) -> Result<u64, sqlx::Error> {
+    let (mut rest, mut affected) = (items, 0);
+    while !rest.is_empty() {
+        let (chunk, after) = rest.split_at(1 << rest.len().ilog2());
+        rest = after;
+        let q = format!("{head} {}{tail}", vec![row; chunk.len()].join(", "));
+        let query = chunk.iter().fold(sqlx::query(sql(q)), &bind);
+        affected += query.execute(&mut *c).await?.rows_affected();
+    }
+    Ok(affected)
+}
+
 /// The query types' `bind`, as one trait, so helpers can bind whatever they are given.
 pub(crate) trait Bind<'q>: Sized {
     fn bind_value<T: sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + Send + 'q>(self, v: T) -> Self;

@@ -1,4 +1,4 @@
-use super::{Bind, end_savepoint, savepoint, sql};
+use super::{Bind, end_savepoint, insert_rows, savepoint, sql};
 use crate::clock::Now;
 use crate::error::StoreError;
 use crate::quota::{
@@ -263,8 +263,7 @@ pub(crate) async fn quota_settle(
 }
 
 /// Journal rows of one kind on one account, one per (delivery, reservation, amount), in
-/// as few statements as keep the texts few: one per power of two in the count (13 rows:
-/// 8, 4 and 1), so a statement of every length is not prepared (see `Now::mysql_sql`).
+/// few statements ([`insert_rows`]).
 pub(crate) async fn journal_insert(
     c: &mut MySqlConnection,
     tenant: Uuid,
@@ -274,32 +273,51 @@ pub(crate) async fn journal_insert(
     movements: &[(Uuid, i32, i64)],
     now: Now,
 ) -> Result<(), StoreError> {
-    let mut rest = movements;
-    while !rest.is_empty() {
-        let n = 1 << rest.len().ilog2();
-        let (chunk, after) = rest.split_at(n);
-        rest = after;
-        let row = format!("(?, ?, ?, ?, ?, ?, ?, {})", now.mysql_sql());
-        let q = format!(
-            "INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount,
-                 delivery_id, reservation_seq, at)
-             VALUES {}",
-            vec![row; chunk.len()].join(", ")
-        );
-        let mut query = sqlx::query(sql(q));
-        for (delivery, seq, amount) in chunk {
-            query = query
-                .bind(tenant)
-                .bind(quota_key)
-                .bind(stripe)
-                .bind(kind)
-                .bind(amount)
-                .bind(delivery)
-                .bind(seq)
-                .bind_now(now);
-        }
-        query.execute(&mut *c).await?;
-    }
+    let rows: Vec<JournalMove<'_>> = movements
+        .iter()
+        .map(|&(delivery, seq, amount)| JournalMove {
+            tenant,
+            quota_key,
+            stripe,
+            delivery,
+            seq,
+            amount,
+        })
+        .collect();
+    journal_moves(c, kind, &rows, now).await
+}
+
+/// One movement of a reservation, on the stripe it names.
+pub(crate) struct JournalMove<'a> {
+    pub tenant: Uuid,
+    pub quota_key: &'a str,
+    pub stripe: i16,
+    pub delivery: Uuid,
+    pub seq: i32,
+    pub amount: i64,
+}
+
+/// Journal rows of one kind, one per movement, on any accounts, in few statements.
+pub(crate) async fn journal_moves(
+    c: &mut MySqlConnection,
+    kind: &str,
+    moves: &[JournalMove<'_>],
+    now: Now,
+) -> Result<(), StoreError> {
+    let head = "INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount, \
+                delivery_id, reservation_seq, at) VALUES";
+    let row = format!("(?, ?, ?, ?, ?, ?, ?, {})", now.mysql_sql());
+    insert_rows(c, head, &row, "", moves, |q, m| {
+        q.bind(m.tenant)
+            .bind(m.quota_key)
+            .bind(m.stripe)
+            .bind(kind)
+            .bind(m.amount)
+            .bind(m.delivery)
+            .bind(m.seq)
+            .bind_now(now)
+    })
+    .await?;
     Ok(())
 }
 

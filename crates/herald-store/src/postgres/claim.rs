@@ -1,5 +1,8 @@
 use crate::clock::Now;
-use crate::deliveries::{Claim, NewDelivery, Planned, claim_plan};
+use crate::deliveries::{
+    Claim, LockedStripes, NewDelivery, Planned, batch_answers, batch_available, batch_needs,
+    claim_plan, gathered, stripe_plan,
+};
 use crate::error::StoreError;
 use sqlx::PgConnection;
 use sqlx::types::Uuid;
@@ -148,13 +151,8 @@ pub(crate) async fn deliveries_claim_many(
     now: Now,
     notify: bool,
 ) -> Result<Vec<Claim>, StoreError> {
-    // What the batch would reserve from each account, at most (members that turn out to
-    // exist or to be refused count too).
-    let mut totals: std::collections::BTreeMap<(Uuid, String), i64> = Default::default();
-    for n in news.iter().filter(|n| n.cost > 0) {
-        *totals.entry((n.tenant_id, n.quota_key.to_string())).or_default() += n.cost;
-    }
-    let mut stripes: HashMap<(Uuid, String), Vec<(i16, i64)>> = HashMap::new();
+    let totals = batch_needs(news);
+    let mut stripes = LockedStripes::new();
     // The common case: one free stripe of each account covers the whole batch, locked
     // with SKIP LOCKED, the accounts in the one order. Locking every stripe of every
     // account in the batch (64 rows each) cost the group-committed paths about half their
@@ -198,10 +196,7 @@ pub(crate) async fn deliveries_claim_many(
     {
         stripes.entry((t, k)).or_default().push((stripe, available));
     }
-    let available: HashMap<(Uuid, String), i64> = stripes
-        .iter()
-        .map(|(account, s)| (account.clone(), s.iter().map(|(_, a)| a).sum()))
-        .collect();
+    let available = batch_available(&stripes);
 
     let column = |f: fn(&NewDelivery<'_>) -> String| news.iter().map(f).collect::<Vec<_>>();
     let tenant_ids: Vec<Uuid> = news.iter().map(|n| n.tenant_id).collect();
@@ -287,71 +282,20 @@ pub(crate) async fn deliveries_claim_many(
         rows.into_iter().map(|(id, created, due, _notified)| (id, (created, due))).collect()
     };
 
-    // A planned delivery that was not inserted: a concurrent transaction committed its
-    // identity meanwhile. Its planned reservation was never taken, so a later delivery of
-    // the batch on that account that the plan refused may have been refused wrongly.
-    let mut raced_accounts = std::collections::HashSet::new();
-    let mut claims = Vec::with_capacity(news.len());
-    for (new, planned) in news.iter().zip(&plan) {
-        claims.push(match planned {
-            Planned::Insert => match inserted.get(&new.id) {
-                Some(&(created_at, next_attempt_at)) => {
-                    Claim::Inserted { created_at, next_attempt_at }
-                }
-                None => {
-                    raced_accounts.insert((new.tenant_id, new.quota_key));
-                    Claim::Exists
-                }
-            },
-            Planned::Exists => Claim::Exists,
-            Planned::UnknownTenant => Claim::UnknownTenant,
-            Planned::QuotaShort => {
-                if raced_accounts.contains(&(new.tenant_id, new.quota_key)) {
-                    return Err(StoreError::BatchRaced);
-                }
-                Claim::QuotaShort
-            }
-        });
-    }
-    Ok(claims)
+    batch_answers(news, &plan, &inserted)
 }
 
-/// The stripe each admitted delivery reserves from (0 for cost 0), in order: the first
-/// stripe that still covers it. An account on which some delivery fits no single stripe
-/// (the plan admitted it from the account's sum) has its balance gathered into its lowest
-/// stripe (`herald_quota_move`), and all its deliveries reserve there.
+/// The stripe each admitted delivery reserves from ([`stripe_plan`]), the accounts it
+/// needs gathered gathered first.
 async fn stripes_for(
     c: &mut PgConnection,
     admitted: &[&NewDelivery<'_>],
-    mut stripes: HashMap<(Uuid, String), Vec<(i16, i64)>>,
+    stripes: LockedStripes,
     now: Now,
 ) -> Result<Vec<i16>, StoreError> {
-    let mut on_stripe = Vec::with_capacity(admitted.len());
-    let mut gather = std::collections::HashSet::new();
-    for new in admitted {
-        let account = (new.tenant_id, new.quota_key.to_string());
-        let fit = match stripes.get_mut(&account) {
-            Some(s) if new.cost > 0 => s.iter_mut().find(|(_, left)| *left >= new.cost),
-            _ => None,
-        };
-        on_stripe.push(match fit {
-            Some((stripe, left)) => {
-                *left -= new.cost;
-                *stripe
-            }
-            None => {
-                if new.cost > 0 {
-                    gather.insert(account);
-                }
-                0
-            }
-        });
-    }
-    for (tenant, key) in &gather {
-        let Some(lowest) = stripes.get(&(*tenant, key.clone())).and_then(|s| s.first()) else {
-            continue;
-        };
-        let lowest = lowest.0;
+    let (mut on_stripe, gather) = stripe_plan(admitted, stripes);
+    for account in &gather {
+        let (tenant, key, lowest) = account;
         sqlx::query("SELECT herald_quota_move($1, $2, $3, herald_now($4))")
             .bind(tenant)
             .bind(key)
@@ -359,11 +303,7 @@ async fn stripes_for(
             .bind(now.pg())
             .execute(&mut *c)
             .await?;
-        for (new, stripe) in admitted.iter().zip(on_stripe.iter_mut()) {
-            if new.cost > 0 && new.tenant_id == *tenant && new.quota_key == key {
-                *stripe = lowest;
-            }
-        }
+        gathered(admitted, &mut on_stripe, account);
     }
     Ok(on_stripe)
 }

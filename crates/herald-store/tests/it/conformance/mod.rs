@@ -21,6 +21,7 @@ mod fixture;
 
 mod apply;
 mod audit;
+mod batch;
 mod claim;
 mod keys;
 mod lanes;

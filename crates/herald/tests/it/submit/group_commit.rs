@@ -347,56 +347,113 @@ async fn a_batch_over_the_limit_is_refused_whole_and_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_identity_committed_while_the_batch_plans_never_costs_a_later_submit_its_quota() {
-    let Some(base) = crate::common::postgres_url() else { return };
-    // PostgreSQL claims a batch in one statement, planned from what it read: an identity
-    // another transaction commits meanwhile is skipped by the insert. The quota the plan
-    // gave it must then go to the later submit the plan had refused.
-    let db = crate::common::postgres(&base).await;
-    let herald = db.herald().await;
-    let tenant = herald.tenant_create("acme").await.unwrap().id;
-    herald.quota_grant(tenant, "email", 1, None).await.unwrap();
-    herald.quota_grant(tenant, "other", 1, None).await.unwrap();
-    let pool = herald.store().postgres_pool().unwrap().clone();
+    // PostgreSQL and MariaDB claim a batch in a few statements, planned from what they
+    // read: an identity another transaction commits meanwhile is skipped by PostgreSQL's
+    // insert and fails MariaDB's whole. The quota the plan gave it must then go to the
+    // later submit the plan had refused.
+    for db in backends().await.into_iter().filter(|db| db.backend != Backend::Sqlite) {
+        let name = db.name();
+        let herald = db.herald().await;
+        let tenant = herald.tenant_create("acme").await.unwrap().id;
+        herald.quota_grant(tenant, "email", 1, None).await.unwrap();
+        herald.quota_grant(tenant, "other", 1, None).await.unwrap();
 
-    // Another transaction claims "k" (on another account, so it holds no lock the batch
-    // waits for before its insert), uncommitted.
-    let mut other = pool.begin().await.unwrap();
-    let first = SubmitRequest { quota_key: Some("other".into()), ..request(tenant, "k") };
-    herald.submit_in(&mut *other, &first).await.unwrap();
-    let other_pid: i32 =
-        sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut *other).await.unwrap();
+        // Another transaction claims "k" (on another account, so it holds no lock the
+        // batch waits for before its insert), uncommitted.
+        let first = SubmitRequest { quota_key: Some("other".into()), ..request(tenant, "k") };
+        let holder = Holder::claim(&herald, &first).await;
 
-    // The batch: "k" (planned new, it cannot see the other's row) and "m", both on the
-    // one-unit account: the plan refuses "m".
-    let reqs = vec![request(tenant, "k"), request(tenant, "m")];
-    let batch = tokio::spawn({
-        let (herald, reqs) = (herald.clone(), reqs.clone());
-        async move { herald.submit_many(&reqs).await }
-    });
-    // Once the batch's insert waits on the other transaction, that one commits.
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))",
-        )
-        .bind(other_pid)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-        if waiting > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        // The batch: "k" (planned new, it cannot see the other's row) and "m", both on the
+        // one-unit account: the plan refuses "m".
+        let reqs = vec![request(tenant, "k"), request(tenant, "m")];
+        let batch = tokio::spawn({
+            let (herald, reqs) = (herald.clone(), reqs.clone());
+            async move { herald.submit_many(&reqs).await }
+        });
+        // Once the batch's insert runs (PostgreSQL: waits on the other transaction), that
+        // one commits.
+        holder.commit_once_inserting(&herald).await;
+
+        let answers = batch.await.unwrap().unwrap();
+        let kinds: Vec<_> = answers.iter().map(kind).collect();
+        // "k" exists with another quota key: reused. "m" gets the unit "k" never took.
+        assert_eq!(kinds, ["reused", "created"], "{name}: {answers:?}");
+        assert_eq!(
+            herald.quotas(tenant).await.unwrap(),
+            [account(tenant, "email", [1, 0, 1, 0]), account(tenant, "other", [1, 0, 1, 0])],
+            "{name}"
+        );
     }
-    other.commit().await.unwrap();
+}
 
-    let answers = batch.await.unwrap().unwrap();
-    let kinds: Vec<_> = answers.iter().map(kind).collect();
-    // "k" exists with another quota key: reused. "m" gets the unit "k" never took.
-    assert_eq!(kinds, ["reused", "created"], "{answers:?}");
-    assert_eq!(
-        herald.quotas(tenant).await.unwrap(),
-        [account(tenant, "email", [1, 0, 1, 0]), account(tenant, "other", [1, 0, 1, 0])]
-    );
+/// A submit in a transaction of the test's own, not yet committed.
+enum Holder {
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+    MySql(sqlx::Transaction<'static, sqlx::MySql>),
+}
+
+impl Holder {
+    async fn claim(herald: &Herald, req: &SubmitRequest) -> Holder {
+        if let Some(pool) = herald.store().postgres_pool() {
+            let mut tx = pool.begin().await.unwrap();
+            herald.submit_in(&mut *tx, req).await.unwrap();
+            Holder::Postgres(tx)
+        } else {
+            let pool = herald.store().mysql_pool().expect("PostgreSQL or MariaDB");
+            let mut tx = pool.begin().await.unwrap();
+            herald.submit_in(&mut *tx, req).await.unwrap();
+            Holder::MySql(tx)
+        }
+    }
+
+    /// Commits once another session's insert into `deliveries` runs: on PostgreSQL once
+    /// it waits on this transaction; on MariaDB once the process list shows it (its wait
+    /// on a duplicate key's lock was seen missing from INNODB_TRX).
+    async fn commit_once_inserting(self, herald: &Herald) {
+        let start = std::time::Instant::now();
+        match self {
+            Holder::Postgres(mut tx) => {
+                let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+                    .fetch_one(&mut *tx)
+                    .await
+                    .unwrap();
+                let pool = herald.store().postgres_pool().unwrap();
+                while sqlx::query_scalar::<_, i64>(
+                    "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))",
+                )
+                .bind(pid)
+                .fetch_one(pool)
+                .await
+                .unwrap()
+                    == 0
+                {
+                    assert!(start.elapsed().as_secs() < 10, "the batch never waited");
+                    tokio::task::yield_now().await;
+                }
+                tx.commit().await.unwrap();
+            }
+            Holder::MySql(mut tx) => {
+                let id: i64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)")
+                    .fetch_one(&mut *tx)
+                    .await
+                    .unwrap();
+                while sqlx::query_scalar::<_, i64>(
+                    "SELECT COUNT(*) FROM information_schema.processlist
+                     WHERE id <> ? AND db = DATABASE() AND info LIKE 'INSERT INTO deliveries%'",
+                )
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap()
+                    == 0
+                {
+                    assert!(start.elapsed().as_secs() < 10, "the batch never inserted");
+                    tokio::task::yield_now().await;
+                }
+                tx.commit().await.unwrap();
+            }
+        }
+    }
 }
 
 /// Another session that keeps every write to `deliveries` waiting until released: SQLite's
