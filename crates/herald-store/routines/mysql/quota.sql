@@ -176,16 +176,22 @@ BEGIN
     END IF;
 END;
 
--- The stripes a group-committed batch reserves from (ARCHITECTURE.md, "MariaDB's batch in
--- a few statements"), in one round trip: `p_accounts` is a JSON array of
--- [tenant as hex, quota key as hex of its UTF-8, what the batch needs at most], in the one order of accounts
--- (tenant, then key). For each, a free stripe that covers the whole need, locked
--- (herald_quota_take, which never waits); for an account that has none, every stripe,
--- each locked by its key in stripe order (waiting for the transactions that hold them, so
--- the batch sees the account whole). The answer, one row: for each stripe locked,
--- "account index:stripe:available", comma-separated, in the order locked.
+-- What a group-committed batch plans from (ARCHITECTURE.md, "MariaDB's batch in a few
+-- statements"), in one round trip. `p_accounts` is a JSON array of [tenant, quota key,
+-- what the batch needs at most], in the one order of accounts (tenant, then key);
+-- `p_items` one of [tenant, operation key, channel] per member; every string hex (of its
+-- bytes, of its UTF-8), so nothing needs escaping. For each account, a free stripe that
+-- covers the whole need, locked (herald_quota_take, which never waits); for an account
+-- that has none, every stripe, each locked by its key in stripe order (waiting for the
+-- transactions that hold them, so the batch sees the account whole). Then, after the
+-- locks, a plain read of which identities are taken and which tenants exist, each member
+-- looked up by its key (STRAIGHT_JOIN: on a small table the optimizer would rather scan
+-- the index than the member list). The answer,
+-- one row: "account index:stripe:available" for each stripe locked, in the order locked;
+-- the (1-based) members whose identity is taken; those whose tenant exists; `p_at`.
 DROP PROCEDURE IF EXISTS herald_batch_take;
-CREATE PROCEDURE herald_batch_take(IN p_accounts LONGTEXT, IN p_at BIGINT)
+CREATE PROCEDURE herald_batch_take(IN p_accounts LONGTEXT, IN p_items LONGTEXT,
+                                   IN p_at BIGINT)
 MODIFIES SQL DATA
 BEGIN
     DECLARE v_i INT DEFAULT 0;
@@ -226,5 +232,19 @@ BEGIN
         END IF;
         SET v_i = v_i + 1;
     END WHILE;
-    SELECT v_taken;
+    SELECT v_taken,
+        (SELECT GROUP_CONCAT(j.i) FROM JSON_TABLE(p_items, '$[*]' COLUMNS (
+                i FOR ORDINALITY,
+                t VARCHAR(32) CHARACTER SET ascii PATH '$[0]',
+                k VARCHAR(1020) CHARACTER SET ascii PATH '$[1]',
+                c VARCHAR(400) CHARACTER SET ascii PATH '$[2]')) AS j
+           STRAIGHT_JOIN deliveries d
+             ON d.tenant_id = UNHEX(j.t)
+            AND d.operation_key = CONVERT(UNHEX(j.k) USING utf8mb4) COLLATE utf8mb4_nopad_bin
+            AND d.channel = CONVERT(UNHEX(j.c) USING utf8mb4) COLLATE utf8mb4_nopad_bin),
+        (SELECT GROUP_CONCAT(j.i) FROM JSON_TABLE(p_items, '$[*]' COLUMNS (
+                i FOR ORDINALITY,
+                t VARCHAR(32) CHARACTER SET ascii PATH '$[0]')) AS j
+           STRAIGHT_JOIN tenants t ON t.id = UNHEX(j.t)),
+        p_at;
 END;

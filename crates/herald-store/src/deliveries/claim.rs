@@ -80,7 +80,9 @@ pub async fn delivery_claim(
 /// was answered (quota it planned to take was refused to a later one), the result is
 /// [`StoreError::BatchRaced`], a concurrency conflict: roll back and run the batch again.
 /// On MariaDB (no per-row `DO NOTHING` that hides nothing else) any such identity makes
-/// the result [`StoreError::BatchRaced`], with nothing of the batch written.
+/// the result [`StoreError::BatchRaced`]. After any error the caller rolls the
+/// transaction back: PostgreSQL has aborted it, and MariaDB's writes of the batch are not
+/// undone one by one.
 pub async fn deliveries_claim_many(
     conn: Conn<'_>,
     news: &[NewDelivery<'_>],

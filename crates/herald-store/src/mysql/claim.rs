@@ -1,7 +1,5 @@
 use super::quota::{JournalMove, journal_moves};
-use super::{
-    Bind, bind_in_list, end_savepoint, in_list_len, insert_rows, inserted, savepoint, sql,
-};
+use super::{Bind, end_savepoint, insert_rows, inserted, savepoint, sql};
 use crate::clock::Now;
 use crate::deliveries::{
     Claim, LockedStripes, NewDelivery, Planned, batch_answers, batch_available, batch_needs,
@@ -10,7 +8,7 @@ use crate::deliveries::{
 use crate::error::StoreError;
 use sqlx::MySqlConnection;
 use sqlx::types::Uuid;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 /// Budget first, then claim, as on PostgreSQL: a stripe of the account that covers the
 /// cost and that no other transaction holds is locked (`herald_quota_take`, whose locking
@@ -144,15 +142,17 @@ async fn claim_steps(
 /// [`crate::deliveries::deliveries_claim_many`] on MariaDB: a fixed number of statements
 /// however many deliveries, where claiming them one by one takes seven round trips each.
 /// (1) `herald_batch_take`: for each account the batch reserves from, in the one order,
-/// one free stripe covering the whole batch, or every stripe, locked and read; (2) one
-/// read of the identities taken, the tenants known and the clock; then the plan
-/// ([`claim_plan`]) and, in one savepoint, (3) one multi-row statement per table: the
-/// deliveries, their payloads, the reservations (one upsert row per stripe, which always
-/// exists: it is locked) and their journal rows ([`insert_rows`]: a few statements for an
-/// odd count). MariaDB has no per-row `ON CONFLICT DO NOTHING` that hides nothing else, so
-/// an identity committed since the read fails the deliveries' insert whole (1062): the
-/// savepoint undoes the batch and the answer is [`StoreError::BatchRaced`], which the
-/// group commit runs again — the read then sees the identity.
+/// one free stripe covering the whole batch, or every stripe, locked and read; then
+/// which identities are taken, which tenants known, and the clock; then the plan
+/// ([`claim_plan`]) and (2) one multi-row statement per table: the deliveries, their
+/// payloads, the reservations (one upsert row per stripe, which always exists: it is
+/// locked) and their journal rows ([`insert_rows`]: a few statements for an odd count).
+/// MariaDB has no per-row `ON CONFLICT DO NOTHING` that hides nothing else, so an identity
+/// committed since the read fails the deliveries' insert whole (1062) and the answer is
+/// [`StoreError::BatchRaced`]. As on PostgreSQL (where any error aborts the transaction),
+/// an error leaves the caller's transaction to be rolled back: the writes are not undone
+/// one by one (no savepoint, a round trip saved), and the group commit rolls back and
+/// runs the batch again — the read then sees the identity.
 pub(crate) async fn deliveries_claim_many(
     c: &mut MySqlConnection,
     news: &[NewDelivery<'_>],
@@ -162,113 +162,87 @@ pub(crate) async fn deliveries_claim_many(
         return Ok(Vec::new());
     }
     let needs = batch_needs(news);
-    let stripes = batch_take(c, &needs, now).await?;
-    let (known, taken, now_ms) = batch_seen(c, news, now).await?;
-    let plan = claim_plan(news, &known, &taken, batch_available(&stripes));
+    let taken = batch_take(c, &needs, news, now).await?;
+    let plan = claim_plan(news, &taken.known, &taken.taken, batch_available(&taken.stripes));
     let admitted: Vec<&NewDelivery<'_>> =
         news.iter().zip(&plan).filter(|(_, p)| **p == Planned::Insert).map(|(n, _)| n).collect();
     if admitted.is_empty() {
         return batch_answers(news, &plan, &HashMap::new());
     }
-    savepoint(c).await?;
-    let written = batch_write(c, &admitted, stripes, now_ms).await;
-    end_savepoint(c, written).await?;
+    let now_ms = taken.now_ms;
+    batch_write(c, &admitted, taken.stripes, now_ms).await?;
     let inserted = admitted.iter().map(|n| (n.id, (now_ms, n.send_at.unwrap_or(now_ms)))).collect();
     batch_answers(news, &plan, &inserted)
 }
 
-/// A row of [`batch_seen`]'s read: kind (0 an identity taken, 1 a tenant known, 2 the
-/// clock), tenant, operation key, channel, the clock.
-type SeenRow = (i64, Option<Uuid>, Option<String>, Option<String>, i64);
+/// What a batch plans from: the stripes it locked, for each member whether its tenant is
+/// known and its identity taken, and the clock.
+struct Taken {
+    stripes: LockedStripes,
+    known: Vec<bool>,
+    taken: Vec<bool>,
+    now_ms: i64,
+}
 
-/// `herald_batch_take`'s stripes, per account: one round trip.
+/// `herald_batch_take`: the stripes locked, then the identities and tenants read, in one
+/// round trip.
 async fn batch_take(
     c: &mut MySqlConnection,
     needs: &BTreeMap<(Uuid, String), i64>,
+    news: &[NewDelivery<'_>],
     now: Now,
-) -> Result<LockedStripes, StoreError> {
-    let mut stripes = LockedStripes::new();
-    if needs.is_empty() {
-        return Ok(stripes);
-    }
-    let accounts: Vec<&(Uuid, String)> = needs.keys().collect();
+) -> Result<Taken, StoreError> {
     // Hex for the strings: nothing in the JSON then needs escaping.
     let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
-    let arg = needs
-        .iter()
-        .map(|((tenant, key), need)| {
-            format!(r#"["{}","{}",{need}]"#, hex(tenant.as_bytes()), hex(key.as_bytes()))
-        })
-        .collect::<Vec<_>>()
-        .join(",");
-    let arg = format!("[{arg}]");
-    let q = format!("CALL herald_batch_take(?, {})", now.mysql_sql());
-    let taken: String =
-        sqlx::query_scalar(sql(q)).bind(arg).bind_now(now).fetch_one(&mut *c).await?;
-    for row in taken.split(',').filter(|r| !r.is_empty()) {
+    let json = |rows: Vec<String>| format!("[{}]", rows.join(","));
+    let accounts = json(
+        needs
+            .iter()
+            .map(|((tenant, key), need)| {
+                format!(r#"["{}","{}",{need}]"#, hex(tenant.as_bytes()), hex(key.as_bytes()))
+            })
+            .collect(),
+    );
+    let items = json(
+        news.iter()
+            .map(|n| {
+                let (t, k, c) = (n.tenant_id.as_bytes(), n.operation_key, n.channel);
+                format!(r#"["{}","{}","{}"]"#, hex(t), hex(k.as_bytes()), hex(c.as_bytes()))
+            })
+            .collect(),
+    );
+    let q = format!("CALL herald_batch_take(?, ?, {})", now.mysql_sql());
+    let (locked, taken, known, now_ms): (String, Option<String>, Option<String>, i64) =
+        sqlx::query_as(sql(q)).bind(accounts).bind(items).bind_now(now).fetch_one(&mut *c).await?;
+    let answered = || protocol(format!("herald_batch_take answered {locked:?}"));
+    let account_list: Vec<&(Uuid, String)> = needs.keys().collect();
+    let mut stripes = LockedStripes::new();
+    for row in locked.split(',').filter(|r| !r.is_empty()) {
         let mut fields = row.split(':').map(str::parse::<i64>);
         let (Some(Ok(i)), Some(Ok(stripe)), Some(Ok(available)), None) =
             (fields.next(), fields.next(), fields.next(), fields.next())
         else {
-            return Err(protocol(format!("herald_batch_take answered {row:?}")));
+            return Err(answered());
         };
-        let account = usize::try_from(i).ok().and_then(|i| accounts.get(i));
+        let account = usize::try_from(i).ok().and_then(|i| account_list.get(i));
         let (Some(&account), Ok(stripe)) = (account, i16::try_from(stripe)) else {
-            return Err(protocol(format!("herald_batch_take answered {row:?}")));
+            return Err(answered());
         };
         stripes.entry(account.clone()).or_default().push((stripe, available));
     }
-    Ok(stripes)
-}
-
-/// For each delivery whether its tenant exists and its identity is taken (as this
-/// transaction sees it), and the clock: one statement, its lists padded to a power of two
-/// (repeating an identity or a tenant changes nothing in a read).
-async fn batch_seen(
-    c: &mut MySqlConnection,
-    news: &[NewDelivery<'_>],
-    now: Now,
-) -> Result<(Vec<bool>, Vec<bool>, i64), StoreError> {
-    let n = in_list_len(news.len());
-    let identity = "(d.tenant_id = ? AND d.operation_key = ? AND d.channel = ?)";
-    let q = format!(
-        "SELECT 0 AS kind, d.tenant_id, d.operation_key, d.channel, 0 AS at FROM deliveries d
-         WHERE {}
-         UNION ALL SELECT 1, t.id, NULL, NULL, 0 FROM tenants t WHERE t.id IN ({})
-         UNION ALL SELECT 2, NULL, NULL, NULL, {}",
-        vec![identity; n].join(" OR "),
-        super::placeholders(n),
-        now.mysql_sql()
-    );
-    let mut query = sqlx::query_as(sql(q));
-    for i in 0..n {
-        let new = &news[i.min(news.len() - 1)];
-        query = query.bind(new.tenant_id).bind(new.operation_key).bind(new.channel);
-    }
-    let tenants: Vec<Uuid> = news.iter().map(|n| n.tenant_id).collect();
-    let rows: Vec<SeenRow> = bind_in_list(query, &tenants).bind_now(now).fetch_all(&mut *c).await?;
-    let (mut identities, mut known_tenants, mut now_ms) = (HashSet::new(), HashSet::new(), None);
-    for (kind, tenant, key, channel, at) in rows {
-        match (kind, tenant, key, channel) {
-            (0, Some(t), Some(key), Some(channel)) => drop(identities.insert((t, key, channel))),
-            (1, Some(t), _, _) => drop(known_tenants.insert(t)),
-            (2, ..) => now_ms = Some(at),
-            _ => {}
+    // Members, 1-based, as a comma-separated list (NULL: none).
+    let members = |list: Option<String>| -> Result<Vec<bool>, StoreError> {
+        let mut marked = vec![false; news.len()];
+        for i in list.iter().flat_map(|l| l.split(',')) {
+            let slot = i.parse::<usize>().ok().and_then(|i| marked.get_mut(i.wrapping_sub(1)));
+            *slot.ok_or_else(answered)? = true;
         }
-    }
-    let now_ms = now_ms.ok_or_else(|| protocol("the batch's read had no clock row".into()))?;
-    let known = news.iter().map(|n| known_tenants.contains(&n.tenant_id)).collect();
-    let taken = news
-        .iter()
-        .map(|n| {
-            identities.contains(&(n.tenant_id, n.operation_key.to_string(), n.channel.to_string()))
-        })
-        .collect();
-    Ok((known, taken, now_ms))
+        Ok(marked)
+    };
+    Ok(Taken { stripes, known: members(known)?, taken: members(taken)?, now_ms })
 }
-
-/// The admitted deliveries' rows, inside the caller's savepoint: balance gathered where
-/// the plan needs it, then one multi-row statement per table.
+/// The admitted deliveries' rows: balance gathered where the plan needs it, then one
+/// multi-row statement per table.
 async fn batch_write(
     c: &mut MySqlConnection,
     admitted: &[&NewDelivery<'_>],

@@ -25,13 +25,13 @@ fn kind(claim: &Claim) -> &'static str {
 
 /// Two tenants and the batch: every answer, an account that runs out mid-batch, and a
 /// member that fits no single stripe (the grant is spread over the stripes, one or two
-/// units each), so that its account is gathered.
+/// units each), so that its account is gathered; a key beyond ASCII.
 async fn world(db: &Db, name: &str) -> (Uuid, Uuid) {
     let t = tenant(db, name).await;
     grant(db, t, KEY, GRANTED).await;
     let other = tenant(db, &format!("{name}-other")).await;
     grant(db, other, KEY, 3).await;
-    claimed(db, t, "before", at(0)).await;
+    claimed(db, t, "before-ü🙂", at(0)).await;
     (t, other)
 }
 
@@ -39,7 +39,7 @@ fn batch<'a>(t: Uuid, other: Uuid, nobody: Uuid) -> Vec<NewDelivery<'a>> {
     let with = |tenant, key: &'a str, cost| NewDelivery { cost, ..new_delivery(tenant, key) };
     vec![
         with(t, "new-1", 1),
-        with(t, "before", 1),
+        with(t, "before-ü🙂", 1),
         with(other, "o-1", 2),
         with(t, "dear", 5),
         with(other, "o-2", 2),
