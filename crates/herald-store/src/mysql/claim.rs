@@ -175,6 +175,9 @@ pub(crate) async fn deliveries_claim_many(
     batch_answers(news, &plan, &inserted)
 }
 
+/// Payload bytes one statement of a batch carries at most.
+const PAYLOAD_PART_BYTES: usize = 4 << 20;
+
 /// What a batch plans from: the stripes it locked, for each member whether its tenant is
 /// known and its identity taken, and the clock.
 struct Taken {
@@ -290,11 +293,28 @@ async fn batch_write(
         }
         inserted => inserted?,
     };
+    // The payloads in parts of at most PAYLOAD_PART_BYTES, so that no statement comes near
+    // the server's max_allowed_packet (16 MiB by default; 256 payloads of 64 KiB would
+    // pass it).
     let head = "INSERT INTO delivery_payloads (delivery_id, payload, traceparent) VALUES";
-    insert_rows(c, head, "(?, ?, ?)", "", admitted, |q, n| {
-        q.bind(n.id).bind(n.payload).bind(n.traceparent)
-    })
-    .await?;
+    let mut rest = &admitted[..];
+    while !rest.is_empty() {
+        let mut bytes = 0;
+        let n = rest
+            .iter()
+            .take_while(|n| {
+                bytes += n.payload.len();
+                bytes <= PAYLOAD_PART_BYTES
+            })
+            .count()
+            .max(1);
+        let (part, after) = rest.split_at(n);
+        rest = after;
+        insert_rows(c, head, "(?, ?, ?)", "", part, |q, n| {
+            q.bind(n.id).bind(n.payload).bind(n.traceparent)
+        })
+        .await?;
+    }
 
     // The reservations: one row per stripe, its total.
     let mut totals: BTreeMap<(Uuid, &str, i16), i64> = BTreeMap::new();

@@ -11,6 +11,7 @@ use herald_store::{AsConn, Backend, StoreError};
 conformance!(
     a_batch_answers_each_member_as_claims_one_by_one_would,
     an_identity_committed_while_the_batch_plans_makes_it_run_again,
+    a_batch_of_the_largest_payloads_is_claimed_whole,
 );
 
 /// One kind of answer, without its times.
@@ -188,4 +189,33 @@ async fn until_inserting(db: &Db, id: i64) {
         assert!(start.elapsed().as_secs() < 10, "session {id} never ran the batch's insert");
         tokio::task::yield_now().await;
     }
+}
+
+/// The group commit's largest batch (256) of payloads at the HTTP API's limit (64 KiB):
+/// 16 MiB, MariaDB's default `max_allowed_packet`, which no one statement may carry.
+async fn a_batch_of_the_largest_payloads_is_claimed_whole(db: &Db) {
+    use herald_core::limits::GROUP_COMMIT_MAX;
+    let t = funded(db).await;
+    let payload = format!(r#"{{"text": "{}"}}"#, "x".repeat(64 * 1024 - 12));
+    assert_eq!(payload.len(), 64 * 1024);
+    let keys: Vec<String> = (0..GROUP_COMMIT_MAX).map(|i| format!("big-{i}")).collect();
+    let news: Vec<NewDelivery<'_>> = keys
+        .iter()
+        .map(|k| NewDelivery { cost: 0, payload: &payload, ..new_delivery(t, k) })
+        .collect();
+    let mut tx = db.tx().await;
+    let claims = deliveries_claim_many(tx.as_conn(), &news, at(0), false).await.unwrap();
+    tx.commit().await.unwrap();
+    let Some(claims) = claims else { return };
+    assert!(claims.iter().all(|c| kind(c) == "inserted"), "{claims:?}");
+    let mut conn = db.conn().await;
+    let (stored,): (i64,) = raw_query_as!(
+        conn.as_conn(),
+        "SELECT count(*) FROM delivery_payloads p JOIN deliveries d ON d.id = p.delivery_id
+         WHERE d.tenant_id = $1 AND length(p.payload) = 65536",
+        [t],
+        fetch_one
+    )
+    .unwrap();
+    assert_eq!(stored, GROUP_COMMIT_MAX as i64);
 }
