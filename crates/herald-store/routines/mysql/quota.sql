@@ -248,3 +248,82 @@ BEGIN
            STRAIGHT_JOIN tenants t ON t.id = UNHEX(j.t)),
         p_at;
 END;
+
+-- The writes of a group-committed batch, once planned (ARCHITECTURE.md, "MariaDB's batch
+-- in a few statements"), in one round trip: `p_rows` is a JSON array, one entry per
+-- delivery admitted, [id, tenant, operation key, channel, recipient, fingerprint, its
+-- version, quota key, cost, max attempts, due, stripe], every string hex (of its bytes,
+-- of its UTF-8). Inserts the deliveries (a duplicate identity fails the whole statement,
+-- 1062, which the caller answers), reserves each stripe's total (an upsert of the stripes
+-- the caller holds locked: two rows affected each, checked — a stripe that were missing
+-- would be inserted, count one, and fail the batch; the row to insert is balanced because
+-- MariaDB checks it against the balance's CHECK before it finds the duplicate) and
+-- journals each reservation. The payloads are the caller's (a multi-row insert of their
+-- text as sent).
+DROP PROCEDURE IF EXISTS herald_batch_write;
+CREATE PROCEDURE herald_batch_write(IN p_rows LONGTEXT, IN p_at BIGINT)
+MODIFIES SQL DATA
+BEGIN
+    DECLARE v_stripes INT;
+    INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient, fingerprint,
+                            fingerprint_version, quota_key, cost, state, max_attempts,
+                            next_attempt_at, created_at, updated_at)
+    SELECT UNHEX(j.id), UNHEX(j.tenant), CONVERT(UNHEX(j.operation_key) USING utf8mb4),
+           CONVERT(UNHEX(j.channel) USING utf8mb4), CONVERT(UNHEX(j.recipient) USING utf8mb4),
+           UNHEX(j.fingerprint), j.fingerprint_version,
+           CONVERT(UNHEX(j.quota_key) USING utf8mb4), j.cost, 'pending', j.max_attempts,
+           j.due, p_at, p_at
+      FROM JSON_TABLE(p_rows, '$[*]' COLUMNS (
+               i FOR ORDINALITY,
+               id VARCHAR(32) CHARACTER SET ascii PATH '$[0]',
+               tenant VARCHAR(32) CHARACTER SET ascii PATH '$[1]',
+               operation_key VARCHAR(2040) CHARACTER SET ascii PATH '$[2]',
+               channel VARCHAR(800) CHARACTER SET ascii PATH '$[3]',
+               recipient VARCHAR(16384) CHARACTER SET ascii PATH '$[4]',
+               fingerprint VARCHAR(128) CHARACTER SET ascii PATH '$[5]',
+               fingerprint_version SMALLINT PATH '$[6]',
+               quota_key VARCHAR(800) CHARACTER SET ascii PATH '$[7]',
+               cost BIGINT PATH '$[8]',
+               max_attempts INT PATH '$[9]',
+               due BIGINT PATH '$[10]')) AS j
+     ORDER BY j.i;
+    SELECT COUNT(DISTINCT j.tenant, j.quota_key, j.stripe) INTO v_stripes
+      FROM JSON_TABLE(p_rows, '$[*]' COLUMNS (
+               tenant VARCHAR(32) CHARACTER SET ascii PATH '$[1]',
+               quota_key VARCHAR(800) CHARACTER SET ascii PATH '$[7]',
+               cost BIGINT PATH '$[8]',
+               stripe SMALLINT PATH '$[11]')) AS j
+     WHERE j.cost > 0;
+    IF v_stripes > 0 THEN
+        INSERT INTO quota_accounts (tenant_id, quota_key, stripe, granted, reserved, updated_at)
+        SELECT UNHEX(j.tenant), CONVERT(UNHEX(j.quota_key) USING utf8mb4), j.stripe,
+               SUM(j.cost), SUM(j.cost), p_at
+          FROM JSON_TABLE(p_rows, '$[*]' COLUMNS (
+                   tenant VARCHAR(32) CHARACTER SET ascii PATH '$[1]',
+                   quota_key VARCHAR(800) CHARACTER SET ascii PATH '$[7]',
+                   cost BIGINT PATH '$[8]',
+                   stripe SMALLINT PATH '$[11]')) AS j
+         WHERE j.cost > 0
+         GROUP BY j.tenant, j.quota_key, j.stripe
+        ON DUPLICATE KEY UPDATE available = available - VALUES(reserved),
+                                reserved = reserved + VALUES(reserved),
+                                updated_at = VALUES(updated_at);
+        IF ROW_COUNT() <> 2 * v_stripes THEN
+            SIGNAL SQLSTATE '45000'
+                SET MESSAGE_TEXT = 'herald_batch_write: a stripe to reserve on was missing';
+        END IF;
+        INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount, delivery_id,
+                                   reservation_seq, at)
+        SELECT UNHEX(j.tenant), CONVERT(UNHEX(j.quota_key) USING utf8mb4), j.stripe,
+               'reserve', j.cost, UNHEX(j.id), 1, p_at
+          FROM JSON_TABLE(p_rows, '$[*]' COLUMNS (
+                   i FOR ORDINALITY,
+                   id VARCHAR(32) CHARACTER SET ascii PATH '$[0]',
+                   tenant VARCHAR(32) CHARACTER SET ascii PATH '$[1]',
+                   quota_key VARCHAR(800) CHARACTER SET ascii PATH '$[7]',
+                   cost BIGINT PATH '$[8]',
+                   stripe SMALLINT PATH '$[11]')) AS j
+         WHERE j.cost > 0
+         ORDER BY j.i;
+    END IF;
+END;
