@@ -1,3 +1,4 @@
+use super::quota::{JournalMove, journal_moves};
 use super::{Bind, end_savepoint, insert_rows, inserted, savepoint, sql};
 use crate::clock::Now;
 use crate::deliveries::{
@@ -143,10 +144,10 @@ async fn claim_steps(
 /// (1) `herald_batch_take`: for each account the batch reserves from, in the one order,
 /// one free stripe covering the whole batch, or every stripe, locked and read; then
 /// which identities are taken, which tenants known, and the clock; then the plan
-/// ([`claim_plan`]) and (2) `herald_batch_write`: the deliveries, the reservations (one
-/// upsert row per stripe, which always exists: it is locked) and their journal rows, each
-/// one `INSERT … SELECT` from the batch as JSON; then (3) the payloads as sent, a
-/// multi-row insert ([`insert_rows`]: a few statements for an odd count). MariaDB has no per-row `ON CONFLICT DO NOTHING` that hides nothing else, so an identity
+/// ([`claim_plan`]) and (2) one multi-row statement per table: the deliveries, their
+/// payloads, the reservations (one upsert row per stripe, which always exists: it is
+/// locked) and their journal rows ([`insert_rows`]: a few statements for an odd count).
+/// MariaDB has no per-row `ON CONFLICT DO NOTHING` that hides nothing else, so an identity
 /// committed since the read fails the deliveries' insert whole (1062) and the answer is
 /// [`StoreError::BatchRaced`]. As on PostgreSQL (where any error aborts the transaction),
 /// an error leaves the caller's transaction to be rolled back: the writes are not undone
@@ -194,13 +195,25 @@ async fn batch_take(
     news: &[NewDelivery<'_>],
     now: Now,
 ) -> Result<Taken, StoreError> {
-    let accounts = json(needs.iter().map(|((tenant, key), need)| {
-        format!(r#"["{}","{}",{need}]"#, hex(tenant.as_bytes()), hex(key.as_bytes()))
-    }));
-    let items = json(news.iter().map(|n| {
-        let (t, k, c) = (n.tenant_id.as_bytes(), n.operation_key, n.channel);
-        format!(r#"["{}","{}","{}"]"#, hex(t), hex(k.as_bytes()), hex(c.as_bytes()))
-    }));
+    // Hex for the strings: nothing in the JSON then needs escaping.
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let json = |rows: Vec<String>| format!("[{}]", rows.join(","));
+    let accounts = json(
+        needs
+            .iter()
+            .map(|((tenant, key), need)| {
+                format!(r#"["{}","{}",{need}]"#, hex(tenant.as_bytes()), hex(key.as_bytes()))
+            })
+            .collect(),
+    );
+    let items = json(
+        news.iter()
+            .map(|n| {
+                let (t, k, c) = (n.tenant_id.as_bytes(), n.operation_key, n.channel);
+                format!(r#"["{}","{}","{}"]"#, hex(t), hex(k.as_bytes()), hex(c.as_bytes()))
+            })
+            .collect(),
+    );
     let q = format!("CALL herald_batch_take(?, ?, {})", now.mysql_sql());
     let (locked, taken, known, now_ms): (String, Option<String>, Option<String>, i64) =
         sqlx::query_as(sql(q)).bind(accounts).bind(items).bind_now(now).fetch_one(&mut *c).await?;
@@ -254,36 +267,37 @@ async fn batch_write(
             .await?;
         gathered(admitted, &mut on_stripe, account);
     }
-    // Deliveries, reservations and journal rows: herald_batch_write, one round trip.
-    let rows = admitted.iter().zip(&on_stripe).map(|(n, stripe)| {
-        format!(
-            r#"["{}","{}","{}","{}","{}","{}",{},"{}",{},{},{},{stripe}]"#,
-            hex(n.id.as_bytes()),
-            hex(n.tenant_id.as_bytes()),
-            hex(n.operation_key.as_bytes()),
-            hex(n.channel.as_bytes()),
-            hex(n.recipient.as_bytes()),
-            hex(n.fingerprint),
-            n.fingerprint_version,
-            hex(n.quota_key.as_bytes()),
-            n.cost,
-            n.max_attempts,
-            n.send_at.unwrap_or(now_ms),
-        )
-    });
-    let q = format!("CALL herald_batch_write(?, {t})");
-    let written = sqlx::query(sql(q)).bind(json(rows)).bind_now(now).execute(&mut *c).await;
-    match written {
+    let head = "INSERT INTO deliveries (id, tenant_id, operation_key, channel, recipient, \
+                fingerprint, fingerprint_version, quota_key, cost, state, max_attempts, \
+                next_attempt_at, created_at, updated_at) VALUES";
+    let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)";
+    let inserted = insert_rows(c, head, row, "", admitted, |q, n| {
+        q.bind(n.id)
+            .bind(n.tenant_id)
+            .bind(n.operation_key)
+            .bind(n.channel)
+            .bind(n.recipient)
+            .bind(n.fingerprint)
+            .bind(n.fingerprint_version)
+            .bind(n.quota_key)
+            .bind(n.cost)
+            .bind(n.max_attempts)
+            .bind(n.send_at.unwrap_or(now_ms))
+            .bind(now_ms)
+            .bind(now_ms)
+    })
+    .await;
+    match inserted {
         Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
             return Err(StoreError::BatchRaced);
         }
-        written => written?,
+        inserted => inserted?,
     };
     // The payloads in parts of at most PAYLOAD_PART_BYTES, so that no statement comes near
     // the server's max_allowed_packet (16 MiB by default; 256 payloads of 64 KiB would
     // pass it).
     let head = "INSERT INTO delivery_payloads (delivery_id, payload, traceparent) VALUES";
-    let mut rest = admitted;
+    let mut rest = &admitted[..];
     while !rest.is_empty() {
         let mut bytes = 0;
         let n = rest
@@ -302,22 +316,42 @@ async fn batch_write(
         .await?;
     }
 
-    Ok(())
-}
-
-/// Bytes as lowercase hex: the batch's strings travel in JSON so, and nothing in it then
-/// needs escaping.
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(2 * bytes.len()), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
+    // The reservations: one row per stripe, its total.
+    let mut totals: BTreeMap<(Uuid, &str, i16), i64> = BTreeMap::new();
+    let mut moves = Vec::new();
+    for (n, &stripe) in admitted.iter().zip(&on_stripe).filter(|(n, _)| n.cost > 0) {
+        *totals.entry((n.tenant_id, n.quota_key, stripe)).or_default() += n.cost;
+        moves.push(JournalMove {
+            tenant: n.tenant_id,
+            quota_key: n.quota_key,
+            stripe,
+            delivery: n.id,
+            seq: 1,
+            amount: n.cost,
+        });
+    }
+    let totals: Vec<_> = totals.into_iter().collect();
+    // An upsert of rows that exist (each is locked): their update, two rows affected
+    // each. MariaDB checks the row to insert against the balance's CHECK before it finds
+    // the duplicate, so that row is a balanced one (granted = reserved = the total); were
+    // a stripe ever missing, it would be inserted, counted one, and the count below
+    // undoes the batch rather than reserve from nothing.
+    let head = "INSERT INTO quota_accounts (tenant_id, quota_key, stripe, granted, reserved, \
+                updated_at) VALUES";
+    let row = format!("(?, ?, ?, ?, ?, {t})");
+    let tail = " ON DUPLICATE KEY UPDATE available = available - VALUES(reserved), \
+                reserved = reserved + VALUES(reserved), updated_at = VALUES(updated_at)";
+    let updated = insert_rows(c, head, &row, tail, &totals, |q, ((tenant, key, stripe), total)| {
+        q.bind(tenant).bind(*key).bind(stripe).bind(total).bind(total).bind_now(now)
     })
-}
-
-/// A JSON array of already-encoded entries.
-fn json(entries: impl Iterator<Item = String>) -> String {
-    format!("[{}]", entries.collect::<Vec<_>>().join(","))
+    .await?;
+    if updated != 2 * totals.len() as u64 {
+        return Err(protocol(format!(
+            "reserving on {} stripes changed {updated} rows",
+            totals.len()
+        )));
+    }
+    journal_moves(c, "reserve", &moves, now).await
 }
 
 fn protocol(what: String) -> StoreError {

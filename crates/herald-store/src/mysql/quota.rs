@@ -273,17 +273,48 @@ pub(crate) async fn journal_insert(
     movements: &[(Uuid, i32, i64)],
     now: Now,
 ) -> Result<(), StoreError> {
+    let rows: Vec<JournalMove<'_>> = movements
+        .iter()
+        .map(|&(delivery, seq, amount)| JournalMove {
+            tenant,
+            quota_key,
+            stripe,
+            delivery,
+            seq,
+            amount,
+        })
+        .collect();
+    journal_moves(c, kind, &rows, now).await
+}
+
+/// One movement of a reservation, on the stripe it names.
+pub(crate) struct JournalMove<'a> {
+    pub tenant: Uuid,
+    pub quota_key: &'a str,
+    pub stripe: i16,
+    pub delivery: Uuid,
+    pub seq: i32,
+    pub amount: i64,
+}
+
+/// Journal rows of one kind, one per movement, on any accounts, in few statements.
+pub(crate) async fn journal_moves(
+    c: &mut MySqlConnection,
+    kind: &str,
+    moves: &[JournalMove<'_>],
+    now: Now,
+) -> Result<(), StoreError> {
     let head = "INSERT INTO quota_journal (tenant_id, quota_key, stripe, kind, amount, \
                 delivery_id, reservation_seq, at) VALUES";
     let row = format!("(?, ?, ?, ?, ?, ?, ?, {})", now.mysql_sql());
-    insert_rows(c, head, &row, "", movements, |q, (delivery, seq, amount)| {
-        q.bind(tenant)
-            .bind(quota_key)
-            .bind(stripe)
+    insert_rows(c, head, &row, "", moves, |q, m| {
+        q.bind(m.tenant)
+            .bind(m.quota_key)
+            .bind(m.stripe)
             .bind(kind)
-            .bind(amount)
-            .bind(delivery)
-            .bind(seq)
+            .bind(m.amount)
+            .bind(m.delivery)
+            .bind(m.seq)
             .bind_now(now)
     })
     .await?;
