@@ -195,8 +195,6 @@ async fn batch_take(
     news: &[NewDelivery<'_>],
     now: Now,
 ) -> Result<Taken, StoreError> {
-    // Hex for the strings: nothing in the JSON then needs escaping.
-    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
     let json = |rows: Vec<String>| format!("[{}]", rows.join(","));
     let accounts = json(
         needs
@@ -244,6 +242,7 @@ async fn batch_take(
     };
     Ok(Taken { stripes, known: members(known)?, taken: members(taken)?, now_ms })
 }
+
 /// The admitted deliveries' rows: balance gathered where the plan needs it, then one
 /// multi-row statement per table.
 async fn batch_write(
@@ -297,7 +296,7 @@ async fn batch_write(
     // the server's max_allowed_packet (16 MiB by default; 256 payloads of 64 KiB would
     // pass it).
     let head = "INSERT INTO delivery_payloads (delivery_id, payload, traceparent) VALUES";
-    let mut rest = &admitted[..];
+    let mut rest = admitted;
     while !rest.is_empty() {
         let mut bytes = 0;
         let n = rest
@@ -334,8 +333,8 @@ async fn batch_write(
     // An upsert of rows that exist (each is locked): their update, two rows affected
     // each. MariaDB checks the row to insert against the balance's CHECK before it finds
     // the duplicate, so that row is a balanced one (granted = reserved = the total); were
-    // a stripe ever missing, it would be inserted, counted one, and the count below
-    // undoes the batch rather than reserve from nothing.
+    // a stripe ever missing, it would be inserted, counted one, and the count below fails
+    // the batch (its transaction is rolled back) rather than reserve from nothing.
     let head = "INSERT INTO quota_accounts (tenant_id, quota_key, stripe, granted, reserved, \
                 updated_at) VALUES";
     let row = format!("(?, ?, ?, ?, ?, {t})");
@@ -352,6 +351,16 @@ async fn batch_write(
         )));
     }
     journal_moves(c, "reserve", &moves, now).await
+}
+
+/// Bytes as lowercase hex: the batch's strings travel in JSON so, and nothing in it then
+/// needs escaping.
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(2 * bytes.len()), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }
 
 fn protocol(what: String) -> StoreError {
