@@ -1,5 +1,5 @@
 use super::quota::{JournalMove, journal_moves};
-use super::{Bind, end_savepoint, insert_rows, inserted, savepoint, sql};
+use super::{Bind, end_savepoint, hex, insert_rows, inserted, savepoint, sql};
 use crate::clock::Now;
 use crate::deliveries::{
     Claim, LockedStripes, NewDelivery, Planned, batch_answers, batch_available, batch_needs,
@@ -195,6 +195,7 @@ async fn batch_take(
     news: &[NewDelivery<'_>],
     now: Now,
 ) -> Result<Taken, StoreError> {
+    // Strings in hex: nothing in the JSON then needs escaping.
     let json = |rows: Vec<String>| format!("[{}]", rows.join(","));
     let accounts = json(
         needs
@@ -351,16 +352,6 @@ async fn batch_write(
         )));
     }
     journal_moves(c, "reserve", &moves, now).await
-}
-
-/// Bytes as lowercase hex: the batch's strings travel in JSON so, and nothing in it then
-/// needs escaping.
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(2 * bytes.len()), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 fn protocol(what: String) -> StoreError {

@@ -1,4 +1,4 @@
-use super::{Bind, DELIVERY_COLS, bind_in_list, in_list_len, placeholders, sql};
+use super::{Bind, DELIVERY_COLS, bind_in_list, hex, in_list_len, placeholders, sql};
 use crate::clock::Now;
 use crate::deliveries::{ExpiredLease, LaneFound, LanesDue, Lease, LeaseLanes, LeasedRow};
 use crate::error::StoreError;
@@ -130,10 +130,6 @@ pub(crate) async fn deliveries_lanes(
         rows.push(<crate::deliveries::WalkRow as sqlx::FromRow<_>>::from_row(&row)?);
     }
     Ok(crate::deliveries::lanes_found(rows, walk.due_max))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Each lane's oldest due rows locked with `FOR UPDATE SKIP LOCKED`, one UNION ALL branch
