@@ -6,7 +6,10 @@
 //! At most [`GROUP_COMMIT_LANES`] lanes (one on SQLite) — tasks of their own, so a caller that goes away
 //! never cuts a batch short — each take what has gathered, up to [`GROUP_COMMIT_MAX`],
 //! and run it; what arrives meanwhile gathers for the next. There is no timer: a lone
-//! submit finds a lane free and commits at once.
+//! submit finds a lane free and commits at once. After a small batch
+//! ([`GROUP_COMMIT_SMALL_BATCH`]) a lane gives the scheduler a turn or two before it
+//! gathers, so callers it just answered that submit again at once join its next batch
+//! instead of trickling in as batches of one.
 //!
 //! A batch of one is the submit alone ([`Herald::submit_solo`]: on PostgreSQL one
 //! autocommitted statement). A bigger batch is one transaction under the runner. On
@@ -41,7 +44,10 @@ use crate::error::Error;
 use crate::handle::Herald;
 use crate::runner::TxOptions;
 use crate::submit::{Checked, SubmitRequest, Submitted};
-use herald_core::limits::{GROUP_COMMIT_LANES, GROUP_COMMIT_MAX, TX_DEADLINE_DEFAULT};
+use herald_core::limits::{
+    GROUP_COMMIT_LANES, GROUP_COMMIT_MAX, GROUP_COMMIT_SMALL_BATCH, GROUP_COMMIT_YIELDS,
+    TX_DEADLINE_DEFAULT,
+};
 use herald_store::quota::quota_lock;
 use herald_store::{Backend, ErrorClass, StoreError};
 use std::collections::VecDeque;
@@ -82,6 +88,18 @@ pub struct GroupCommitStats {
     pub waiting: usize,
     /// Submits in the lanes' transactions now.
     pub running: usize,
+}
+
+impl GroupCommitStats {
+    /// The mean batch size between an `earlier` reading and this one: submits answered
+    /// by the commits in between, per commit (0 when nothing committed).
+    pub fn submits_per_commit_since(&self, earlier: &GroupCommitStats) -> f64 {
+        let submits = self.submits.saturating_sub(earlier.submits);
+        match self.transactions.saturating_sub(earlier.transactions) {
+            0 => 0.0,
+            transactions => submits as f64 / transactions as f64,
+        }
+    }
 }
 
 impl fmt::Debug for Group {
@@ -395,7 +413,18 @@ struct Lane {
 
 impl Lane {
     async fn run(mut self) {
+        // Members the batch just run held (none before the first).
+        let mut answered = 0;
         loop {
+            if (1..=GROUP_COMMIT_SMALL_BATCH).contains(&answered) {
+                // Few callers: those just answered are most of the next batch, and in a
+                // closed loop they submit again at once. Let them run first (no timer: a
+                // turn of the scheduler each), or the first of them to come back finds
+                // this lane gathering alone — or starts another — and the rest wait.
+                for _ in 0..GROUP_COMMIT_YIELDS {
+                    tokio::task::yield_now().await;
+                }
+            }
             let (batch, expired) = {
                 let mut queue =
                     self.herald.group.queue.lock().unwrap_or_else(PoisonError::into_inner);
@@ -423,6 +452,7 @@ impl Lane {
             for member in expired {
                 member.answer(Err(queued_too_long()));
             }
+            answered = batch.len();
             if !batch.is_empty() {
                 self.taken = batch.len();
                 self.herald.run_batch(batch).await;

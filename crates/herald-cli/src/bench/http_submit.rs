@@ -81,12 +81,11 @@ impl Run {
         after: GroupCommitStats,
     ) -> Run {
         ms.sort_by(f64::total_cmp);
-        let transactions = after.transactions.saturating_sub(before.transactions).max(1);
         Run {
             rate: rate(n, elapsed),
             p50_ms: percentile(&ms, 0.50),
             p99_ms: percentile(&ms, 0.99),
-            per_commit: after.submits.saturating_sub(before.submits) as f64 / transactions as f64,
+            per_commit: after.submits_per_commit_since(&before),
             n,
             refused: 0,
             max_ms: ms.last().copied().unwrap_or(f64::NAN),

@@ -311,9 +311,11 @@ pub(super) async fn phases(
     }
     bench.reset().await?;
     let b = bar(n, "submit, library, submit_alone");
+    let batches_before = herald.group_commit_stats();
     let submit = bench.submit_herald(n, "lib", &tenants, false, Commit::Alone, &b);
     let (elapsed, work_alone) = bench.counted(submit).await?;
     let herald_alone = rate(n, elapsed);
+    let alone_per_commit = herald.group_commit_stats().submits_per_commit_since(&batches_before);
     b.finish();
     let drain_label = format!("drain, no-op channel, {} slots", args.workers);
     let drained = drain_herald(&bench, args.workers, &drain_label).await?;
@@ -327,10 +329,8 @@ pub(super) async fn phases(
         let before = herald.group_commit_stats();
         let value =
             rate(n, wide.submit_herald(n, "wide", &tenants, false, Commit::Alone, &b).await?);
-        let after = herald.group_commit_stats();
+        let per_commit = herald.group_commit_stats().submits_per_commit_since(&before);
         b.finish();
-        let per_commit = (after.submits - before.submits) as f64
-            / (after.transactions - before.transactions).max(1) as f64;
         Some((value, per_commit))
     };
     let hot_and_dup = if args.drain_only {
@@ -383,6 +383,14 @@ pub(super) async fn phases(
         return Ok(figures);
     };
     figures.push(submit_figure);
+    figures.push(figure(
+        "submit, library, submit_alone: submits per commit",
+        alone_per_commit,
+        "",
+        None,
+        n,
+        None,
+    ));
     figures.push(
         figure(
             "submit, library, in a transaction (BEGIN, submit, COMMIT)",

@@ -18,6 +18,7 @@ fn herald(args: &[&str]) -> std::process::Output {
 /// The figures every short run has, whichever server it measures.
 const FIGURES: &[&str] = &[
     "submit, library, submit_alone (one statement)",
+    "submit, library, submit_alone: submits per commit",
     "submit, library, in a transaction (BEGIN, submit, COMMIT)",
     "submit, one tenant (hot quota row)",
     "submit, half the keys repeat",

@@ -75,6 +75,8 @@ async fn a_batch_mixing_every_answer_on_one_account_answers_each_as_it_would_alo
             (1, 8),
             "{name}: the eight that passed their checks shared one commit"
         );
+        assert_eq!(after.submits_per_commit_since(&before), 8.0, "{name}");
+        assert_eq!(after.submits_per_commit_since(&after), 0.0, "{name}: no commit between");
         // The in-batch duplicate is the delivery the batch created, the free one is free.
         let first = answers[0].as_ref().unwrap().delivery.id;
         assert_eq!(answers[6].as_ref().unwrap().delivery.id, first, "{name}");
