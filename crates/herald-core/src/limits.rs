@@ -146,8 +146,8 @@ pub const GROUP_COMMIT_MAX: usize = 256;
 pub const GROUP_COMMIT_LANES: usize = 2;
 /// A lane that has just run a batch of at most this many yields to the scheduler
 /// [`GROUP_COMMIT_YIELDS`] times before it gathers again, so the callers it answered can
-/// submit again into its next batch (docs/perf.md, "Issue 41: the lane lets its callers
-/// back"). Past it the queue fills by itself, and a lane that waits behind busy callers
+/// submit again into its next batch (docs/perf.md, "the lane lets its callers back").
+/// Past it the queue fills by itself, and a lane that waits behind busy callers
 /// only idles: yielding after every batch cut the 64-task batches by a sixth on MariaDB.
 pub const GROUP_COMMIT_SMALL_BATCH: usize = 4;
 /// Turns of the scheduler a lane gives after a small batch: of 1, 2, 4 and 8, two made
