@@ -206,6 +206,16 @@ uuid_id!(
     DeliveryId
 );
 
+/// Bytes as lowercase hex: ids made of random bytes, a traceparent's fields, and SQL text
+/// that must not be escaped (MariaDB's `UNHEX` reads it back).
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(2 * bytes.len()), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

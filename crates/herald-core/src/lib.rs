@@ -23,7 +23,7 @@ pub use backoff::Backoff;
 pub use decide::{Current, Decision, Report, decide};
 pub use grant::{Grant, decide_grant};
 pub use hold::{HoldKind, HoldScope, destination_of};
-pub use ident::{DeliveryId, IdentError, KeyId, OperationId, OperationKey, Scope, TenantId};
+pub use ident::{DeliveryId, IdentError, KeyId, OperationId, OperationKey, Scope, TenantId, hex};
 pub use payload::Payload;
 pub use redact::{Redacted, redact_url};
 pub use retry::RetryPolicy;

@@ -53,14 +53,20 @@ impl TraceParent {
 
     /// The trace id as 32 lower-case hex digits.
     pub fn trace_hex(&self) -> String {
-        to_hex(&self.trace_id)
+        crate::ident::hex(&self.trace_id)
     }
 }
 
 /// Always version `00`, whatever version it was read from.
 impl fmt::Display for TraceParent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "00-{}-{}-{:02x}", to_hex(&self.trace_id), to_hex(&self.span_id), self.flags)
+        write!(
+            f,
+            "00-{}-{}-{:02x}",
+            crate::ident::hex(&self.trace_id),
+            crate::ident::hex(&self.span_id),
+            self.flags
+        )
     }
 }
 
@@ -79,10 +85,6 @@ fn hex<const N: usize>(digits: &[u8]) -> Option<[u8; N]> {
         out[i] = nibble(pair[0])? << 4 | nibble(pair[1])?;
     }
     Some(out)
-}
-
-fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -292,7 +292,7 @@ async fn beat(herald: &Herald, target: &WakeTarget) -> Result<(), Error> {
 fn token() -> Result<String, Error> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|e| Error::app(format!("no randomness: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(herald_core::hex(&bytes))
 }
 
 /// Equal bytes, in a time that does not depend on where they differ.

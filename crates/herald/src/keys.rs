@@ -49,7 +49,7 @@ fn random<const N: usize>() -> Result<[u8; N], Error> {
 
 /// A new key from the operating system's CSPRNG: 8 bytes of key id, 32 of secret.
 pub(crate) fn mint() -> Result<Minted, Error> {
-    let id: String = random::<8>()?.iter().map(|b| format!("{b:02x}")).collect();
+    let id = herald_core::hex(&random::<8>()?);
     let key_id = KeyId::parse(&id).ok_or_else(|| Error::app("a minted key id is not hex"))?;
     let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random::<32>()?);
     Ok(Minted {

@@ -90,7 +90,7 @@ fn new_id() -> Result<String, Error> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes)
         .map_err(|e| Error::app(format!("no randomness for a session id: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(herald_core::hex(&bytes))
 }
 
 impl Herald {

@@ -53,7 +53,7 @@ impl Jobs {
         }
         let mut bytes = [0u8; 16];
         getrandom::fill(&mut bytes).map_err(|_| ApiError::internal())?;
-        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let id = herald_core::hex(&bytes);
         let job = Arc::new(Job {
             owner,
             progress: BulkProgress::default(),

@@ -1,11 +1,12 @@
 use super::quota::{JournalMove, journal_moves};
-use super::{Bind, end_savepoint, hex, insert_rows, inserted, savepoint, sql};
+use super::{Bind, end_savepoint, insert_rows, inserted, savepoint, sql};
 use crate::clock::Now;
 use crate::deliveries::{
     Claim, LockedStripes, NewDelivery, Planned, batch_answers, batch_available, batch_needs,
     claim_plan, gathered, stripe_plan,
 };
 use crate::error::StoreError;
+use herald_core::hex;
 use sqlx::MySqlConnection;
 use sqlx::types::Uuid;
 use std::collections::{BTreeMap, HashMap};

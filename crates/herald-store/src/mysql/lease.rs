@@ -1,8 +1,9 @@
-use super::{Bind, DELIVERY_COLS, bind_in_list, hex, in_list_len, placeholders, sql};
+use super::{Bind, DELIVERY_COLS, bind_in_list, in_list_len, placeholders, sql};
 use crate::clock::Now;
 use crate::deliveries::{ExpiredLease, LaneFound, LanesDue, Lease, LeaseLanes, LeasedRow};
 use crate::error::StoreError;
 use herald_core::fair::Lane;
+use herald_core::hex;
 use sqlx::MySqlConnection;
 use sqlx::types::Uuid;
 use std::time::Duration;

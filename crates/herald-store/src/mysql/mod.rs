@@ -87,16 +87,6 @@ where
     query
 }
 
-/// Bytes as lowercase hex, for SQL text that must not be escaped (a literal, a JSON
-/// argument): `UNHEX` reads it back.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(2 * bytes.len()), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
-
 /// One query of [`insert_rows`], as its `bind` receives it.
 pub(crate) type RowsQuery<'q> = sqlx::query::Query<'q, MySql, MySqlArguments>;
 
