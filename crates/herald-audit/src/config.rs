@@ -348,11 +348,17 @@ fn major_name(major: Option<u32>) -> String {
     major.map_or("10 (version unknown)".to_string(), |m| m.to_string())
 }
 
-/// The Laravel major a `composer.json` requires (`"laravel/framework": "^11.0"`).
+/// The Laravel major a `composer.json` requires (`"laravel/framework": "^11.0"`); a Lumen
+/// application (`"laravel/lumen-framework": "5.1.*"`, Polr in the corpus) is read by the
+/// defaults of the Laravel major it shares its number with (a `sync` queue before 11).
 fn laravel_major(root: &Path) -> Option<u32> {
     let text = std::fs::read_to_string(root.join("composer.json")).ok()?;
     let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let constraint = json.get("require")?.get("laravel/framework")?.as_str()?;
+    let require = json.get("require")?;
+    let constraint = require
+        .get("laravel/framework")
+        .or_else(|| require.get("laravel/lumen-framework"))?
+        .as_str()?;
     // The first version number in the constraint: "^10.0|^11.0" → 10.
     let digits: String = constraint
         .chars()

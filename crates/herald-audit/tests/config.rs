@@ -85,6 +85,21 @@ fn a_laravel_10_application_without_queue_config_queues_synchronously() {
 }
 
 #[test]
+fn a_lumen_application_is_read_by_its_laravel_major() {
+    // Polr in the corpus: Lumen 5.1, an `artisan` script, only `config/geoip.php`. Without
+    // its major the missing queue file read as a Laravel 11 skeleton's `database` queue.
+    let dir = app(&[
+        ("composer.json", r#"{"require": {"laravel/lumen-framework": "5.1.*"}}"#),
+        ("artisan", "#!/usr/bin/env php\n"),
+    ]);
+    let config = read(dir.path());
+    assert_eq!(config.queue_default.as_deref(), Some("sync"));
+    assert_eq!(config.driver(None), Some(Driver::Mysql));
+    assert!(config.db_source.contains("Laravel 5 defaults"), "{}", config.db_source);
+    assert!(config.queue_source.contains("Laravel 5 defaults"), "{}", config.queue_source);
+}
+
+#[test]
 fn the_database_queue_on_another_connection_is_not_the_transaction() {
     let dir = app(&[
         (

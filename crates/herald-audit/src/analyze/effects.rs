@@ -84,6 +84,28 @@ const LOG_LEVELS: [&str; 10] = [
     "log",
     "write",
 ];
+/// Requests that compute an answer and change nothing remote — a model's inference, an
+/// embedding, a translation — by host and a fragment of the path. Inside a transaction
+/// they hold it open during a network call, but a rollback strands nothing: Event
+/// Schedule's Gemini translations in the corpus (docs/audit.md). A request to any other
+/// address is an effect.
+const COMPUTE_ENDPOINTS: [(&str, &str); 15] = [
+    ("generativelanguage.googleapis.com", ":generateContent"),
+    ("generativelanguage.googleapis.com", ":streamGenerateContent"),
+    ("generativelanguage.googleapis.com", ":embedContent"),
+    ("generativelanguage.googleapis.com", ":batchEmbedContents"),
+    ("generativelanguage.googleapis.com", ":countTokens"),
+    ("api.openai.com", "/chat/completions"),
+    ("api.openai.com", "/embeddings"),
+    ("api.openai.com", "/moderations"),
+    ("api.anthropic.com", "/messages"),
+    ("api.mistral.ai", "/chat/completions"),
+    ("api.mistral.ai", "/embeddings"),
+    ("translation.googleapis.com", "/translate"),
+    ("translation.googleapis.com", ":translateText"),
+    ("api.deepl.com", "/translate"),
+    ("api-free.deepl.com", "/translate"),
+];
 const HTTP_VERBS: [&str; 8] = ["get", "post", "put", "patch", "delete", "head", "send", "request"];
 const HTTP_ASYNC: [&str; 4] = ["requestAsync", "sendAsync", "postAsync", "sendRequest"];
 const MAIL_SENDS: [&str; 5] = ["send", "sendNow", "raw", "html", "plain"];
@@ -211,6 +233,9 @@ impl<'a> Analysis<'a> {
                 && lower_in(name, &HTTP_VERBS)
                 && !root.method_name().is_some_and(|n| n.eq_ignore_ascii_case("fake"))
             {
+                if self.computes_only(outer.args.first().map(|a| &a.value), frame) {
+                    return None;
+                }
                 return send(format!("HTTP call (Http::…->{name}())"));
             }
             if facade(class, "Cache") && lower_in(name, &CACHE_WRITES) {
@@ -220,7 +245,7 @@ impl<'a> Analysis<'a> {
                 return send(format!("Redis write (Redis::…{name}())"));
             }
             if facade(class, "Storage") && lower_in(name, &STORAGE_WRITES) {
-                if self.writes_fresh_file(outer, name, frame) {
+                if self.writes_garbage(outer, name, frame) {
                     return None;
                 }
                 return send(format!("storage write (Storage::…{name}())"));
@@ -304,6 +329,11 @@ impl<'a> Analysis<'a> {
                 if function.eq_ignore_ascii_case("curl_exec")
                     || function.eq_ignore_ascii_case("curl_multi_exec")
                 {
+                    if function.eq_ignore_ascii_case("curl_exec")
+                        && self.computes_only(self.curl_url(outer, frame), frame)
+                    {
+                        return None;
+                    }
                     return send(format!("HTTP call ({function}())"));
                 }
                 if function.eq_ignore_ascii_case("file_get_contents") {
@@ -428,15 +458,59 @@ impl<'a> Analysis<'a> {
         })
     }
 
-    /// A write of a new file under a name made random here (`Str::random(32)`,
-    /// `Str::uuid()`, `uniqid()`, `$file->hashName()`): like a copy, a rollback leaves only
-    /// a file nothing refers to (Event Schedule's imported images in the corpus).
-    fn writes_fresh_file(&self, call: &'a Call, name: &str, frame: &Frame<'a>) -> bool {
-        lower_in(name, &["put", "putFile", "putFileAs", "write", "writeStream"])
-            && call.args.first().is_some_and(|a| {
-                fresh_name(&a.value)
-                    || self.env(frame).is_some_and(|env| mentions_any(&a.value, &env.fresh))
-            })
+    /// A write a rollback leaves as garbage, as it does a `copy`: a new file under a name
+    /// made random here (`Str::random(32)`, `Str::uuid()`, `uniqid()`, `$file->hashName()`;
+    /// Event Schedule's imported images in the corpus), or a copy spelled as a write of
+    /// what another stored file holds (`$private->put($to, $public->get($from))`; UnoPim's
+    /// demo seeder).
+    fn writes_garbage(&self, call: &'a Call, name: &str, frame: &Frame<'a>) -> bool {
+        if !lower_in(name, &["put", "putFile", "putFileAs", "write", "writeStream"]) {
+            return false;
+        }
+        let fresh = call.args.first().is_some_and(|a| {
+            fresh_name(&a.value)
+                || self.env(frame).is_some_and(|env| mentions_any(&a.value, &env.fresh))
+        });
+        let copied = lower_in(name, &["put", "write", "writeStream"])
+            && call.args.get(1).is_some_and(|a| self.reads_stored_file(&a.value, frame));
+        fresh || copied
+    }
+
+    /// Whether `e` reads a stored file whole: `->get()`/`->readStream()` on a disk.
+    fn reads_stored_file(&self, e: &'a Expr, frame: &Frame<'a>) -> bool {
+        let Expr::Call(c) = e else { return false };
+        let Callee::Method { object, name } = &c.callee else { return false };
+        lower_in(name, &["get", "readStream"])
+            && self.service_of(&self.types_of(object, frame)) == Some(Service::Storage)
+    }
+
+    /// The address a `curl_exec($ch)` goes to: `$ch = curl_init($url)` in the same function.
+    fn curl_url(&self, exec: &'a Call, frame: &Frame<'a>) -> Option<&'a Expr> {
+        let Some(Expr::Var(handle)) = exec.args.first().map(|a| &a.value) else { return None };
+        let init = self.env(frame)?.calls.get(handle)?;
+        match &init.callee {
+            Callee::Function(f) if f.trim_start_matches('\\').eq_ignore_ascii_case("curl_init") => {
+                init.args.first().map(|a| &a.value)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a request to `url` (literal, built, or a variable assigned one in the same
+    /// function) only computes an answer: `COMPUTE_ENDPOINTS`.
+    fn computes_only(&self, url: Option<&'a Expr>, frame: &Frame<'a>) -> bool {
+        let url = match url {
+            Some(Expr::Var(v)) => self.env(frame).and_then(|env| env.strings.get(v).copied()),
+            other => other,
+        };
+        let Some(url) = url else { return false };
+        let mut text = String::new();
+        literal_text(url, &mut text);
+        let text = text.to_ascii_lowercase();
+        COMPUTE_ENDPOINTS.iter().any(|(host, path)| {
+            let host = ["https://", host].concat();
+            text.starts_with(&host) && text.contains(&path.to_ascii_lowercase())
+        })
     }
 
     /// The effect of method `name` on a value of `service`'s type.
@@ -475,13 +549,16 @@ impl<'a> Analysis<'a> {
                 }
             }
             Service::Http if lower_in(name, &HTTP_VERBS) || lower_in(name, &HTTP_ASYNC) => {
+                if self.computes_only(outer.args.first().map(|a| &a.value), frame) {
+                    return None;
+                }
                 send(format!("HTTP call ({})", via("client")))
             }
             Service::Cache if lower_in(name, &CACHE_WRITES) => {
                 send(format!("cache write ({})", via("cache")))
             }
             Service::Storage if lower_in(name, &STORAGE_WRITES) => {
-                if self.writes_fresh_file(outer, name, frame) {
+                if self.writes_garbage(outer, name, frame) {
                     return None;
                 }
                 send(format!("storage write ({})", via("filesystem")))
@@ -612,6 +689,16 @@ fn mentions_any(e: &Expr, vars: &std::collections::HashSet<String>) -> bool {
     let mut found = false;
     e.for_each_child(&mut |c| found = found || mentions_any(c, vars));
     found
+}
+
+/// The literal parts of a string built by interpolation or concatenation, in order, with
+/// a NUL where a value goes.
+fn literal_text(e: &Expr, out: &mut String) {
+    match e {
+        Expr::Str(s) => out.push_str(s),
+        Expr::Other(parts) => parts.iter().for_each(|p| literal_text(p, out)),
+        _ => out.push('\0'),
+    }
 }
 
 fn starts_with_url(e: &Expr) -> bool {

@@ -104,6 +104,9 @@ struct Env<'a> {
     calls: HashMap<String, &'a Call>,
     /// Variables assigned a name made random (`$name = Str::random(32).'.jpg'`).
     fresh: HashSet<String>,
+    /// Variables assigned a string, literal or built (`$url = "https://…/{$model}:…"`):
+    /// where a request goes (`effects::computes_only`).
+    strings: HashMap<String, &'a Expr>,
 }
 
 pub struct Analysis<'a> {
@@ -617,6 +620,9 @@ fn collect_env<'a>(e: &'a Expr, env: &mut Env<'a>) {
                     },
                     Expr::Closure(c) => {
                         env.closures.insert(v.clone(), c);
+                    }
+                    Expr::Str(_) | Expr::Other(_) => {
+                        env.strings.entry(v.clone()).or_insert(value);
                     }
                     _ => {}
                 }
