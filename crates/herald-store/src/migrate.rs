@@ -305,8 +305,10 @@ async fn migrate_mysql(
     let flavor = flavor.unwrap_or(Flavor::MariaDb);
     let mut conn = pool.acquire().await?;
     let result = async {
-        // No statement bound left on the session while a migration runs, and one sql_mode
+        // The server's session defaults (a transaction of herald's may have left its bounds
+        // on this connection), no statement bound while a migration runs, and one sql_mode
         // whatever the server's default: a routine keeps the mode it was created with.
+        sqlx::raw_sql(flavor.session_defaults()).execute(&mut *conn).await?;
         sqlx::raw_sql(flavor.unbounded_statements()).execute(&mut *conn).await?;
         sqlx::raw_sql(MIGRATION_SQL_MODE).execute(&mut *conn).await?;
         let locked: Option<i64> =

@@ -395,10 +395,11 @@ impl Store {
                     Ok(Err(source)) => return Err(connect_error(source)),
                     Err(_elapsed) => return Err(connect_error(sqlx::Error::PoolTimedOut)),
                 };
-                // A transaction sets its wait bounds on the session (`Store::begin`); the
-                // server's defaults go back when the connection returns to the pool (in
-                // sqlx's release task, off the caller's path), so a bound never outlives
-                // its transaction.
+                // A transaction sets its wait bounds on the session (`Store::begin`) and
+                // leaves them there: the next transaction sets its own in its BEGIN, and a
+                // use outside a transaction puts the server's defaults back first
+                // (`Store::acquire`). Resetting on release instead was a round trip per
+                // transaction (issue 41, docs/perf.md).
                 let pool = MySqlPoolOptions::new()
                     .max_connections(options.connections_max.max(2))
                     .acquire_timeout(options.connect_timeout)
@@ -429,9 +430,14 @@ impl Store {
                             })
                         }
                     })
+                    // MySQL bounds a transaction's idle time with the session's own
+                    // `wait_timeout` (`mysql::dialect`), which must not stay at 2 s on an
+                    // idle pooled connection: there the reset stays on release.
                     .after_release(move |conn, _meta| {
                         Box::pin(async move {
-                            sqlx::raw_sql(flavor.session_defaults()).execute(conn).await?;
+                            if flavor == Flavor::MySql {
+                                sqlx::raw_sql(flavor.session_defaults()).execute(conn).await?;
+                            }
                             Ok(true)
                         })
                     })
@@ -509,8 +515,28 @@ impl Store {
     }
 
     /// A pooled connection for statements that need no transaction (single reads),
-    /// within the pool's acquire timeout.
+    /// within the pool's acquire timeout. On MariaDB its session has the server's own
+    /// bounds and isolation back first (one round trip): a transaction leaves its bounds
+    /// on the session (`Store::begin` sets them at every BEGIN), and a read must not run
+    /// under what is left of another caller's deadline.
     pub async fn acquire(&self) -> Result<PooledConn, StoreError> {
+        Ok(match &self.pool {
+            Pool::MySql(p, flavor) => {
+                let mut conn = p.acquire().await?;
+                if let Err(e) = sqlx::raw_sql(flavor.session_defaults()).execute(&mut *conn).await {
+                    crate::tx::discard(conn);
+                    return Err(e.into());
+                }
+                PooledConn::MySql(conn)
+            }
+            _ => self.acquire_as_left().await?,
+        })
+    }
+
+    /// A pooled connection as the last user left its session (on MariaDB, perhaps with a
+    /// transaction's bounds and isolation): for the bench's floors, which begin with their
+    /// own isolation and whose statements no bound reaches.
+    pub(crate) async fn acquire_as_left(&self) -> Result<PooledConn, StoreError> {
         Ok(match &self.pool {
             Pool::Sqlite(p) => PooledConn::Sqlite(p.acquire().await?),
             Pool::Postgres(p) => PooledConn::Postgres(p.acquire().await?),

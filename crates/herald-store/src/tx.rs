@@ -12,8 +12,8 @@
 //!   SET TRANSACTION ISOLATION LEVEL …; BEGIN` in one round trip. InnoDB's lock wait
 //!   takes whole seconds (at least 1), so `max_statement_time` (MariaDB, fractional
 //!   seconds) bounds every statement, lock waits included, to the time left; both are the
-//!   connection's, and the pool puts the server's defaults back when the connection comes
-//!   back (`Store::connect`). MySQL has no `max_statement_time`: there the bound is the
+//!   connection's, and stay on it after the transaction (the next BEGIN sets its own; a
+//!   use outside a transaction puts the server's defaults back first: `Store::acquire`). MySQL has no `max_statement_time`: there the bound is the
 //!   whole seconds of the lock wait (and the runner's own timer around each call).
 //! - SQLite: this process's writer first (`Store::sqlite_writer`: the process's writes take
 //!   turns in arrival order, so none waits in the busy handler for another of its own),
@@ -234,8 +234,8 @@ impl Store {
             // InnoDB's lock wait takes whole seconds; MariaDB's statement bound takes
             // fractions, and also covers metadata-lock waits (`lock_wait_timeout`, a year
             // by default), so no wait outlives the caller's deadline by more than its
-            // rounding (MySQL's bounds: `mysql::dialect`). The session values go back to
-            // the server's when the connection returns to the pool.
+            // rounding (MySQL's bounds: `mysql::dialect`). The session values stay after
+            // the transaction: see `Store::acquire`.
             let sql = flavor.begin_sql(wait_ms, options.idle_max, options.isolation.sql());
             let conn = pool.acquire().await?;
             return Ok(StoreTx::MySql(PooledTx::begin(conn, sql).await?));

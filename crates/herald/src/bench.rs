@@ -17,9 +17,10 @@ use uuid::Uuid;
 pub use herald_store::bench::{Commit, SqlSubmit, Work};
 
 /// Empties the delivery tables (accounts are kept), so each compared phase starts from the
-/// same table sizes.
+/// same table sizes, on connections whose sessions have the server's defaults.
 pub async fn reset(herald: &Herald) -> Result<(), Error> {
     herald.transaction(|tx| Box::pin(async move { Ok(bench_reset(tx.conn()).await?) })).await?;
+    herald_store::bench::sessions_reset(herald.store()).await?;
     Ok(())
 }
 

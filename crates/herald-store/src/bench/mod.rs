@@ -292,7 +292,7 @@ pub async fn floor_submit_pooled(
 ) -> Result<bool, StoreError> {
     // PostgreSQL's id: taken before the connection, where the bench always took it.
     let id = Uuid::now_v7();
-    match store.acquire().await? {
+    match store.acquire_as_left().await? {
         // No writing CTEs: the floor is four statements, in a transaction whichever
         // `commit` is asked for, in herald's isolation.
         PooledConn::MySql(mut c) => {
@@ -338,7 +338,7 @@ pub async fn floor_submit_batch_pooled(
     items: &[(Uuid, String)],
 ) -> Result<usize, StoreError> {
     let mut claimed = 0;
-    match store.acquire().await? {
+    match store.acquire_as_left().await? {
         PooledConn::MySql(mut c) => {
             let mut tx = c.begin_with(mysql::FLOOR_BEGIN).await?;
             for (tenant, key) in items {
@@ -408,7 +408,7 @@ pub async fn floor_drain_pooled(
     parts: i64,
 ) -> Result<Option<u64>, StoreError> {
     let conflict = |e: &StoreError| matches!(e.class(), ErrorClass::Concurrency(_));
-    match store.acquire().await? {
+    match store.acquire_as_left().await? {
         PooledConn::MySql(mut c) => {
             floor_drain_in(c.begin_with(mysql::FLOOR_BEGIN).await?, limit, part, parts).await
         }
@@ -478,6 +478,19 @@ pub async fn floor_drain_serial(
         drained += n;
         on_batch(n);
     }
+}
+
+/// Puts the sessions of `store`'s idle connections back to the server's defaults (on
+/// MariaDB a transaction of herald's leaves its bounds and isolation on its session:
+/// `Store::acquire`), so that a phase playing an application's own connections — the SQL
+/// API's, an application's transactions — starts from what an application's would have.
+pub async fn sessions_reset(store: &Store) -> Result<(), StoreError> {
+    let Some(pool) = store.mysql_pool() else { return Ok(()) };
+    let mut held = Vec::with_capacity(pool.num_idle());
+    for _ in 0..pool.num_idle() {
+        held.push(store.acquire().await?);
+    }
+    Ok(())
 }
 
 /// Opens `connections` connections of `store`'s pool at once (and hands them back), so

@@ -78,7 +78,8 @@ impl Flavor {
         match self {
             // The session's isolation, not the next transaction's: a procedure can read it
             // (`@@tx_isolation`), and `herald_quota_take` finds a free stripe in one locking
-            // statement under READ COMMITTED. `session_defaults` puts the server's back.
+            // statement under READ COMMITTED. `session_defaults` puts the server's back
+            // before a use outside a transaction.
             Flavor::MariaDb => format!(
                 "SET SESSION innodb_lock_wait_timeout = {lock_s}, lock_wait_timeout = {lock_s}, \
                  {bounds}, tx_isolation = '{}'; BEGIN",
@@ -91,8 +92,9 @@ impl Flavor {
         }
     }
 
-    /// What a connection's session gets back when it returns to the pool: the server's
-    /// own wait bounds, whatever a transaction set.
+    /// What a connection's session gets back before a use outside a transaction
+    /// (`Store::acquire`): the server's own wait bounds and isolation, whatever the last
+    /// transaction on it set.
     pub fn session_defaults(self) -> &'static str {
         match self {
             Flavor::MariaDb => {
