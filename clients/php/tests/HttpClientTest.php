@@ -97,6 +97,18 @@ final class HttpClientTest extends TestCase
         }
     }
 
+    public function testATraceparentThatIsNotOneNeverFailsTheSubmit(): void
+    {
+        // Sent as a header only when printable (a header cannot carry the rest); herald
+        // ignores one it cannot read. The header itself: crates/herald-cli/tests/it/traces.rs.
+        foreach (['not-printable' => "00-\xff\x00", 'not-a-traceparent' => 'hello'] as $case => $tp) {
+            $key = $this->unique("http-{$case}");
+            $result = $this->client()->submit(operationKey: $key, channel: 'webhook', to: $this->receiver('http'), payload: ['case' => $case], traceparent: $tp);
+            $this->assertSame(SubmitStatus::Created, $result->status, $case);
+            Expect::deliveredOnce($result->deliveryId, "http-traceparent-{$case}");
+        }
+    }
+
     public function testALostAnswerIsResentWithTheSameKeyAndFindsTheDeliveryItMade(): void
     {
         $key = $this->unique('lost-answer');

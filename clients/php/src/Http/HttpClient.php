@@ -60,6 +60,11 @@ final class HttpClient
      * (422 idempotency_key_reused) are answers; 400/413 throw InvalidSubmission, other
      * errors HttpError; unanswered after every send, OutcomeUnknown or Unavailable.
      *
+     * `$traceparent`, the caller's W3C trace context, goes as the `traceparent` header: with
+     * herald's traces on, the request and the delivery's attempts join the caller's trace
+     * (as `Herald::submit(…, traceparent:)` does for an SQL submit); one that is not
+     * printable ASCII is not sent (tracing never fails a submit).
+     *
      * @param string|array<mixed>|object $payload JSON text (sent byte for byte) or a value to encode
      */
     public function submit(
@@ -71,6 +76,7 @@ final class HttpClient
         ?int $cost = null,
         DateTimeInterface|string|null $sendAt = null,
         ?int $maxAttempts = null,
+        ?string $traceparent = null,
     ): SubmitResult {
         Text::checkAll([
             'operation_key' => $operationKey,
@@ -91,6 +97,9 @@ final class HttpClient
         // Also as the `Idempotency-Key` header where a header can carry it (visible ASCII),
         // for proxies and logs that key on it; the body's is the one herald reads.
         $headers = preg_match('/^[\x21-\x7e]+$/', $operationKey) === 1 ? ['Idempotency-Key' => $operationKey] : [];
+        if ($traceparent !== null && preg_match('/^[\x20-\x7e]{1,512}$/D', $traceparent) === 1) {
+            $headers['traceparent'] = $traceparent;
+        }
         $reply = $this->send('POST', '/v1/deliveries', $body, $headers, $operationKey);
         $json = $reply->json();
         $result = fn (SubmitStatus $status, ?string $id) => new SubmitResult($status, $id, $operationKey, $quotaKey ?? $channel);

@@ -12,6 +12,8 @@ use tokio::sync::Notify;
 /// The caller's trace and span, as a client would send them.
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
+/// The trace of the PHP HTTP client's case.
+const PHP_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 
 /// Waits, without polling, until `check` finds what it looks for in state that changes
 /// only with a call of `arrived.notify_waiters()`, or panics naming `what`.
@@ -234,6 +236,37 @@ async fn traced(db: SharedDb) {
     let submitted = only(&collector.wait(&trace, "submit", 1).await, "submit");
     let attempt = only(&collector.wait(&trace, "attempt", 1).await, "attempt");
     assert_eq!(attempt["parent_span_id"], submitted["span_id"], "{attempt}");
+
+    // The PHP package's HTTP client passes its caller's traceparent on the same way.
+    let Some(php) = php() else { return };
+    let caller = format!("00-{PHP_TRACE}-{CALLER_SPAN}-01");
+    let autoload = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/php/autoload.php");
+    let script = "require $argv[1]; $r = (new Herald\\Http\\HttpClient($argv[2], $argv[3]))
+        ->submit(operationKey: 'traced-php', channel: 'webhook', to: $argv[4], payload: [],
+            traceparent: $argv[5]); echo $r->status->name;";
+    let url = format!("http://{}", server.addr);
+    let out = std::process::Command::new(php)
+        .args(["-r", script, "--", &autoload.display().to_string(), &url, &key, &hooks.url()])
+        .arg(&caller)
+        .output()
+        .expect("php runs");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Created", "{out:?}");
+    let request = only(&collector.wait(PHP_TRACE, "POST /v1/deliveries", 1).await, "request");
+    assert_eq!(request["parent_span_id"], CALLER_SPAN, "{request}");
+    let seen = hooks.wait(4).await;
+    assert!(seen[3].starts_with(&format!("00-{PHP_TRACE}-")), "{seen:?}");
+}
+
+/// `php` for the PHP client's case, or a skip (a failure under CI, which installs it).
+fn php() -> Option<&'static str> {
+    let runs =
+        std::process::Command::new("php").arg("-v").output().is_ok_and(|o| o.status.success());
+    if !runs {
+        assert!(std::env::var_os("CI").is_none(), "CI is set but php does not run");
+        eprintln!("skipped the PHP client's case: no php");
+        return None;
+    }
+    Some("php")
 }
 
 on_every_backend! {
