@@ -23,6 +23,14 @@ return [
     // fingerprint is computed in SQL instead (slower for large payloads).
     'max_attempts' => env('HERALD_MAX_ATTEMPTS', 8),
 
+    // The current W3C trace, for submits that pass none (the `herald` mailer's, the
+    // notification channel's): an invokable class (made by the container) or a static
+    // callable returning the current `traceparent` or null. With herald's traces on, each
+    // delivery's attempts then join the request that sent it. With OpenTelemetry's PHP API,
+    // e.g. a class whose __invoke() formats Span::getCurrent()->getContext()
+    // ('00-' . traceId . '-' . spanId . '-01' when it is valid). null: none.
+    'traceparent' => null,
+
     // herald's HTTP API, for the HttpClient (applications that do not share its database).
     'url' => env('HERALD_URL', 'http://127.0.0.1:8080'),
     'key' => env('HERALD_KEY'),

@@ -47,7 +47,29 @@ final class Herald
          * large payloads).
          */
         private readonly ?int $maxAttempts = self::MAX_ATTEMPTS_DEFAULT,
+        /**
+         * The caller's current W3C traceparent, asked for by a submit that passes none (the
+         * mail transports', the notification channel's): `herald.traceparent` in Laravel.
+         * What it throws or returns that is not a traceparent is ignored.
+         *
+         * @var (Closure(): ?string)|null
+         */
+        private readonly ?Closure $currentTrace = null,
     ) {
+    }
+
+    /** The configured current trace's traceparent; nothing when asking for it fails. */
+    private function currentTrace(): ?string
+    {
+        if ($this->currentTrace === null) {
+            return null;
+        }
+        try {
+            $traceparent = ($this->currentTrace)();
+        } catch (\Throwable) {
+            return null;
+        }
+        return is_string($traceparent) ? $traceparent : null;
     }
 
     /** herald's own default for `max_attempts` (its build's, and a new database's). */
@@ -59,19 +81,24 @@ final class Herald
         string $database = 'herald',
         ?string $tenant = null,
         ?int $maxAttempts = self::MAX_ATTEMPTS_DEFAULT,
+        ?Closure $currentTrace = null,
     ): self {
-        return new self(new PdoConnection($pdo), $schema, $database, $tenant, $maxAttempts);
+        return new self(new PdoConnection($pdo), $schema, $database, $tenant, $maxAttempts, $currentTrace);
     }
 
-    /** @param ConnectionInterface|Closure(): ConnectionInterface $connection */
+    /**
+     * @param ConnectionInterface|Closure(): ConnectionInterface $connection
+     * @param (Closure(): ?string)|null $currentTrace
+     */
     public static function laravel(
         ConnectionInterface|Closure $connection,
         string $schema = 'herald',
         string $database = 'herald',
         ?string $tenant = null,
         ?int $maxAttempts = self::MAX_ATTEMPTS_DEFAULT,
+        ?Closure $currentTrace = null,
     ): self {
-        return new self(new LaravelConnection($connection), $schema, $database, $tenant, $maxAttempts);
+        return new self(new LaravelConnection($connection), $schema, $database, $tenant, $maxAttempts, $currentTrace);
     }
 
     /**
@@ -79,7 +106,8 @@ final class Herald
      * reserves its cost there (without an open transaction, in one of its own). The payload is
      * JSON text kept byte for byte, or an array/object encoded once here. `$traceparent`, the
      * caller's W3C Trace Context, makes each attempt's span a child of the caller's when
-     * herald's traces are on; one that does not read as a traceparent is ignored.
+     * herald's traces are on (none given: the configured current trace's, if any); one that
+     * does not read as a traceparent is ignored.
      *
      * @param string|array<mixed>|object $payload
      * @throws InvalidSubmission when herald refuses the request (nothing was written): a
@@ -97,6 +125,7 @@ final class Herald
         ?int $maxAttempts = null,
         ?string $traceparent = null,
     ): SubmitResult {
+        $traceparent ??= $this->currentTrace();
         $submission = new Submission(
             tenant: $tenant ?? $this->tenant
                 ?? throw new \InvalidArgumentException('no tenant: pass tenant: or configure a default one (herald.tenant)'),

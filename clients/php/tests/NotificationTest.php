@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Herald\Tests;
 
 use Herald\Laravel\Notifications\HeraldMessage;
+use Herald\Tests\Support\CurrentTrace;
 use Herald\Tests\Support\Expect;
 use Herald\Tests\Support\Shop\OrderShipped;
 use Herald\Tests\Support\Shop\Partner;
@@ -26,6 +27,43 @@ final class NotificationTest extends TestCase
         self::$app->forgetInstance(\Herald\Herald::class);
         self::$app->forgetInstance(\Illuminate\Notifications\ChannelManager::class);
         Notifications::clearResolvedInstance(\Illuminate\Notifications\ChannelManager::class);
+    }
+
+    protected function tearDown(): void
+    {
+        self::$app['config']->set('herald.traceparent', null);
+        [CurrentTrace::$traceparent, CurrentTrace::$fails] = [null, false];
+        self::$app->forgetInstance(\Herald\Herald::class);
+        parent::tearDown();
+    }
+
+    public function testTheConfiguredCurrentTraceGoesWithTheNotificationsClaim(): void
+    {
+        self::$app['config']->set('herald.traceparent', CurrentTrace::class);
+        self::$app->forgetInstance(\Herald\Herald::class);
+        self::$app->forgetInstance(\Illuminate\Notifications\ChannelManager::class);
+        Notifications::clearResolvedInstance(\Illuminate\Notifications\ChannelManager::class);
+        $cases = [
+            'traced' => ['00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', false, '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'],
+            // Asking fails, or answers what is not a traceparent: the claim goes on, untraced.
+            'failing' => ['00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', true, null],
+            'not-one' => ["00-\xff", false, null],
+        ];
+        foreach ($cases as $case => [$current, $fails, $expected]) {
+            [CurrentTrace::$traceparent, CurrentTrace::$fails] = [$current, $fails];
+            $marker = $this->unique("traced-{$case}");
+            DB::transaction(function () use ($marker, $case) {
+                Notifications::route('herald', $this->receiver("notification-{$case}"))->notify(new OrderShipped(23, $marker));
+            });
+            $found = array_values(array_filter(
+                $this->heraldInspector()->deliveries(channel: 'webhook'),
+                fn (array $d) => $this->heraldInspector()->delivery($d['id'])['recipient'] === $this->receiver("notification-{$case}"),
+            ));
+            $this->assertCount(1, $found, $case);
+            $claimed = $this->assertHeraldClaimed($found[0]['operation_key'], 'webhook', $this->tenant->id);
+            $this->assertSame($expected, $claimed['traceparent'], $case);
+            Expect::deliveredOnce($found[0]['id'], "notification-traced-{$case}");
+        }
     }
 
     public function testAnOnDemandNotificationIsClaimedInTheTransactionAndSentOnce(): void

@@ -32,6 +32,22 @@ final class ProviderTest extends TestCase
         $this->assertSame(300, self::$app['config']['herald.webhook_tolerance']);
     }
 
+    public function testACurrentTraceSettingThatIsNoCallableIsAClearError(): void
+    {
+        self::$app['config']->set('herald.traceparent', 'App\\NoSuchTracing');
+        self::$app->forgetInstance(HeraldClient::class);
+        try {
+            self::$app->make(HeraldClient::class);
+            $this->fail('expected a refusal of herald.traceparent');
+        } catch (\InvalidArgumentException $e) {
+            $this->assertStringContainsString('herald.traceparent must name an invokable class or a static callable', $e->getMessage());
+        } finally {
+            self::$app['config']->set('herald.traceparent', null);
+            self::$app->forgetInstance(HeraldClient::class);
+            Herald::clearResolvedInstance('herald');
+        }
+    }
+
     public function testTheHttpClientComesFromTheUrlAndKeyInConfig(): void
     {
         try {

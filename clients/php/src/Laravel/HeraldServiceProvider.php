@@ -44,6 +44,7 @@ final class HeraldServiceProvider extends ServiceProvider
                 maxAttempts: array_key_exists('max_attempts', $config)
                     ? ($config['max_attempts'] === null ? null : (int) $config['max_attempts'])
                     : Herald::MAX_ATTEMPTS_DEFAULT,
+                currentTrace: self::currentTrace($config['traceparent'] ?? null, $app),
             );
         });
         $this->app->alias(Herald::class, 'herald');
@@ -90,5 +91,26 @@ final class HeraldServiceProvider extends ServiceProvider
         if (method_exists($this->app, 'configPath')) {
             $this->publishes([dirname(__DIR__, 2) . '/config/herald.php' => $this->app->configPath('herald.php')], 'herald-config');
         }
+    }
+
+    /**
+     * `herald.traceparent`: the name of an invokable class (made by the container when a
+     * submit asks) or a static callable (`[Tracing::class, 'current']`), never a closure, so
+     * `php artisan config:cache` keeps working.
+     *
+     * @return (\Closure(): ?string)|null
+     */
+    private static function currentTrace(mixed $setting, $app): ?\Closure
+    {
+        if ($setting === null || $setting === '') {
+            return null;
+        }
+        if (is_string($setting) && class_exists($setting) && method_exists($setting, '__invoke')) {
+            return static fn (): mixed => $app->make($setting)();
+        }
+        if (is_callable($setting)) {
+            return \Closure::fromCallable($setting);
+        }
+        throw new \InvalidArgumentException('herald.traceparent must name an invokable class or a static callable, got ' . json_encode($setting));
     }
 }
