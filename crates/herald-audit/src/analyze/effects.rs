@@ -500,7 +500,7 @@ impl<'a> Analysis<'a> {
     /// function) only computes an answer: `COMPUTE_ENDPOINTS`.
     fn computes_only(&self, url: Option<&'a Expr>, frame: &Frame<'a>) -> bool {
         let url = match url {
-            Some(Expr::Var(v)) => self.env(frame).and_then(|env| env.strings.get(v).copied()),
+            Some(Expr::Var(v)) => self.env(frame).and_then(|env| env.strings.get(v).copied()?),
             other => other,
         };
         let Some(url) = url else { return false };

@@ -104,9 +104,10 @@ struct Env<'a> {
     calls: HashMap<String, &'a Call>,
     /// Variables assigned a name made random (`$name = Str::random(32).'.jpg'`).
     fresh: HashSet<String>,
-    /// Variables assigned a string, literal or built (`$url = "https://…/{$model}:…"`):
-    /// where a request goes (`effects::computes_only`).
-    strings: HashMap<String, &'a Expr>,
+    /// Variables assigned a string, literal or built (`$url = "https://…/{$model}:…"`),
+    /// and nothing else anywhere in the function (`None` otherwise): where a request goes
+    /// (`effects::computes_only`).
+    strings: HashMap<String, Option<&'a Expr>>,
 }
 
 pub struct Analysis<'a> {
@@ -606,6 +607,11 @@ fn collect_env<'a>(e: &'a Expr, env: &mut Env<'a>) {
                 env.fresh.insert(v.clone());
             }
             if let Expr::Var(v) = &**target {
+                let string = matches!(&**value, Expr::Str(_) | Expr::Other(_));
+                env.strings
+                    .entry(v.clone())
+                    .and_modify(|s| *s = None)
+                    .or_insert(string.then_some(&**value));
                 match &**value {
                     Expr::New { class, .. } if class != "?" => {
                         env.types.insert(v.clone(), vec![class.clone()]);
@@ -620,9 +626,6 @@ fn collect_env<'a>(e: &'a Expr, env: &mut Env<'a>) {
                     },
                     Expr::Closure(c) => {
                         env.closures.insert(v.clone(), c);
-                    }
-                    Expr::Str(_) | Expr::Other(_) => {
-                        env.strings.entry(v.clone()).or_insert(value);
                     }
                     _ => {}
                 }
