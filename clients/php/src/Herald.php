@@ -137,10 +137,7 @@ final class Herald
             cost: $cost,
             sendAt: self::sendAtText($sendAt),
             maxAttempts: $maxAttempts ?? $this->maxAttempts,
-            // Ignored unless printable ASCII (a traceparent is): tracing never fails a
-            // submit, and bytes that are not UTF-8 would abort a PostgreSQL transaction.
-            traceparent: $traceparent !== null && preg_match('/^[\x20-\x7e]{1,512}$/D', $traceparent) === 1
-                ? $traceparent : null,
+            traceparent: self::traceparentText($traceparent),
         );
         // Before the call, so no driver cuts a key at NUL and no database raises on bytes
         // that are not UTF-8 inside the caller's transaction.
@@ -261,6 +258,17 @@ final class Herald
         } catch (JsonException $e) {
             throw new InvalidSubmission('payload', 'not_encodable', 'the payload cannot be encoded as JSON: ' . $e->getMessage());
         }
+    }
+
+    /**
+     * A traceparent as herald is given it, or null: ignored unless printable ASCII (a
+     * traceparent is), since tracing never fails a submit — bytes that are not UTF-8 would
+     * abort a PostgreSQL transaction, and a header cannot carry them.
+     */
+    public static function traceparentText(?string $traceparent): ?string
+    {
+        return $traceparent !== null && preg_match('/^[\x20-\x7e]{1,512}$/D', $traceparent) === 1
+            ? $traceparent : null;
     }
 
     /** RFC 3339 in UTC with milliseconds (herald keeps send_at to the millisecond). */

@@ -97,7 +97,7 @@ final class HttpClient
         // Also as the `Idempotency-Key` header where a header can carry it (visible ASCII),
         // for proxies and logs that key on it; the body's is the one herald reads.
         $headers = preg_match('/^[\x21-\x7e]+$/', $operationKey) === 1 ? ['Idempotency-Key' => $operationKey] : [];
-        if ($traceparent !== null && preg_match('/^[\x20-\x7e]{1,512}$/D', $traceparent) === 1) {
+        if (($traceparent = Herald::traceparentText($traceparent)) !== null) {
             $headers['traceparent'] = $traceparent;
         }
         $reply = $this->send('POST', '/v1/deliveries', $body, $headers, $operationKey);

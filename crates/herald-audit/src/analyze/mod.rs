@@ -10,6 +10,7 @@
 
 mod checks;
 mod effects;
+mod harmless;
 mod readonly;
 mod resolve;
 mod services;
@@ -106,7 +107,7 @@ struct Env<'a> {
     fresh: HashSet<String>,
     /// Variables assigned a string, literal or built (`$url = "https://…/{$model}:…"`),
     /// and nothing else anywhere in the function (`None` otherwise): where a request goes
-    /// (`effects::computes_only`).
+    /// (`harmless::computes_only`).
     strings: HashMap<String, Option<&'a Expr>>,
 }
 
@@ -602,7 +603,7 @@ fn collect_env<'a>(e: &'a Expr, env: &mut Env<'a>) {
     match e {
         Expr::Assign { target, value } => {
             if let Expr::Var(v) = &**target
-                && effects::fresh_name(value)
+                && harmless::fresh_name(value)
             {
                 env.fresh.insert(v.clone());
             }

@@ -485,12 +485,11 @@ pub async fn floor_drain_serial(
 /// `Store::acquire`), so that a phase playing an application's own connections — the SQL
 /// API's, an application's transactions — starts from what an application's would have.
 pub async fn sessions_reset(store: &Store) -> Result<(), StoreError> {
-    let Some(pool) = store.mysql_pool() else { return Ok(()) };
-    let mut held = Vec::with_capacity(pool.num_idle());
-    for _ in 0..pool.num_idle() {
-        held.push(store.acquire().await?);
+    match store.mysql_pool() {
+        // Each connection `Store::acquire` hands out has had its session reset.
+        Some(pool) => pool_fill(store, pool.num_idle()).await,
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Opens `connections` connections of `store`'s pool at once (and hands them back), so
