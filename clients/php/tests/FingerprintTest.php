@@ -54,6 +54,7 @@ final class FingerprintTest extends \PHPUnit\Framework\TestCase
             // The exact parser names the fault; the quick one only declines.
             $this->assertRefused($case['invalid'], fn () => self::reader('parse', $case['payload']));
             $this->assertNull(self::reader('quick', $case['payload']));
+            $this->assertNull(self::reader('decoded', $case['payload']));
             return;
         }
         $canonical = Fingerprint::canonical($r['channel'], $r['to'], $case['payload'], $r['max_attempts'], $r['quota_key'], $r['cost'], $r['send_at']);
@@ -61,13 +62,89 @@ final class FingerprintTest extends \PHPUnit\Framework\TestCase
         $digest = $fingerprint();
         $this->assertSame(32, strlen($digest));
         $this->assertSame($case['sha256'], bin2hex($digest));
-        // Both readers write the same form, each on its own (quick() reads every valid vector).
-        foreach (['parse', 'quick'] as $reader) {
-            $this->assertStringContainsString(',"payload":' . self::reader($reader, $case['payload']) . ',"quota_key":', $canonical, $reader);
+        // The readers write the same form, each on its own (quick() reads every valid vector,
+        // decoded() those without a number or escape it leaves to quick()).
+        foreach (['parse', 'quick', 'decoded'] as $reader) {
+            $form = self::reader($reader, $case['payload']);
+            if ($form !== null || $reader !== 'decoded') {
+                $this->assertStringContainsString(',"payload":' . $form . ',"quota_key":', $canonical, $reader);
+            }
         }
     }
 
-    /** Fingerprint's private quick() or parse() on a payload text. */
+    /**
+     * decoded() trusts PHP's json_decode() and json_encode() where it can prove them exact;
+     * a wrong form there would fail a delivery at its send (`fingerprint_mismatch`). So it
+     * is checked against parse() on generated payloads made of the spellings where the two
+     * could part: numbers at the edges of a double's digits and of json_encode()'s
+     * notation, escapes, keys PHP makes integers, repeats, `":` in strings, whitespace.
+     */
+    public function testDecodedAgreesWithParseOnGeneratedPayloads(): void
+    {
+        mt_srand(3535);
+        $decoded = 0;
+        for ($i = 0; $i < 20000; $i++) {
+            $text = self::generated(0);
+            try {
+                $want = self::reader('parse', $text);
+            } catch (InvalidSubmission) {
+                $want = null;
+            }
+            $form = self::reader('decoded', $text);
+            if ($form !== null) {
+                $this->assertSame($want, $form, $text);
+                $decoded++;
+            }
+        }
+        // Not a vacuous check: decoded() takes a good share of them.
+        $this->assertGreaterThan(4000, $decoded);
+        $bench = (string) file_get_contents(__DIR__ . '/fixtures/payload-4k.json');
+        $this->assertSame(self::reader('parse', $bench), self::reader('decoded', $bench), 'the bench payload');
+    }
+
+    /** A random JSON-like text: mostly valid, with the spellings decoded() must get right. */
+    private static function generated(int $depth): string
+    {
+        $pick = static fn (array $from): string => $from[mt_rand(0, count($from) - 1)];
+        $space = static fn (): string => mt_rand(0, 5) === 0 ? $pick([' ', "\n  ", "\t", "\r\n", "\f"]) : '';
+        $kind = mt_rand(0, $depth >= 4 ? 3 : 5);
+        if ($kind === 0) {
+            if (mt_rand(0, 1) === 0) {
+                return $pick(['0', '-0', '0.0', '-0.0', '1.50', '0.1', '0.001', '0.0001', '0.00009', '1e-4', '1E2', '10e-1',
+                    '123456789012345', '1234567890123456', '999999999999999.9', '99999999999999.99', '0.30000000000000001',
+                    '0.123456789012345', '9007199254740993', '-12.3400', '1.', '01', '.5', '1e400', '1e-400', '5e-324']);
+            }
+            $number = (mt_rand(0, 3) === 0 ? '-' : '') . (mt_rand(0, 2) === 0 ? '0' : (string) mt_rand(1, 9) . str_repeat((string) mt_rand(0, 9), mt_rand(0, 16)));
+            if (mt_rand(0, 1) === 0) {
+                $number .= '.' . substr(str_shuffle('01234567890123456789') . str_repeat('0', mt_rand(0, 3)), 0, mt_rand(1, 18));
+            }
+            return mt_rand(0, 5) === 0 ? $number . $pick(['e', 'E', 'e-', 'E+']) . mt_rand(0, 40) : $number;
+        }
+        if ($kind === 1) {
+            return $pick(['true', 'false', 'null', 'nul']);
+        }
+        if ($kind <= 3) {
+            $string = '"';
+            for ($n = mt_rand(0, 4); $n > 0; $n--) {
+                $string .= $pick(['abc', 'é', '😀', "\u{2028}", "\x7f", '\\n', '\\t', '\\b', '\\f', '\\r', '\\/', '\\"', '\\\\',
+                    '\\u00e9', '\\u00E9', '\\ud83d\\ude00', '\\u0000', '\\u001f', '\\u007F', '\\ud800', '\\udc00x', "\x01", ':',
+                    '\\":', '0', '1234567890123456', '5e3', '{}', '\\u0030', ' ', '\\\\n']);
+            }
+            return $string . '"';
+        }
+        $items = [];
+        for ($n = mt_rand(0, 4); $n > 0; $n--) {
+            $item = self::generated($depth + 1);
+            if ($kind === 5) {
+                $item = $pick(['"a"', '"b"', '"A"', '"é"', '""', '"0"', '"\\u0030"', '"1"', '"10"', '"9"', '"-0"', '"01"', '"\\u0061"',
+                    '"a\\":"', '"😀"', '"\\uffff"', '"9223372036854775808"', '"x"', '"y"', '"z"']) . $space() . ':' . $space() . $item;
+            }
+            $items[] = $space() . $item . $space();
+        }
+        return $kind === 5 ? '{' . implode(',', $items) . '}' : '[' . implode(',', $items) . ']';
+    }
+
+    /** Fingerprint's private decoded(), quick() or parse() on a payload text. */
     private static function reader(string $reader, string $text): ?string
     {
         return \Closure::bind(fn () => Fingerprint::$reader($text), null, Fingerprint::class)();
