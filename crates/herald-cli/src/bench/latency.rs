@@ -4,8 +4,8 @@
 
 use super::Args;
 use super::harness::{Bench, bar, noop_of, percentile, spawn_clients, start, submit_one, worker};
-use super::phases::SQL_PAYLOAD_SMALL;
 use super::php::{PhpSession, PhpTarget};
+use super::sql_api::SQL_PAYLOAD_SMALL;
 use anyhow::{Context, Result, anyhow, bail};
 use herald::Herald;
 use herald::bench::Commit;

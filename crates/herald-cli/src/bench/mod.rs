@@ -85,6 +85,7 @@ mod peers;
 mod phases;
 mod php;
 mod report;
+mod sql_api;
 
 use anyhow::{Context, Result, bail};
 use herald::{Herald, WorkerOptions};
@@ -147,6 +148,10 @@ pub struct Args {
     /// submit inside, against the same transaction without.
     #[arg(long, conflicts_with_all = ["drain_only", "e2e_only", "http_only"])]
     app_only: bool,
+    /// Only the one-statement submit floor and the SQL API's submit phases (the Rust
+    /// clients' and the PHP package's), for profiling them.
+    #[arg(long, hide = true, conflicts_with_all = ["drain_only", "e2e_only", "http_only", "app_only"])]
+    sql_only: bool,
 }
 
 /// The URL prints without its password.
@@ -167,6 +172,7 @@ impl std::fmt::Debug for Args {
             .field("e2e_only", &self.e2e_only)
             .field("http_only", &self.http_only)
             .field("app_only", &self.app_only)
+            .field("sql_only", &self.sql_only)
             .field("no_wake_datagrams", &self.no_wake_datagrams)
             .finish()
     }
@@ -233,7 +239,13 @@ pub async fn run(args: Args) -> Result<()> {
     let mut figures = result?;
     dropped?;
     let mut peer_runs = Vec::new();
-    if !args.drain_only && !args.e2e_only && !args.http_only && !args.app_only && !mariadb {
+    if !args.drain_only
+        && !args.e2e_only
+        && !args.http_only
+        && !args.app_only
+        && !args.sql_only
+        && !mariadb
+    {
         figures.extend(sqlite_phases(&args, n).await?);
         if let Some(dir) = &peers {
             peer_runs = run_peers(&args, n, dir).await?;
