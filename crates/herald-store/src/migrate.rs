@@ -56,6 +56,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (19, "traces", include_str!("../migrations/postgres/0019_traces.sql")),
     (20, "settle on row", include_str!("../migrations/postgres/0020_settle_on_row.sql")),
     (21, "wake targets", include_str!("../migrations/postgres/0021_wake_targets.sql")),
+    (22, "payload lz4", include_str!("../migrations/postgres/0022_payload_lz4.sql")),
 ];
 /// MariaDB started at the other backends' current schema. DDL commits implicitly, so each
 /// file is written to be run again from the top (`IF NOT EXISTS`): see `migrate_mysql`.

@@ -529,7 +529,13 @@ async fn submit_v2_takes_the_callers_fingerprint_and_herald_checks_it_before_the
             ("invalid", Some(field), Some(code))
         );
     }
-    for (bad, code) in [("{", "syntax"), ("[\"\\ud800\"]", "lone_surrogate")] {
+    // `json` reads the syntax; an escape it lets through goes to `jsonb` (and the walk).
+    for (bad, code) in [
+        ("{", "syntax"),
+        ("[\"\\ud800\"]", "lone_surrogate"),
+        ("[\"\\uDC00x\"]", "lone_surrogate"),
+        ("{\"a\": \"\\u0000\"}", "nul"),
+    ] {
         let (status, _, f, c) =
             submit_v2(&pool, &t, "v2-bad", bad, Some(print.clone()), Some(5)).await;
         assert_eq!(
@@ -583,16 +589,26 @@ async fn submit_v2_takes_the_callers_fingerprint_and_herald_checks_it_before_the
         "another payload"
     );
 
+    // Text that only looks like those escapes, and a surrogate pair, are JSON, and sent.
+    herald.quota_grant(tenant, "webhook", 2, None).await.unwrap();
+    for (i, good) in [r#"["\\u0000"]"#, r#"["\ud83d\ude00"]"#].into_iter().enumerate() {
+        let key = format!("v2-escapes-{i}");
+        let (status, ..) =
+            submit_v2(&pool, &t, &key, good, Some(client_print(good, 5)), Some(5)).await;
+        assert_eq!(status, "created", "{good}");
+    }
+
     let sends = std::sync::Arc::new(common::Sends::default());
     let channel: std::sync::Arc<dyn herald::Channel> = sends.clone();
     let options = herald::WorkerOptions { id: "w-v2".into(), ..Default::default() };
     let worker =
         herald::Worker::new(herald.clone(), options, [("webhook".to_string(), channel)]).unwrap();
     let report = worker.run_once().await.unwrap();
-    assert_eq!((report.sent, report.failed), (2, 1));
+    assert_eq!((report.sent, report.failed), (4, 1));
     let mut sent = sends.0.lock().unwrap().clone();
     sent.sort();
-    assert_eq!(sent, ["v1-row", "v2-honest"], "the forged one is never sent");
+    let want = ["v1-row", "v2-escapes-0", "v2-escapes-1", "v2-honest"];
+    assert_eq!(sent, want, "the forged one is never sent");
     let failed: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id
           WHERE d.operation_key = 'v2-forged' AND d.state = 'failed'
