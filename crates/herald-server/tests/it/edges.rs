@@ -275,6 +275,37 @@ async fn with_the_connection_limit_reached_the_next_waits_until_one_closes() {
 }
 
 #[tokio::test]
+async fn at_the_connection_limit_idle_connections_give_their_places_up() {
+    const LIMIT: usize = 2;
+    const GET: &[u8] = b"GET /healthz HTTP/1.1\r\nhost: herald\r\n\r\n";
+    let s =
+        server(HttpOptions { connections_max: LIMIT, ..options(Duration::from_secs(60)) }).await;
+    // One place held by a connection kept alive after its answer (a client's idle pool),
+    // the other by a client sending its first request.
+    let mut idle = connect(s.addr).await;
+    send(&mut idle, GET).await;
+    assert_eq!(answer(&mut idle).await.status, 200);
+    let mut sending = connect(s.addr).await;
+    send(&mut sending, HALF_A_HEAD).await;
+    // A third is answered now, not after the 60 s header timeout: the idle one gave its
+    // place up (after IDLE_GIVE_UP); the one mid-request kept its own.
+    let started = Instant::now();
+    let mut next = connect(s.addr).await;
+    send(&mut next, GET).await;
+    let answered = answer(&mut next).await;
+    assert_eq!(answered.status, 200);
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    closed(&mut idle).await;
+    // While the limit holds, an answer says the connection closes after it, and it does.
+    assert!(answered.head.contains("connection: close"), "{}", answered.head);
+    closed(&mut next).await;
+    send(&mut sending, b": 1\r\n\r\n").await;
+    assert_eq!(answer(&mut sending).await.status, 200);
+    s.shutdown.cancel();
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
 async fn shutdown_finishes_answers_in_progress_and_ends_despite_a_client_mid_headers() {
     let grace = Duration::from_millis(500);
     let s = server(HttpOptions { shutdown_grace: grace, ..options(Duration::from_secs(60)) }).await;
