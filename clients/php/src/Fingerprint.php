@@ -66,8 +66,8 @@ final class Fingerprint
     private const NEEDS_ESCAPE = '/["\\\\\x01-\x1f]/';
 
     /**
-     * What decoded() leaves to the others: a run of 16 digits or dots (a number of 16
-     * significant digits may be no double's shortest form), a digit before an exponent,
+     * What decoded() leaves to the others: a run of 16 digits or dots (beyond 15 significant
+     * digits a double's shortest form may not be the number's value), a digit before an exponent,
      * `\u0000` (PHP decodes it; herald refuses it), an empty object (json_decode() makes
      * it `[]`). In a string too: there it costs only the quicker reader's time.
      */
@@ -329,8 +329,8 @@ final class Fingerprint
 
     /**
      * A double json_encode() writes as its exact value in plain notation (`-0.0` made `0`):
-     * PHP writes an exponent below 1e-4 and from 1e17; a number of NOT_DECODED's at most 15
-     * digits is below 1e15, and from 1e-3 on, this stays clear of the first edge too.
+     * PHP writes an exponent below 1e-4 (and far above 1e15, which a number of at most 15
+     * digits, as NOT_DECODED leaves, stays under); from 1e-3 on this is clear of both.
      */
     private static function plainDouble(float &$value): bool
     {

@@ -250,6 +250,15 @@ pub(super) async fn sqlite_phases(args: &Args, n: usize) -> Result<Vec<Figure>> 
     result
 }
 
+/// The one-statement submit floor, one pass: the yardstick of the profiling modes.
+async fn floor_alone_once(bench: &Bench, n: usize) -> Result<f64> {
+    bench.reset().await?;
+    let b = bar(n, "floor: submit, one statement");
+    let floor_alone = rate(n, bench.submit_floor(n, "floor", Commit::Alone, &b).await?);
+    b.finish();
+    Ok(floor_alone)
+}
+
 pub(super) async fn phases(
     args: &Args,
     n: usize,
@@ -276,10 +285,7 @@ pub(super) async fn phases(
         return super::app::app_transaction_figures(args, &bench, herald, n).await;
     }
     if args.sql_only {
-        bench.reset().await?;
-        let b = bar(n, "floor: submit, one statement");
-        let floor_alone = rate(n, bench.submit_floor(n, "floor", Commit::Alone, &b).await?);
-        b.finish();
+        let floor_alone = floor_alone_once(&bench, n).await?;
         let rates = sql_api_rates(args, &bench, herald, url, n).await?;
         let vs = |(name, value, n): (String, f64, usize)| {
             figure(name, value, "/s", Some(floor_alone), n, None)
@@ -287,10 +293,7 @@ pub(super) async fn phases(
         return Ok(rates.into_iter().map(vs).collect());
     }
     if args.http_only {
-        bench.reset().await?;
-        let b = bar(n, "floor: submit, one statement");
-        let floor_alone = rate(n, bench.submit_floor(n, "floor", Commit::Alone, &b).await?);
-        b.finish();
+        let floor_alone = floor_alone_once(&bench, n).await?;
         return http_submit_figures(&bench, herald, webhook_channel(herald)?, n, floor_alone, "")
             .await;
     }
