@@ -28,7 +28,29 @@ pub(crate) async fn delivery_claim(
     now: Now,
     notify: bool,
 ) -> Result<Claim, StoreError> {
-    let claim = claim_once(c, new, now, notify, None).await?;
+    let claim = if new.cost > 0 && sqlx::Connection::is_in_transaction(&*c) {
+        // In the caller's transaction the search runs in a savepoint. A search that finds
+        // no free stripe may still have locked one: a stripe that another transaction
+        // drained and committed after the statement's snapshot (PostgreSQL keeps the lock
+        // of a row whose re-check failed), which the transaction would hold to its end,
+        // and herald_quota_gather below waits for every held stripe in order while holding
+        // it: two such waits deadlock, and the server's detector ends one after
+        // `deadlock_timeout` (the exhaustion race, `striped::`, saw about three a race, and
+        // one of its transactions once waited past the runner's 10 s). Undoing the
+        // savepoint releases the stray. Two round trips more per claim in a transaction
+        // (docs/perf.md, "Stray stripe locks"); autocommitted, the statement's end
+        // releases it.
+        let mut search = sqlx::Connection::begin(&mut *c).await?;
+        let claim = claim_once(&mut search, new, now, notify, None).await?;
+        if claim == Claim::QuotaShort {
+            search.rollback().await?;
+        } else {
+            search.commit().await?;
+        }
+        claim
+    } else {
+        claim_once(c, new, now, notify, None).await?
+    };
     if claim != Claim::QuotaShort || new.cost == 0 {
         return Ok(claim);
     }

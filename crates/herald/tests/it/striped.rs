@@ -5,7 +5,7 @@
 
 use crate::common::{self, TestDb};
 use herald::sqlx;
-use herald::{Error, Herald, Payload, StoreOptions, SubmitRequest, TenantId};
+use herald::{Backend, Error, Herald, Payload, StoreOptions, SubmitRequest, TenantId};
 use std::time::{Duration, Instant};
 
 /// The account's units, the transactions racing for them, how long each holds its
@@ -32,7 +32,8 @@ async fn herald_for(db: &TestDb) -> Herald {
 /// error, as an application's retry loop does: near exhaustion two claims gathering an
 /// account can deadlock on MariaDB (ARCHITECTURE.md, "Striped quota accounts"). The
 /// answer of the last run: created (true) or quota exhausted (false); anything else fails.
-async fn app_transaction(herald: &Herald, req: &SubmitRequest, commit: bool) -> bool {
+/// Then how many times it ran (a transaction that rolls back counts once).
+async fn app_transaction(herald: &Herald, req: &SubmitRequest, commit: bool) -> (bool, u32) {
     let answered = std::sync::Mutex::new(None);
     let ran = herald
         .transaction(|tx| {
@@ -51,30 +52,33 @@ async fn app_transaction(herald: &Herald, req: &SubmitRequest, commit: bool) -> 
             })
         })
         .await;
-    match ran {
-        Ok(_) => {}
-        Err(Error::Invalid(_)) if !commit => {}
+    let attempts = match ran {
+        Ok(committed) => committed.attempts,
+        Err(Error::Invalid(_)) if !commit => 1,
         Err(e) => panic!("{}: {e:?}", req.operation_key),
-    }
-    answered.into_inner().unwrap().expect("answered")
+    };
+    (answered.into_inner().unwrap().expect("answered"), attempts)
 }
 
-/// `CLIENTS` transactions at once, each submitting one unit under its own key.
-async fn race(herald: &Herald, tenant: TenantId, tag: &str, commit: bool) -> (usize, usize) {
+/// `CLIENTS` transactions at once, each submitting one unit under its own key: how many
+/// were created, how many answered exhausted, how many times they ran again.
+async fn race(herald: &Herald, tenant: TenantId, tag: &str, commit: bool) -> (usize, usize, u32) {
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..CLIENTS {
         let (h, req) = (herald.clone(), request(tenant, &format!("{tag}-{i}")));
         tasks.spawn(async move { app_transaction(&h, &req, commit).await });
     }
-    let (mut created, mut exhausted) = (0, 0);
+    let (mut created, mut exhausted, mut again) = (0, 0, 0);
     while let Some(answer) = tasks.join_next().await {
-        if answer.unwrap() {
+        let (answer, attempts) = answer.unwrap();
+        if answer {
             created += 1;
         } else {
             exhausted += 1;
         }
+        again += attempts - 1;
     }
-    (created, exhausted)
+    (created, exhausted, again)
 }
 
 /// The acceptance race: an account of 10 units, 64 transactions each reserving one at once
@@ -91,15 +95,24 @@ async fn the_last_units_go_to_exactly_as_many_transactions() {
         let tenant = herald.tenant_create("acme").await.unwrap().id;
         herald.quota_grant(tenant, "webhook", UNITS, None).await.unwrap();
         let started = Instant::now();
-        let (created, exhausted) = race(&herald, tenant, "commit", true).await;
-        eprintln!("{name}: {created} created, {exhausted} exhausted in {:?}", started.elapsed());
+        let (created, exhausted, again) = race(&herald, tenant, "commit", true).await;
+        eprintln!(
+            "{name}: {created} created, {exhausted} exhausted in {:?}, {again} run again",
+            started.elapsed()
+        );
         assert_eq!((created, exhausted), (UNITS as usize, CLIENTS - UNITS as usize), "{name}");
+        if db.backend == Backend::Postgres {
+            // No deadlock: a claim's search that found no free stripe lets go of what it
+            // locked before it waits (postgres/claim.rs). Without that, 2 of 4 races here
+            // ran 9 and 23 transactions again, and one once waited past the runner's 10 s.
+            assert_eq!(again, 0, "{name}: transactions run again");
+        }
         let account = &herald.quotas(tenant).await.unwrap()[0];
         assert_eq!((account.available, account.reserved), (0, UNITS), "{name}");
 
         let tenant = herald.tenant_create("globex").await.unwrap().id;
         herald.quota_grant(tenant, "webhook", UNITS, None).await.unwrap();
-        let (created, _) = race(&herald, tenant, "rollback", false).await;
+        let (created, _, _) = race(&herald, tenant, "rollback", false).await;
         assert!(created >= UNITS as usize, "{name}: {created} created before the rollbacks");
         let account = &herald.quotas(tenant).await.unwrap()[0];
         assert_eq!((account.available, account.reserved), (UNITS, 0), "{name}: all back");
