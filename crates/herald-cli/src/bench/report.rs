@@ -36,6 +36,9 @@ pub(super) struct PerDelivery {
     transactions: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     statements: Option<f64>,
+    /// Pages the server looked at (logical reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pages_read: Option<f64>,
     /// The deliveries the counts were divided by.
     n: usize,
 }
@@ -53,6 +56,7 @@ pub(super) fn per_delivery(work: Option<Work>, n: usize) -> Option<PerDelivery> 
         rows_deleted: each(w.rows_deleted),
         transactions: w.transactions.map(each),
         statements: w.statements.map(each),
+        pages_read: w.pages_read.map(each),
         n,
     })
 }
@@ -320,6 +324,7 @@ fn print_work(figures: &[Figure], peers: &[PeerRun]) {
         "deleted",
         "transactions",
         "statements",
+        "pages read",
     ];
     let maybe =
         |v: Option<f64>, digits: usize| v.map_or("–".to_string(), |v| format!("{v:.digits$}"));
@@ -338,6 +343,7 @@ fn print_work(figures: &[Figure], peers: &[PeerRun]) {
             format!("{:.2}", w.rows_deleted),
             maybe(w.transactions, 3),
             maybe(w.statements, 2),
+            maybe(w.pages_read, 1),
         ]);
     }
     let widths: Vec<usize> = (0..header.len())

@@ -8,7 +8,7 @@
 //! (`pg_stat_database`: kept when a table is dropped, so a peer that recreates its tables
 //! does not make a count go backwards), HOT updates (`pg_stat_user_tables`, summed), and
 //! top-level statements (`pg_stat_statements`, when the server preloads it; otherwise
-//! none). A session reports its statistics to these views at the end of a transaction at
+//! none), and pages read (`blks_hit` + `blks_read`: every buffer a statement looked at). A session reports its statistics to these views at the end of a transaction at
 //! most once a second, and otherwise only after ten idle seconds: the caller waits a
 //! second ([`Work::SETTLE`]), and [`postgres_flush`] then runs a statement on each idle
 //! connection of the pool, whose end makes each session report what it has pending.
@@ -17,7 +17,8 @@
 //! deleted through the storage engines (`Handler_write`, `_update`, `_delete`: MariaDB
 //! 10.11 has no `Innodb_rows_*`; an internal temporary table's rows count too),
 //! statements sent by clients (`Questions`: each statement of a multi-statement query,
-//! not those a procedure runs), and explicit COMMITs and ROLLBACKs (an autocommitted
+//! not those a procedure runs), pages read (`Innodb_buffer_pool_read_requests`: every
+//! page InnoDB looked at, from memory or disk), and explicit COMMITs and ROLLBACKs (an autocommitted
 //! statement is not counted). On both servers a statement is not a round trip: herald's
 //! BEGIN sends its session settings with it in one query.
 
@@ -39,6 +40,9 @@ pub struct Work {
     pub rows_deleted: i64,
     pub transactions: Option<i64>,
     pub statements: Option<i64>,
+    /// Pages the server looked at (logical reads, cached or not): what an index scan that
+    /// passes dead or delete-marked entries costs, which no row count shows.
+    pub pages_read: Option<i64>,
     /// Entries `pg_stat_statements` has evicted so far (its `dealloc`): when it moved
     /// between two moments, the statements' sum lost counts and says nothing.
     pub statements_evicted: Option<i64>,
@@ -71,6 +75,7 @@ impl Work {
                 _ => both(self.statements, before.statements),
             },
             statements_evicted: both(self.statements_evicted, before.statements_evicted),
+            pages_read: both(self.pages_read, before.pages_read),
         }
     }
 }
@@ -88,17 +93,18 @@ pub(super) async fn postgres_flush(pool: &sqlx::PgPool) -> Result<(), StoreError
     Ok(())
 }
 
-type PgCounters = (i64, Option<i64>, Option<i64>, i64, i64, Option<i64>, i64, Option<i64>);
+type PgCounters =
+    (i64, Option<i64>, Option<i64>, i64, i64, Option<i64>, i64, Option<i64>, Option<i64>);
 
 pub(super) async fn postgres(c: &mut PgConnection) -> Result<Work, StoreError> {
-    let (log_bytes, wal_records, wal_full_pages, ins, upd, hot, del, transactions): PgCounters =
+    let (log_bytes, wal_records, wal_full_pages, ins, upd, hot, del, transactions, pages): PgCounters =
         sqlx::query_as(
             "SELECT CAST(pg_current_wal_lsn() - '0/0' AS bigint),
                     (SELECT wal_records FROM pg_stat_wal),
                     (SELECT wal_fpi FROM pg_stat_wal),
                     d.tup_inserted, d.tup_updated,
                     (SELECT CAST(sum(t.n_tup_hot_upd) AS bigint) FROM pg_stat_user_tables t),
-                    d.tup_deleted, d.xact_commit + d.xact_rollback
+                    d.tup_deleted, d.xact_commit + d.xact_rollback, d.blks_hit + d.blks_read
                FROM pg_stat_database d WHERE d.datname = current_database()",
         )
         .fetch_one(&mut *c)
@@ -115,6 +121,7 @@ pub(super) async fn postgres(c: &mut PgConnection) -> Result<Work, StoreError> {
         transactions,
         statements,
         statements_evicted,
+        pages_read: pages,
     })
 }
 
@@ -162,7 +169,8 @@ async fn postgres_statements(
 pub(super) async fn mysql(c: &mut MySqlConnection) -> Result<Work, StoreError> {
     let status: Vec<(String, String)> = sqlx::query_as(
         "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_os_log_written', 'Handler_write',
-             'Handler_update', 'Handler_delete', 'Questions', 'Com_commit', 'Com_rollback')",
+             'Handler_update', 'Handler_delete', 'Questions', 'Com_commit', 'Com_rollback',
+             'Innodb_buffer_pool_read_requests')",
     )
     .fetch_all(&mut *c)
     .await?;
@@ -184,5 +192,6 @@ pub(super) async fn mysql(c: &mut MySqlConnection) -> Result<Work, StoreError> {
         transactions: Some(get("Com_commit") + get("Com_rollback")),
         statements: Some(get("Questions")),
         statements_evicted: None,
+        pages_read: Some(get("Innodb_buffer_pool_read_requests")),
     })
 }

@@ -100,10 +100,7 @@ pub(crate) async fn deliveries_lanes(
     // p99 of 91 ms even without a backlog (the statement's close, a write with no answer,
     // held back the next). Every value is herald's own: numbers, and ids and a host name
     // as hex literals.
-    let now = match walk.now {
-        Now::Database => crate::clock::MYSQL_NOW_MS.to_string(),
-        Now::At(ms) => ms.to_string(),
-    };
+    let now = now_literal(walk.now);
     let start = match walk.after {
         Some(after) => {
             let (t, d) = (hex(after.tenant.as_bytes()), hex(after.destination.as_bytes()));
@@ -133,33 +130,86 @@ pub(crate) async fn deliveries_lanes(
     Ok(crate::deliveries::lanes_found(rows, walk.due_max))
 }
 
-/// Each lane's oldest due rows locked with `FOR UPDATE SKIP LOCKED`, one UNION ALL branch
-/// per lane (padded to a power of two with empty branches, so that a handful of texts
-/// serve every count of lanes), then marked and read back as [`deliveries_lease`] does.
+/// "Now" as text inline: the database's clock, or the caller's milliseconds.
+fn now_literal(now: Now) -> String {
+    match now {
+        Now::Database => crate::clock::MYSQL_NOW_MS.to_string(),
+        Now::At(ms) => ms.to_string(),
+    }
+}
+
+/// Each lane's oldest due rows, locked with `FOR UPDATE SKIP LOCKED`, then marked and read
+/// back as [`deliveries_lease`] does. Two statements find and lock them:
+///
+/// 1. a plain read of each lane's oldest due ids, twice as many as the lane is to give, one
+///    UNION ALL branch per lane (padded to a power of two with empty branches, so that a
+///    handful of texts serve every count of lanes);
+/// 2. a locking read of those ids by primary key, `SKIP LOCKED`, each lane's first
+///    `take` in key order, the row's state and due time checked again as locked.
+///
+/// One locking read by the lanes index did both, and cost most of a lease beside a
+/// backlog: a leased row's old entry in the index stays, delete-marked, until purge
+/// removes it, and InnoDB's locking read looks up and locks every such entry it passes,
+/// where a plain read passes them in the index (measured beside a backlog of 20,000: 2,100
+/// pages and 1.1-1.3 ms for ten rows, against 120 pages and 0.3 ms; docs/perf.md, issue
+/// 36). Twice the ids: a worker whose first ids another worker holds takes the next ones.
 pub(crate) async fn deliveries_lease_lanes(
     c: &mut MySqlConnection,
     lease: &LeaseLanes<'_>,
 ) -> Result<Vec<LeasedRow>, StoreError> {
     let lanes: Vec<&(Lane, usize)> = lease.lanes.iter().filter(|(_, n)| *n > 0).collect();
+    if lanes.is_empty() || lease.channels.is_empty() {
+        return Ok(Vec::new());
+    }
     let (now, t) = (lease.now, lease.now.mysql_sql());
     let channels = placeholders(in_list_len(lease.channels.len()));
     let branch = format!(
-        "(SELECT id FROM deliveries {LANES_INDEX}
+        "(SELECT id, ? AS lane FROM deliveries {LANES_INDEX}
           WHERE state = 'pending' AND tenant_id = ? AND destination = ?
             AND next_attempt_at <= {t} AND channel IN ({channels})
-          ORDER BY next_attempt_at LIMIT ?
-          FOR UPDATE SKIP LOCKED)"
+          ORDER BY next_attempt_at LIMIT ?)"
     );
     let q = vec![branch; in_list_len(lanes.len())].join(" UNION ALL ");
     let channels: Vec<&str> = lease.channels.iter().map(|c| c.as_ref()).collect();
-    let mut query = sqlx::query_scalar::<_, Uuid>(sql(q));
+    let mut query = sqlx::query_as::<_, (Uuid, i64)>(sql(q));
     for i in 0..in_list_len(lanes.len()) {
         let (lane, take) = lanes[i.min(lanes.len() - 1)];
-        let take = if i < lanes.len() { *take } else { 0 };
-        query = query.bind(lane.tenant).bind(lane.destination.as_str()).bind_now(now);
-        query = bind_in_list(query, &channels).bind(take as i64);
+        let ask = if i < lanes.len() { take.saturating_mul(2) } else { 0 };
+        query = query.bind(i as i64).bind(lane.tenant).bind(lane.destination.as_str());
+        query = bind_in_list(query.bind_now(now), &channels).bind(ask as i64);
     }
-    let ids = query.fetch_all(&mut *c).await?;
+    let found = query.fetch_all(&mut *c).await?;
+    let mut per_lane: Vec<Vec<Uuid>> = vec![Vec::new(); lanes.len()];
+    for (id, lane) in found {
+        if let Some(ids) = usize::try_from(lane).ok().and_then(|l| per_lane.get_mut(l)) {
+            ids.push(id);
+        }
+    }
+    // Text with the ids inline: the lists' lengths vary with every lease, and a prepared
+    // text per length would fill the statement cache for nothing.
+    let now_sql = now_literal(now);
+    let branches: Vec<String> = per_lane
+        .iter()
+        .zip(&lanes)
+        .filter(|(ids, _)| !ids.is_empty())
+        .map(|(ids, (_, take))| {
+            let list =
+                ids.iter().map(|id| format!("X'{}'", hex(id.as_bytes()))).collect::<Vec<_>>();
+            format!(
+                "(SELECT id FROM deliveries FORCE INDEX (PRIMARY)
+                  WHERE id IN ({}) AND state = 'pending' AND next_attempt_at <= {now_sql}
+                  ORDER BY id LIMIT {take} FOR UPDATE SKIP LOCKED)",
+                list.join(", ")
+            )
+        })
+        .collect();
+    if branches.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut ids = Vec::new();
+    for row in sqlx::raw_sql(sql(branches.join(" UNION ALL "))).fetch_all(&mut *c).await? {
+        ids.push(sqlx::Row::try_get::<Uuid, _>(&row, 0)?);
+    }
     lease_ids(c, lease.worker, lease.lease, now, &ids).await
 }
 
