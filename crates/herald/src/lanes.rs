@@ -75,6 +75,11 @@ pub(crate) struct Ask<'a> {
     pub lease: Duration,
     pub lane_take_max: usize,
     pub circuit: CircuitPolicy,
+    /// A quick lease, started by a wake-up while another lease of this worker is in
+    /// flight: one row of each lane with nothing in flight here, so that a delivery
+    /// arriving in a new lane does not wait out a lease of another lane's backlog. It
+    /// leaves the walk's cursor and the turns where they are.
+    pub quick: bool,
 }
 
 impl Lanes {
@@ -101,7 +106,8 @@ impl Lanes {
                     let mut conn = tx.conn();
                     // What a lease could take of one lane: counting more reads for nothing.
                     let lane_most = herald_core::fair::lane_cap(ask.slots)
-                        .min(if shared_recently { ask.lane_take_max } else { usize::MAX });
+                        .min(if shared_recently { ask.lane_take_max } else { usize::MAX })
+                        .min(if ask.quick { 1 } else { usize::MAX });
                     let due_max = ask.wanted.min(lane_most).max(1);
                     let (found, next_cursor) =
                         walk(conn.reborrow(), ask, now, cursor.as_ref(), due_max).await?;
@@ -121,6 +127,9 @@ impl Lanes {
                             continue;
                         }
                         let open = f.failures >= ask.circuit.open_after.max(1);
+                        if ask.quick && (open || busy.lane(&f.lane) > 0) {
+                            continue; // the worker's own leases serve these
+                        }
                         if open {
                             probes.push(f.lane.clone());
                         }
@@ -136,9 +145,10 @@ impl Lanes {
                     // leases stay short and what arrives elsewhere waits little; alone, it
                     // takes what the batch holds.
                     taken.shared = due.len() >= 2;
-                    if taken.shared || shared_recently {
+                    if taken.shared || shared_recently || ask.quick {
+                        let most = if ask.quick { 1 } else { ask.lane_take_max };
                         for d in &mut due {
-                            d.due = d.due.min(ask.lane_take_max);
+                            d.due = d.due.min(most);
                         }
                     }
                     if due.is_empty() {
@@ -192,11 +202,13 @@ impl Lanes {
             herald.limits.store(read);
         }
         let mut state = self.state.lock().map_err(|_| Error::app("worker lane state poisoned"))?;
-        state.cursor = taken.next_cursor;
-        state.wake_at = taken.soonest.map(|at| {
-            let after = at.saturating_sub(now_ms).max(0) as u64;
-            std::time::Instant::now() + Duration::from_millis(after)
-        });
+        if !ask.quick {
+            state.cursor = taken.next_cursor;
+            state.wake_at = taken.soonest.map(|at| {
+                let after = at.saturating_sub(now_ms).max(0) as u64;
+                std::time::Instant::now() + Duration::from_millis(after)
+            });
+        }
         if taken.shared {
             state.shared_at = Some(std::time::Instant::now());
         }
@@ -207,7 +219,7 @@ impl Lanes {
                 state.unhealthy.remove(&lane);
             }
         }
-        if taken.served.is_some() {
+        if taken.served.is_some() && !ask.quick {
             state.last_tenant = taken.served;
         }
         Ok(taken
@@ -244,6 +256,14 @@ struct Taken {
 const SHARED_FOR: Duration = Duration::from_secs(1);
 
 impl Lanes {
+    /// Whether a lease found two lanes or more with due rows within [`SHARED_FOR`]: lanes
+    /// share this worker, so a wake-up during a lease may start a quick one.
+    pub(crate) fn shared_recently(&self) -> bool {
+        self.state
+            .lock()
+            .is_ok_and(|state| state.shared_at.is_some_and(|at| at.elapsed() < SHARED_FOR))
+    }
+
     /// When the soonest waiting lane the last walk met may send again: the worker looks
     /// then, not only at its next poll.
     pub(crate) fn wake_at(&self) -> Option<std::time::Instant> {

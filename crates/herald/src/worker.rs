@@ -25,6 +25,7 @@ use herald_store::deliveries::{
 use herald_store::workers::worker_register;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -60,6 +61,9 @@ pub struct WorkerStats {
     pub record_transactions: u64,
     /// Deliveries leased.
     pub leased: u64,
+    /// Of the lease transactions, the quick ones a wake-up started while another was in
+    /// flight (one row of each lane with nothing in flight; not on SQLite).
+    pub quick_leases: u64,
 }
 
 /// The counters behind [`WorkerStats`], shared with the recorder.
@@ -68,6 +72,7 @@ pub(crate) struct WorkerCounts {
     lease_transactions: AtomicU64,
     pub(crate) record_transactions: AtomicU64,
     leased: AtomicU64,
+    quick_leases: AtomicU64,
 }
 
 /// A worker. Cheap to clone.
@@ -88,7 +93,13 @@ struct Inner {
     registered: tokio::sync::OnceCell<()>,
     /// What this worker has in flight per lane, and where its next lease looks.
     lanes: Arc<Lanes>,
+    /// Whether a wake-up during a lease may start a quick one ([`Ask::quick`]).
+    quick_leases: bool,
 }
+
+/// A lease in flight beside another.
+type LeaseFuture<'a> =
+    dyn std::future::Future<Output = Result<Vec<(LeasedRow, Slot)>, Error>> + Send + 'a;
 
 impl fmt::Debug for Worker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -114,8 +125,19 @@ impl Worker {
         let (recorder, counts) = (OnceLock::new(), Arc::default());
         let registered = tokio::sync::OnceCell::new();
         let lanes = Arc::default();
-        let inner =
-            Inner { herald, options, channels, channel_names, recorder, counts, registered, lanes };
+        // One writer at a time on SQLite: a second lease would only wait for the first.
+        let quick_leases = herald.backend() != herald_store::Backend::Sqlite;
+        let inner = Inner {
+            herald,
+            options,
+            channels,
+            channel_names,
+            recorder,
+            counts,
+            registered,
+            lanes,
+            quick_leases,
+        };
         Ok(Worker { inner: Arc::new(inner) })
     }
 
@@ -130,13 +152,14 @@ impl Worker {
             lease_transactions: c.lease_transactions.load(Ordering::Relaxed),
             record_transactions: c.record_transactions.load(Ordering::Relaxed),
             leased: c.leased.load(Ordering::Relaxed),
+            quick_leases: c.quick_leases.load(Ordering::Relaxed),
         }
     }
 
     /// Leases up to the free slots (all of them, once), sends everything leased, and
     /// returns when every outcome is recorded. Tests drive this instead of sleeping.
     pub async fn run_once(&self) -> Result<RunReport, Error> {
-        let leased = self.lease(self.inner.options.slots).await?;
+        let leased = self.lease(self.inner.options.slots, false).await?;
         let mut report = RunReport { leased: leased.len(), ..RunReport::default() };
         let mut sends = JoinSet::new();
         for (row, slot) in leased {
@@ -198,44 +221,50 @@ impl Worker {
             let free = options.slots.saturating_sub(inflight.len());
             let cooling =
                 free < low_water && !inflight.is_empty() && last_lease.elapsed() < LEASE_COOLDOWN;
-            let mut leased_count = 0;
+            let (mut leased_count, mut asked) = (0, 0);
             if free > 0 && !cooling {
                 last_lease = Instant::now();
-                match self.lease(free).await {
-                    Ok(rows) => {
-                        leased_count = rows.len();
-                        for (row, slot) in rows {
-                            if shutdown.is_cancelled() {
-                                self.inner.hand_back(&row).await;
-                                continue;
+                // While lanes share this worker, a lease leaves an eighth of the free slots
+                // (at least one, of two or more) for quick leases: a wake-up while it is in flight starts one, which takes
+                // one row of each lane with nothing in flight here, so what arrives in a
+                // new lane does not wait out a lease of a backlog (docs/perf.md, issue 36).
+                let quick_on = self.inner.quick_leases && self.inner.lanes.shared_recently();
+                let wanted = free.min(LEASE_BATCH_MAX);
+                let keep = if quick_on && free >= 2 { free.div_ceil(8) } else { 0 };
+                let wanted = wanted.min(free - keep);
+                let mut room = free - wanted;
+                asked = wanted;
+                let lease = self.lease(wanted, false);
+                tokio::pin!(lease);
+                let mut quick: Option<Pin<Box<LeaseFuture<'_>>>> = None;
+                let leased = loop {
+                    tokio::select! {
+                        leased = &mut lease => break leased,
+                        _ = &mut notified, if quick_on && quick.is_none() && room > 0 => {
+                            notified.set(wake.notified());
+                            notified.as_mut().enable();
+                            quick = Some(Box::pin(self.lease(room, true)));
+                        }
+                        leased = async {
+                            match quick.as_mut() {
+                                Some(q) => q.await,
+                                None => std::future::pending().await,
                             }
-                            let inner = self.inner.clone();
-                            let lease = (row.delivery.id, row.delivery.attempts);
-                            known.received(lease);
-                            inflight.spawn(async move {
-                                let _slot = slot;
-                                let recorded = inner.execute(row).await;
-                                if let Err(e) = &recorded {
-                                    tracing::warn!(error = %e, "recording an outcome failed; the lease will expire and the reconciler will retry");
-                                }
-                                (lease, recorded.is_ok())
-                            });
+                        }, if quick.is_some() => {
+                            quick = None;
+                            let n = self.start_sends(leased, &shutdown, &mut known, &mut inflight).await;
+                            room = room.saturating_sub(n);
                         }
                     }
-                    Err(e) => {
-                        if matches!(e, Error::CommitOutcomeUnknown { .. }) {
-                            // The lease ran under the runner's default options: its COMMIT
-                            // ends on the server within the statement bound, which the
-                            // deadline caps, counted from no earlier than now.
-                            known.outcome_unknown(Instant::now() + OUTCOME_SETTLES_WITHIN);
-                        }
-                        tracing::warn!(error = %e, "leasing failed; polling again");
-                    }
+                };
+                leased_count = self.start_sends(leased, &shutdown, &mut known, &mut inflight).await;
+                if let Some(q) = quick {
+                    self.start_sends(q.await, &shutdown, &mut known, &mut inflight).await;
                 }
             }
             if leased_count > 0 {
                 hot_until = Instant::now() + HOT_FOR;
-                if leased_count == free.min(LEASE_BATCH_MAX) {
+                if leased_count == asked {
                     continue; // there may be more due right now
                 }
             }
@@ -333,8 +362,52 @@ impl Worker {
         }
     }
 
-    /// Leases up to `wanted` rows, shared among the lanes with due work (`lanes.rs`).
-    async fn lease(&self, wanted: usize) -> Result<Vec<(LeasedRow, Slot)>, Error> {
+    /// Starts a send task for each leased row (after shutdown began: hands it back
+    /// instead); notes a lease whose outcome is unknown. Returns how many it leased.
+    async fn start_sends(
+        &self,
+        leased: Result<Vec<(LeasedRow, Slot)>, Error>,
+        shutdown: &CancellationToken,
+        known: &mut KnownLeases,
+        inflight: &mut JoinSet<(LeaseKey, bool)>,
+    ) -> usize {
+        let rows = match leased {
+            Ok(rows) => rows,
+            Err(e) => {
+                if matches!(e, Error::CommitOutcomeUnknown { .. }) {
+                    // The lease ran under the runner's default options: its COMMIT ends
+                    // on the server within the statement bound, which the deadline caps,
+                    // counted from no earlier than now.
+                    known.outcome_unknown(Instant::now() + OUTCOME_SETTLES_WITHIN);
+                }
+                tracing::warn!(error = %e, "leasing failed; polling again");
+                return 0;
+            }
+        };
+        let leased = rows.len();
+        for (row, slot) in rows {
+            if shutdown.is_cancelled() {
+                self.inner.hand_back(&row).await;
+                continue;
+            }
+            let inner = self.inner.clone();
+            let lease = (row.delivery.id, row.delivery.attempts);
+            known.received(lease);
+            inflight.spawn(async move {
+                let _slot = slot;
+                let recorded = inner.execute(row).await;
+                if let Err(e) = &recorded {
+                    tracing::warn!(error = %e, "recording an outcome failed; the lease will expire and the reconciler will retry");
+                }
+                (lease, recorded.is_ok())
+            });
+        }
+        leased
+    }
+
+    /// Leases up to `wanted` rows, shared among the lanes with due work (`lanes.rs`);
+    /// `quick`: see [`Ask::quick`].
+    async fn lease(&self, wanted: usize, quick: bool) -> Result<Vec<(LeasedRow, Slot)>, Error> {
         let inner = &self.inner;
         let wanted = wanted.min(LEASE_BATCH_MAX);
         if wanted == 0 || inner.channel_names.is_empty() {
@@ -349,9 +422,13 @@ impl Worker {
             lease: inner.options.lease,
             lane_take_max: inner.options.lane_take_max,
             circuit: inner.herald.options.circuit,
+            quick,
         };
         let rows = inner.lanes.lease(&inner.herald, &ask).await?;
         inner.counts.lease_transactions.fetch_add(1, Ordering::Relaxed);
+        if quick {
+            inner.counts.quick_leases.fetch_add(1, Ordering::Relaxed);
+        }
         inner.counts.leased.fetch_add(rows.len() as u64, Ordering::Relaxed);
         Ok(rows)
     }

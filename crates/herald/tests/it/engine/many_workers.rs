@@ -2,6 +2,8 @@
 
 use super::reconciler::ghost_lease;
 use super::*;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::SeqCst;
 
 /// Counts sends per delivery id and reports each on a channel; sent, or — with
 /// `terminal_every: Some(k)` — terminal for every k-th delivery by its key's number.
@@ -298,6 +300,112 @@ async fn batched_outcomes_of_two_engines_keep_every_account_exact() {
                 (1_000 - 3 * sent, 0, 3 * sent),
                 "{}: tenant {t}",
                 db.name()
+            );
+        }
+    }
+}
+
+/// Counts sends per delivery and the most in flight at once, and reports each send.
+struct InFlight {
+    seen: Mutex<HashMap<herald::DeliveryId, u32>>,
+    now: AtomicUsize,
+    most: AtomicUsize,
+    done: mpsc::UnboundedSender<herald::DeliveryId>,
+}
+
+impl Channel for InFlight {
+    fn send<'a>(&'a self, d: &'a Leased) -> herald::BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            *self.seen.lock().unwrap().entry(d.id).or_default() += 1;
+            let now = self.now.fetch_add(1, SeqCst) + 1;
+            self.most.fetch_max(now, SeqCst);
+            tokio::task::yield_now().await; // let other sends overlap this one
+            self.now.fetch_sub(1, SeqCst);
+            let _ = self.done.send(d.id);
+            Outcome::Sent
+        })
+    }
+}
+
+/// One tenant's backlog drains while other tenants submit one at a time: on PostgreSQL
+/// and MariaDB a wake-up during a lease starts a quick lease of the new lanes beside it.
+/// With both in flight the worker never sends more at once than its slots, sends each
+/// delivery once, and every account ends exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quick_leases_beside_a_backlog_keep_to_the_slots_and_send_each_once() {
+    const BACKLOG: usize = 400;
+    const SLOTS: usize = 16;
+    const OTHERS_MOST: usize = 400;
+    for db in common::backends().await {
+        let herald = db.herald().await;
+        let mut tenants = Vec::new();
+        for t in 0..9 {
+            let id = herald.tenant_create(&format!("t{t}")).await.unwrap().id;
+            herald.quota_grant(id, "email", 10_000, None).await.unwrap();
+            tenants.push(id);
+        }
+        submit_many(&herald, BACKLOG, |i| request(tenants[0], &format!("b-{i}"))).await;
+        let (done_tx, mut done) = mpsc::unbounded_channel();
+        let channel = Arc::new(InFlight {
+            seen: Mutex::default(),
+            now: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+            done: done_tx,
+        });
+        let options =
+            WorkerOptions { id: "w-quick".into(), slots: SLOTS, ..WorkerOptions::default() };
+        let channels = [("email".to_string(), channel.clone() as Arc<dyn Channel>)];
+        let worker = Worker::new(herald.clone(), options, channels).unwrap();
+        let stop = herald::CancellationToken::new();
+        let run = tokio::spawn({
+            let (worker, stop) = (worker.clone(), stop.clone());
+            async move { worker.run(stop).await }
+        });
+        // Others submit one at a time, each waking the worker after its commit, until a
+        // quick lease has run (SQLite runs none: one writer) or the backlog is through.
+        let quick_expected = herald.backend() != herald::Backend::Sqlite;
+        let mut others = 0;
+        let mut sent = 0;
+        while others < OTHERS_MOST {
+            let tenant = tenants[1 + others % 8];
+            herald.submit_alone(&request(tenant, &format!("o-{others}"))).await.unwrap();
+            others += 1;
+            while done.try_recv().is_ok() {
+                sent += 1;
+            }
+            if (quick_expected && worker.stats().quick_leases > 0) || sent >= BACKLOG {
+                break;
+            }
+        }
+        let all = tokio::time::timeout(Duration::from_secs(120), async {
+            while sent < BACKLOG + others {
+                done.recv().await;
+                sent += 1;
+            }
+        })
+        .await;
+        stop.cancel();
+        run.await.unwrap().unwrap();
+        let name = db.name();
+        assert!(all.is_ok(), "{name}: {sent} of {} sent in time", BACKLOG + others);
+        let stats = worker.stats();
+        assert!(
+            !quick_expected || stats.quick_leases > 0,
+            "{name}: no quick lease in {others} submits beside the backlog"
+        );
+        let seen = channel.seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), BACKLOG + others, "{name}");
+        assert!(seen.values().all(|&n| n == 1), "{name}: a delivery was sent twice");
+        let most = channel.most.load(SeqCst);
+        assert!(most <= SLOTS, "{name}: {most} sends at once with {SLOTS} slots");
+        for (t, tenant) in tenants.iter().enumerate() {
+            let n = if t == 0 { BACKLOG } else { (0..others).filter(|i| 1 + i % 8 == t).count() };
+            let q = &herald.quotas(*tenant).await.unwrap()[0];
+            let spent = 2 * n as i64;
+            assert_eq!(
+                (q.available, q.reserved, q.spent),
+                (10_000 - spent, 0, spent),
+                "{name}: t{t}"
             );
         }
     }
