@@ -347,8 +347,9 @@ where
 /// whose operation key starts with `only`, when given: a phase's own among a backlog's).
 pub(super) struct Noop {
     pub(super) only: Option<&'static str>,
-    /// When the last send not counted (`only`) started.
+    /// When the last send not counted (`only`) started, and how many such sends did.
     pub(super) other_last: Mutex<Option<Instant>>,
+    pub(super) other_sent: AtomicUsize,
     pub(super) sent: AtomicUsize,
     pub(super) target: usize,
     pub(super) done: tokio::sync::Notify,
@@ -363,6 +364,7 @@ impl Channel for Noop {
                 if let Ok(mut last) = self.other_last.lock() {
                     *last = Some(Instant::now());
                 }
+                self.other_sent.fetch_add(1, Ordering::SeqCst);
                 return Outcome::Sent;
             }
             if let Ok(mut started) = self.started.lock() {
@@ -386,6 +388,7 @@ pub(super) fn noop_of(target: usize, bar: ProgressBar, only: Option<&'static str
     Arc::new(Noop {
         only,
         other_last: Mutex::default(),
+        other_sent: AtomicUsize::new(0),
         sent: AtomicUsize::new(0),
         target,
         done: tokio::sync::Notify::new(),

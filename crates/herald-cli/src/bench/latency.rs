@@ -118,12 +118,14 @@ pub(super) async fn latency_php(
     Ok(Some((m.p50, m.p99, m.n)))
 }
 
-/// A latency phase's figures (ms), how many it measured, and — beside a backlog — how long
-/// the backlog took to drain from the worker's start.
+/// A latency phase's figures (ms), how many it measured, and — beside a backlog — how many
+/// of the backlog's sends started before the phase's worker stopped (when its own
+/// deliveries were all sent), and how long after the worker's start the last of them did.
 pub(super) struct Measured {
     pub(super) p50: f64,
     pub(super) p99: f64,
     pub(super) n: usize,
+    pub(super) backlog_sent: usize,
     pub(super) backlog_took: Option<Duration>,
 }
 
@@ -220,6 +222,7 @@ async fn latency_of(
         p50: percentile(&latencies, 0.5),
         p99: percentile(&latencies, 0.99),
         n: latencies.len(),
+        backlog_sent: channel.other_sent.load(std::sync::atomic::Ordering::SeqCst),
         backlog_took: backlog_until.map(|until| until.saturating_duration_since(began)),
     })
 }
