@@ -115,7 +115,8 @@ pub const WORKER_SLOTS_DEFAULT: usize = 16;
 /// Most rows one lease takes of one lane while others have work, by default (10: beside
 /// one tenant's backlog, the other tenants' commit-to-start p99 was 1.0 to 2.0 × the
 /// figure without it, where 25 gave 1.4 to 2.5 ×, 100 3.5 × and 1,000 8 ×; the backlog
-/// itself drained at 6,700/s meanwhile; docs/perf.md; `WorkerOptions::lane_take_max`).
+/// itself drained at about 1,000-1,800/s meanwhile, counted since the bench's fix of
+/// 2026-12-06; docs/perf.md; `WorkerOptions::lane_take_max`).
 pub const LANE_TAKE_MAX_DEFAULT: usize = 10;
 
 /// Most lanes one lease walks (herald_core::fair): an index probe each. A worker with more
