@@ -8,7 +8,8 @@
 //! (`pg_stat_database`: kept when a table is dropped, so a peer that recreates its tables
 //! does not make a count go backwards), HOT updates (`pg_stat_user_tables`, summed), and
 //! top-level statements (`pg_stat_statements`, when the server preloads it; otherwise
-//! none), and pages read (`blks_hit` + `blks_read`: every buffer a statement looked at). A session reports its statistics to these views at the end of a transaction at
+//! none), and pages read (`blks_hit` + `blks_read`: every buffer a statement looked at).
+//! A session reports its statistics to these views at the end of a transaction at
 //! most once a second, and otherwise only after ten idle seconds: the caller waits a
 //! second ([`Work::SETTLE`]), and [`postgres_flush`] then runs a statement on each idle
 //! connection of the pool, whose end makes each session report what it has pending.
@@ -18,8 +19,8 @@
 //! 10.11 has no `Innodb_rows_*`; an internal temporary table's rows count too),
 //! statements sent by clients (`Questions`: each statement of a multi-statement query,
 //! not those a procedure runs), pages read (`Innodb_buffer_pool_read_requests`: every
-//! page InnoDB looked at, from memory or disk), and explicit COMMITs and ROLLBACKs (an autocommitted
-//! statement is not counted). On both servers a statement is not a round trip: herald's
+//! page InnoDB looked at, from memory or disk), and explicit COMMITs and ROLLBACKs (an
+//! autocommitted statement is not counted). On both servers a statement is not a round trip: herald's
 //! BEGIN sends its session settings with it in one query.
 
 use crate::error::StoreError;
