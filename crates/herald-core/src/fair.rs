@@ -78,6 +78,11 @@ impl Busy {
     pub fn tenant(&self, tenant: Uuid) -> usize {
         self.tenants.get(&tenant).copied().unwrap_or(0)
     }
+
+    /// The lanes with sends in flight.
+    pub fn lanes(&self) -> impl Iterator<Item = &Lane> {
+        self.lanes.keys()
+    }
 }
 
 /// The most of a worker's `slots` one tenant may hold: all but a quarter of them (at

@@ -83,6 +83,13 @@ impl Backend {
         matches!(self, Backend::Postgres)
     }
 
+    /// Whether a quick lease is one statement here
+    /// ([`crate::deliveries::deliveries_lease_quick`]): on PostgreSQL, whose statements
+    /// can lock, update and return in one.
+    pub fn leases_quickly(self) -> bool {
+        matches!(self, Backend::Postgres)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Backend::Sqlite => "sqlite",

@@ -19,7 +19,8 @@ use herald_core::fair::{Busy, CircuitPolicy, DueLane, Lane, allot};
 use herald_core::limits::LEASE_LANES_MAX;
 use herald_store::Now;
 use herald_store::deliveries::{
-    LaneFound, LanesDue, LeaseLanes, LeasedRow, deliveries_lanes, deliveries_lease_lanes,
+    LaneFound, LanesDue, LeaseLanes, LeasedRow, QuickLease, deliveries_lanes,
+    deliveries_lease_lanes, deliveries_lease_quick,
 };
 use herald_store::destinations::lane_probe;
 use std::collections::{BTreeMap, HashSet};
@@ -98,6 +99,11 @@ impl Lanes {
         // A pause's end is written from this clock (Retry-After, seconds long).
         let now_ms = herald.clock().wall_ms();
         let (cached_holds, cached_limits) = (herald.holds.fresh(), herald.limits.fresh());
+        let nothing_applies = cached_holds.as_ref().is_some_and(|h| h.is_empty())
+            && cached_limits.as_ref().is_some_and(|l| l.is_empty());
+        if ask.quick && nothing_applies && herald.store().backend().leases_quickly() {
+            return self.lease_quickly(herald, ask, &busy, now, now_ms).await;
+        }
         let taken = herald
             .transaction(|tx| {
                 let (busy, cursor) = (&busy, cursor.clone());
@@ -224,6 +230,51 @@ impl Lanes {
         }
         Ok(taken
             .rows
+            .into_iter()
+            .map(|row| {
+                let lane = lane_of(&row);
+                state.busy.add(&lane);
+                (row, Slot { lanes: self.clone(), lane })
+            })
+            .collect())
+    }
+}
+
+impl Lanes {
+    /// A quick lease in one statement, outside a transaction
+    /// ([`herald_store::deliveries::deliveries_lease_quick`]): for a backend that has one,
+    /// when no hold and no destination limit exists (the worker's copies of both are fresh
+    /// and empty), since the statement applies neither. A lane waiting (paused, disabled,
+    /// its circuit open) is left to the worker's other leases, as in [`Lanes::lease`].
+    async fn lease_quickly(
+        self: &Arc<Self>,
+        herald: &Herald,
+        ask: &Ask<'_>,
+        busy: &Busy,
+        now: Now,
+        now_ms: i64,
+    ) -> Result<Vec<(LeasedRow, Slot)>, Error> {
+        let busy: Vec<Lane> = busy.lanes().cloned().collect();
+        let quick = QuickLease {
+            worker: ask.worker,
+            channels: ask.channels,
+            busy: &busy,
+            room: ask.wanted,
+            lanes_max: LEASE_LANES_MAX,
+            open_after: ask.circuit.open_after,
+            lease: ask.lease,
+            now,
+            now_ms,
+        };
+        let rows = herald
+            .autocommit(|conn, _| {
+                let quick = quick.clone();
+                Box::pin(async move { deliveries_lease_quick(conn, &quick).await })
+            })
+            .await?
+            .ok_or_else(|| Error::app("this backend has no one-statement quick lease"))?;
+        let mut state = self.state.lock().map_err(|_| Error::app("worker lane state poisoned"))?;
+        Ok(rows
             .into_iter()
             .map(|row| {
                 let lane = lane_of(&row);

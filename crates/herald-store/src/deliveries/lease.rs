@@ -179,6 +179,43 @@ pub async fn deliveries_lease_lanes(
     crate::per_backend!(conn, lease::deliveries_lease_lanes(lease))
 }
 
+/// A quick lease: one row of each lane with due work, a lane not `busy` (in flight in the
+/// asking worker) and not waiting (paused, disabled, its circuit open at `open_after`
+/// failures), up to `room` rows — the walk and the lease in one statement, without a
+/// transaction of its own (its locks last the statement). Only where
+/// [`crate::store::Backend::leases_quickly`]; the caller has made sure no hold and no
+/// destination limit could apply to what it takes.
+#[derive(Debug, Clone)]
+pub struct QuickLease<'a> {
+    pub worker: &'a str,
+    pub channels: &'a [String],
+    pub busy: &'a [Lane],
+    pub room: usize,
+    pub lanes_max: usize,
+    pub open_after: u32,
+    pub lease: Duration,
+    pub now: Now,
+    /// The wall clock in ms, for a pause's end (`herald_lanes.until_ms`).
+    pub now_ms: i64,
+}
+
+/// Leases what [`QuickLease`] asks for, in one statement; `None` where the backend has no
+/// such statement ([`crate::store::Backend::leases_quickly`] is false).
+pub async fn deliveries_lease_quick(
+    conn: Conn<'_>,
+    quick: &QuickLease<'_>,
+) -> Result<Option<Vec<LeasedRow>>, StoreError> {
+    if quick.room == 0 || quick.channels.is_empty() {
+        return Ok(Some(Vec::new()));
+    }
+    match conn {
+        Conn::Postgres(c) => {
+            crate::postgres::lease::deliveries_lease_quick(c, quick).await.map(Some)
+        }
+        Conn::Sqlite(_) | Conn::MySql(_) => Ok(None),
+    }
+}
+
 /// Extends a live lease (heartbeat). `false` when attempt `n` of `worker` no longer holds it.
 pub async fn delivery_lease_extend(
     conn: Conn<'_>,

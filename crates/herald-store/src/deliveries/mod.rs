@@ -23,9 +23,9 @@ pub(crate) use claim::{
     stripe_plan,
 };
 pub use lease::{
-    ExpiredLease, LaneFound, LanesDue, Lease, LeaseLanes, deliveries_expired, deliveries_lanes,
-    deliveries_lease, deliveries_lease_lanes, deliveries_leased_by, delivery_hand_back,
-    delivery_lease_extend,
+    ExpiredLease, LaneFound, LanesDue, Lease, LeaseLanes, QuickLease, deliveries_expired,
+    deliveries_lanes, deliveries_lease, deliveries_lease_lanes, deliveries_lease_quick,
+    deliveries_leased_by, delivery_hand_back, delivery_lease_extend,
 };
 pub(crate) use lease::{WalkRow, lanes_found, lanes_walk_sql};
 pub use manage::delivery_replay_apply;

@@ -158,6 +158,67 @@ pub(crate) async fn deliveries_lease_lanes(
     leased_rows(rows)
 }
 
+/// [`crate::deliveries::QuickLease`] in one statement: the walk of `deliveries_lanes` (as
+/// [`deliveries_lanes`]), the lanes that may send now, one row of each locked with
+/// `SKIP LOCKED`, marked and read back. Lanes are taken in walk order up to the room.
+pub(crate) async fn deliveries_lease_quick(
+    c: &mut PgConnection,
+    quick: &crate::deliveries::QuickLease<'_>,
+) -> Result<Vec<LeasedRow>, StoreError> {
+    let busy_tenants: Vec<Uuid> = quick.busy.iter().map(|l| l.tenant).collect();
+    let busy_destinations: Vec<&str> = quick.busy.iter().map(|l| l.destination.as_str()).collect();
+    let q = format!(
+        "WITH RECURSIVE lanes (tenant_id, destination, n) AS (
+             (SELECT tenant_id, destination, 1 FROM deliveries
+              WHERE state = 'pending' ORDER BY tenant_id, destination LIMIT 1)
+           UNION ALL
+             SELECT nx.tenant_id, nx.destination, l.n + 1 FROM lanes l
+             CROSS JOIN LATERAL (
+                 SELECT tenant_id, destination FROM deliveries
+                 WHERE state = 'pending'
+                   AND (tenant_id, destination) > (l.tenant_id, l.destination)
+                 ORDER BY tenant_id, destination LIMIT 1) nx
+             WHERE l.n < $5),
+         open AS (
+             SELECT l.tenant_id, l.destination, l.n FROM lanes l
+             LEFT JOIN herald_lanes p
+                 ON p.tenant_id = l.tenant_id AND p.destination = l.destination
+             WHERE (p.tenant_id IS NULL
+                    OR (p.disabled_ms IS NULL AND COALESCE(p.until_ms, 0) <= $6
+                        AND p.failures < $7))
+               AND NOT EXISTS (
+                   SELECT 1 FROM unnest($8::uuid[], $9::text[]) AS b (tenant_id, destination)
+                   WHERE b.tenant_id = l.tenant_id AND b.destination = l.destination)),
+         due AS (
+             SELECT x.id FROM open o
+             CROSS JOIN LATERAL (
+                 SELECT id FROM deliveries
+                 WHERE state = 'pending' AND tenant_id = o.tenant_id
+                   AND destination = o.destination
+                   AND next_attempt_at <= herald_now($1) AND channel = ANY($2)
+                 ORDER BY next_attempt_at
+                 LIMIT 1
+                 FOR UPDATE SKIP LOCKED) x
+             LIMIT $10),
+         {}",
+        mark_and_read("$3", "$4")
+    );
+    let rows = sqlx::query(sql(q))
+        .bind(quick.now.pg())
+        .bind(quick.channels)
+        .bind(quick.worker)
+        .bind(quick.lease.as_millis() as i64)
+        .bind(quick.lanes_max as i64)
+        .bind(quick.now_ms)
+        .bind(i32::try_from(quick.open_after.max(1)).unwrap_or(i32::MAX))
+        .bind(&busy_tenants)
+        .bind(&busy_destinations)
+        .bind(quick.room as i64)
+        .fetch_all(c)
+        .await?;
+    leased_rows(rows)
+}
+
 pub(crate) async fn delivery_lease_extend(
     c: &mut PgConnection,
     id: Uuid,

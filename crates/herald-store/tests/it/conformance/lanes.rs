@@ -5,10 +5,12 @@
 
 use super::*;
 use herald_core::fair::Lane;
+use herald_core::fair::LaneHealth;
 use herald_store::deliveries::{
-    LaneFound, LanesDue, LeaseLanes, LeasedRow, NewDelivery, deliveries_lanes,
-    deliveries_lease_lanes,
+    LaneFound, LanesDue, LeaseLanes, LeasedRow, NewDelivery, QuickLease, deliveries_lanes,
+    deliveries_lease_lanes, deliveries_lease_quick,
 };
+use herald_store::destinations::{lane_health_put, lane_pause};
 use herald_store::sqlx::types::Uuid;
 use herald_store::{AsConn, Backend, ErrorClass};
 use std::collections::HashSet;
@@ -22,6 +24,8 @@ conformance!(
     the_walk_counts_only_the_channels_asked_for,
     a_lane_lease_takes_each_lanes_oldest_due_rows_up_to_its_take,
     concurrent_lane_leases_never_take_one_row_twice,
+    a_quick_lease_takes_one_row_of_each_lane_that_may_send,
+    concurrent_quick_leases_never_take_one_row_twice,
 );
 
 const CHANNELS: &[&str] = &[CHANNEL];
@@ -273,4 +277,122 @@ async fn concurrent_lane_leases_never_take_one_row_twice(db: &Db) {
     if db.backend() != Backend::MySql {
         assert_eq!(seen, claimed, "four leases of 4 + 4 take all 24 rows");
     }
+}
+
+/// The wall clock the quick lease compares pauses with, in these tests.
+const NOW_MS: i64 = T0 + 60_000;
+
+/// One quick lease outside a transaction (as the worker runs it): `None` where the
+/// backend has no such statement.
+async fn lease_quick(
+    store: &herald_store::Store,
+    worker: &str,
+    channels: &[String],
+    busy: &[Lane],
+    room: usize,
+) -> Option<Vec<LeasedRow>> {
+    let quick = QuickLease {
+        worker,
+        channels,
+        busy,
+        room,
+        lanes_max: 100,
+        open_after: 5,
+        lease: Duration::from_millis(LEASE_MS as u64),
+        now: at(60_000),
+        now_ms: NOW_MS,
+    };
+    let mut conn = store.acquire().await.unwrap();
+    deliveries_lease_quick(conn.as_conn(), &quick).await.unwrap()
+}
+
+async fn a_quick_lease_takes_one_row_of_each_lane_that_may_send(db: &Db) {
+    let hooks = vec!["webhook".to_string()];
+    if !db.backend().leases_quickly() {
+        assert!(lease_quick(&db.store, WORKER, &hooks, &[], 10).await.is_none());
+        return;
+    }
+    let t = tenant(db, "acme").await;
+    let open = lane_rows(db, t, "https://open.test/h", 3).await;
+    let failing = lane_rows(db, t, "https://failing.test/h", 1).await;
+    lane_rows(db, t, "https://busy.test/h", 2).await;
+    lane_rows(db, t, "https://paused.test/h", 1).await;
+    lane_rows(db, t, "https://circuit.test/h", 1).await;
+    lane_rows(db, t, "https://disabled.test/h", 1).await;
+    let mut later = to("webhook", "https://later.test/h", t, "later");
+    later.send_at = Some(T0 + 3_600_000);
+    claim(db, &later, at(0)).await;
+    lane_rows(db, t, "mail@example.com", 1).await; // another channel
+    {
+        let mut tx = db.tx().await;
+        lane_pause(tx.as_conn(), t, "paused.test", NOW_MS + 1_000, NOW_MS).await.unwrap();
+        let health = |failures, disabled_ms| LaneHealth {
+            until_ms: NOW_MS - 1,
+            failures,
+            failing_since_ms: Some(T0),
+            disabled_ms,
+            ..LaneHealth::default()
+        };
+        // Failing, but below the circuit's threshold: it still sends.
+        lane_health_put(tx.as_conn(), t, "failing.test", &health(4, None), NOW_MS).await.unwrap();
+        lane_health_put(tx.as_conn(), t, "circuit.test", &health(5, None), NOW_MS).await.unwrap();
+        lane_health_put(tx.as_conn(), t, "disabled.test", &health(9, Some(T0)), NOW_MS)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    }
+    let busy = [lane(t, "busy.test")];
+    let leased = lease_quick(&db.store, WORKER, &hooks, &busy, 10).await.unwrap();
+    let got: HashSet<Uuid> = leased.iter().map(|l| l.delivery.id).collect();
+    let expected: HashSet<Uuid> = [open[0], failing[0]].into_iter().collect();
+    assert_eq!(got, expected, "one row, the oldest, of each lane that may send and is not busy");
+    for l in &leased {
+        assert_eq!(l.delivery.lease_owner.as_deref(), Some(WORKER));
+        assert_eq!(l.delivery.attempts, 1);
+        assert_eq!(l.payload, PAYLOAD);
+        let row = db.row(l.delivery.id).await;
+        assert_eq!((row.state, row.attempts), (l.delivery.state, 1), "committed on its own");
+    }
+    let one = lease_quick(&db.store, WORKER, &hooks, &busy, 1).await.unwrap();
+    assert_eq!(one.len(), 1, "at most the room");
+    assert_eq!(one[0].delivery.id, open[1], "the open lane's next row");
+    assert!(lease_quick(&db.store, WORKER, &hooks, &busy, 0).await.unwrap().is_empty());
+}
+
+async fn concurrent_quick_leases_never_take_one_row_twice(db: &Db) {
+    const LEASERS: usize = 4;
+    if !db.backend().leases_quickly() {
+        return; // the first test checks that there is no such statement here
+    }
+    let mut claimed = HashSet::new();
+    for (i, host) in ["a", "b", "c", "d", "e", "f"].iter().enumerate() {
+        let t = tenant(db, &format!("t{i}")).await;
+        let url: &'static str = Box::leak(format!("https://{host}.test/h").into_boxed_str());
+        claimed.extend(lane_rows(db, t, url, 3).await);
+    }
+    let start = Arc::new(tokio::sync::Barrier::new(LEASERS));
+    let mut leasers = Vec::new();
+    for n in 0..LEASERS {
+        let (store, start) = (db.store.clone(), start.clone());
+        leasers.push(tokio::spawn(async move {
+            start.wait().await;
+            let worker = format!("worker-{n}");
+            let hooks = vec!["webhook".to_string()];
+            let mut leased = Vec::new();
+            loop {
+                let got = lease_quick(&store, &worker, &hooks, &[], 100).await.unwrap();
+                if got.is_empty() {
+                    return leased;
+                }
+                leased.extend(got.into_iter().map(|l| l.delivery.id));
+            }
+        }));
+    }
+    let mut seen = HashSet::new();
+    for leaser in leasers {
+        for id in leaser.await.unwrap() {
+            assert!(seen.insert(id), "{id} leased twice");
+        }
+    }
+    assert_eq!(seen, claimed, "every row leased once, none twice");
 }

@@ -6,22 +6,22 @@
 //! started (no attempt spent), let started sends finish within the grace period, and leave
 //! any still running to lease expiry — a started send is never released early.
 
+mod leasing;
+
 use crate::channel::{Channel, Leased, Outcome};
 use crate::datagram::Hearing;
 use crate::error::Error;
 use crate::handle::Herald;
 use crate::known_leases::{KnownLeases, LeaseKey};
-use crate::lanes::{Ask, Lanes, Slot};
+use crate::lanes::{Lanes, Slot};
 use crate::outcome::AttemptReport;
 use crate::recorder::{Recorder, Recording};
 use crate::rollup::Counted;
 use crate::wake::Listener;
 use crate::wake::{HOT_FOR, HOT_POLL_EVERY};
-use herald_core::limits::{LEASE_BATCH_MAX, ORPHANS_BATCH_MAX};
+use herald_core::limits::LEASE_BATCH_MAX;
 use herald_core::{Decision, Payload, Report};
-use herald_store::deliveries::{
-    LeasedRow, deliveries_leased_by, delivery_hand_back, delivery_lease_extend,
-};
+use herald_store::deliveries::{LeasedRow, delivery_hand_back, delivery_lease_extend};
 use herald_store::workers::worker_register;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -200,6 +200,8 @@ impl Worker {
         // the bench's machine; it bounds the lease statements per delivery.)
         let low_water = (options.slots.min(LEASE_BATCH_MAX) / 4).max(1);
         let mut last_lease = Instant::now();
+        // Woken (a wake-up or a NOTIFY) since the last pass: see `quickly` below.
+        let mut woken = false;
         loop {
             if shutdown.is_cancelled() {
                 break;
@@ -218,16 +220,31 @@ impl Worker {
             if known.check_due(Instant::now()) {
                 self.hand_back_orphans(&mut known).await;
             }
-            let free = options.slots.saturating_sub(inflight.len());
+            let mut free = options.slots.saturating_sub(inflight.len());
             let cooling =
                 free < low_water && !inflight.is_empty() && last_lease.elapsed() < LEASE_COOLDOWN;
             let (mut leased_count, mut asked) = (0, 0);
-            if free > 0 && !cooling {
+            // Where a quick lease is one statement, a wake-up while lanes share is served by
+            // one at once (one row of each lane with nothing in flight here); the full lease
+            // keeps its own pace (the hot poll, a send's end), so what arrives never waits
+            // for a lease of another lane's backlog (docs/perf.md, issue 36).
+            let quickly = std::mem::take(&mut woken)
+                && self.inner.quick_leases
+                && self.inner.herald.store().backend().leases_quickly()
+                && self.inner.lanes.shared_recently();
+            if quickly && free > 0 {
+                let leased = self.lease(free, true).await;
+                let started = self.start_sends(leased, &shutdown, &mut known, &mut inflight).await;
+                free = free.saturating_sub(started);
+            }
+            let paced = quickly && last_lease.elapsed() < HOT_POLL_EVERY;
+            if free > 0 && !cooling && !paced {
                 last_lease = Instant::now();
                 // While lanes share this worker, a lease leaves an eighth of the free slots
-                // (at least one, of two or more) for quick leases: a wake-up while it is in flight starts one, which takes
-                // one row of each lane with nothing in flight here, so what arrives in a
-                // new lane does not wait out a lease of a backlog (docs/perf.md, issue 36).
+                // (at least one, of two or more) for quick leases: a wake-up while it is in
+                // flight starts one, which takes one row of each lane with nothing in flight
+                // here, so what arrives in a new lane does not wait out a lease of a backlog
+                // (docs/perf.md, issue 36).
                 let quick_on = self.inner.quick_leases && self.inner.lanes.shared_recently();
                 let wanted = free.min(LEASE_BATCH_MAX);
                 let keep = if quick_on && free >= 2 { free.div_ceil(8) } else { 0 };
@@ -283,8 +300,8 @@ impl Worker {
                 Some(joined) = inflight.join_next(), if !inflight.is_empty() => {
                     settle(&mut known, joined);
                 }
-                _ = &mut notified => hot_until = Instant::now() + HOT_FOR,
-                _ = listener.next() => hot_until = Instant::now() + HOT_FOR,
+                _ = &mut notified => (hot_until, woken) = (Instant::now() + HOT_FOR, true),
+                _ = listener.next() => (hot_until, woken) = (Instant::now() + HOT_FOR, true),
                 _ = tokio::time::sleep(wait) => {}
             }
         }
@@ -305,132 +322,6 @@ impl Worker {
             hearing.stop().await;
         }
         Ok(())
-    }
-
-    /// Hands back the leases this worker holds in the database but never received (see
-    /// `known_leases`): no send of theirs started, so no attempt is spent. Until that has
-    /// worked once, it is tried again at the next turn of the loop.
-    async fn hand_back_orphans(&self, known: &mut KnownLeases) {
-        let began = Instant::now();
-        known.checking(began);
-        let herald = &self.inner.herald;
-        let (worker, now) = (self.inner.options.id.as_str(), herald.clock().now());
-        let live = herald
-            .transaction(|tx| {
-                Box::pin(async move {
-                    Ok(deliveries_leased_by(tx.conn(), worker, now, ORPHANS_BATCH_MAX).await?)
-                })
-            })
-            .await;
-        let live = match live {
-            Ok(live) => live.value,
-            Err(e) => return tracing::debug!(error = %e, "looking for orphaned leases failed"),
-        };
-        let orphans = known.orphans(&live);
-        if orphans.is_empty() {
-            if live.len() < ORPHANS_BATCH_MAX {
-                known.cleared(began);
-            }
-            return;
-        }
-        let handed = herald
-            .transaction(|tx| {
-                let orphans = &orphans;
-                Box::pin(async move {
-                    let mut handed = 0;
-                    for &(id, n) in orphans {
-                        handed += usize::from(delivery_hand_back(tx.conn(), id, worker, n).await?);
-                    }
-                    Ok(handed)
-                })
-            })
-            .await;
-        match handed {
-            Ok(handed) => {
-                if handed.value > 0 {
-                    tracing::info!(
-                        handed_back = handed.value,
-                        "leases whose lease statement's outcome was unknown were handed back"
-                    );
-                    herald.wake().soon();
-                }
-                if live.len() < ORPHANS_BATCH_MAX {
-                    known.cleared(began);
-                }
-            }
-            Err(e) => tracing::debug!(error = %e, "handing back orphaned leases failed"),
-        }
-    }
-
-    /// Starts a send task for each leased row (after shutdown began: hands it back
-    /// instead); notes a lease whose outcome is unknown. Returns how many it leased.
-    async fn start_sends(
-        &self,
-        leased: Result<Vec<(LeasedRow, Slot)>, Error>,
-        shutdown: &CancellationToken,
-        known: &mut KnownLeases,
-        inflight: &mut JoinSet<(LeaseKey, bool)>,
-    ) -> usize {
-        let rows = match leased {
-            Ok(rows) => rows,
-            Err(e) => {
-                if matches!(e, Error::CommitOutcomeUnknown { .. }) {
-                    // The lease ran under the runner's default options: its COMMIT ends
-                    // on the server within the statement bound, which the deadline caps,
-                    // counted from no earlier than now.
-                    known.outcome_unknown(Instant::now() + OUTCOME_SETTLES_WITHIN);
-                }
-                tracing::warn!(error = %e, "leasing failed; polling again");
-                return 0;
-            }
-        };
-        let leased = rows.len();
-        for (row, slot) in rows {
-            if shutdown.is_cancelled() {
-                self.inner.hand_back(&row).await;
-                continue;
-            }
-            let inner = self.inner.clone();
-            let lease = (row.delivery.id, row.delivery.attempts);
-            known.received(lease);
-            inflight.spawn(async move {
-                let _slot = slot;
-                let recorded = inner.execute(row).await;
-                if let Err(e) = &recorded {
-                    tracing::warn!(error = %e, "recording an outcome failed; the lease will expire and the reconciler will retry");
-                }
-                (lease, recorded.is_ok())
-            });
-        }
-        leased
-    }
-
-    /// Leases up to `wanted` rows, shared among the lanes with due work (`lanes.rs`);
-    /// `quick`: see [`Ask::quick`].
-    async fn lease(&self, wanted: usize, quick: bool) -> Result<Vec<(LeasedRow, Slot)>, Error> {
-        let inner = &self.inner;
-        let wanted = wanted.min(LEASE_BATCH_MAX);
-        if wanted == 0 || inner.channel_names.is_empty() {
-            return Ok(Vec::new());
-        }
-        inner.registered.get_or_try_init(|| inner.register()).await?;
-        let ask = Ask {
-            worker: &inner.options.id,
-            channels: &inner.channel_names,
-            slots: inner.options.slots,
-            wanted,
-            lease: inner.options.lease,
-            lane_take_max: inner.options.lane_take_max,
-            circuit: inner.herald.options.circuit,
-            quick,
-        };
-        let rows = inner.lanes.lease(&inner.herald, &ask).await?;
-        inner.counts.lease_transactions.fetch_add(1, Ordering::Relaxed);
-        if quick {
-            inner.counts.quick_leases.fetch_add(1, Ordering::Relaxed);
-        }
-        inner.counts.leased.fetch_add(rows.len() as u64, Ordering::Relaxed);
-        Ok(rows)
     }
 }
 
