@@ -69,6 +69,26 @@ fn leased_rows(rows: Vec<sqlx::postgres::PgRow>) -> Result<Vec<LeasedRow>, Store
     Ok(leased)
 }
 
+/// `WITH RECURSIVE lanes (tenant_id, destination, n)`: the lanes with pending rows in
+/// (tenant, destination) order, one index probe each, from the first after `start` (a
+/// condition on the first probe, or empty), at most `lanes_max` (a parameter) of them.
+fn lanes_cte(start: &str, lanes_max: &str) -> String {
+    format!(
+        "WITH RECURSIVE lanes (tenant_id, destination, n) AS (
+             (SELECT tenant_id, destination, 1 FROM deliveries
+              WHERE state = 'pending' {start}
+              ORDER BY tenant_id, destination LIMIT 1)
+           UNION ALL
+             SELECT nx.tenant_id, nx.destination, l.n + 1 FROM lanes l
+             CROSS JOIN LATERAL (
+                 SELECT tenant_id, destination FROM deliveries
+                 WHERE state = 'pending'
+                   AND (tenant_id, destination) > (l.tenant_id, l.destination)
+                 ORDER BY tenant_id, destination LIMIT 1) nx
+             WHERE l.n < {lanes_max})"
+    )
+}
+
 /// A recursive walk of `deliveries_lanes` (pending only): each step one probe for the
 /// next (tenant, destination), then one bounded count of each lane's due rows.
 pub(crate) async fn deliveries_lanes(
@@ -82,18 +102,7 @@ pub(crate) async fn deliveries_lanes(
         "AND $4::uuid IS NULL AND $5::text IS NULL"
     };
     let q = format!(
-        "WITH RECURSIVE lanes (tenant_id, destination, n) AS (
-             (SELECT tenant_id, destination, 1 FROM deliveries
-              WHERE state = 'pending' {start}
-              ORDER BY tenant_id, destination LIMIT 1)
-           UNION ALL
-             SELECT nx.tenant_id, nx.destination, l.n + 1 FROM lanes l
-             CROSS JOIN LATERAL (
-                 SELECT tenant_id, destination FROM deliveries
-                 WHERE state = 'pending'
-                   AND (tenant_id, destination) > (l.tenant_id, l.destination)
-                 ORDER BY tenant_id, destination LIMIT 1) nx
-             WHERE l.n < $3)
+        "{}
          SELECT l.tenant_id, l.destination,
              (SELECT count(*) FROM (
                   SELECT 1 FROM deliveries d
@@ -106,7 +115,8 @@ pub(crate) async fn deliveries_lanes(
          FROM lanes l JOIN tenants t ON t.id = l.tenant_id
          LEFT JOIN herald_lanes p
              ON p.tenant_id = l.tenant_id AND p.destination = l.destination
-         ORDER BY l.n"
+         ORDER BY l.n",
+        lanes_cte(start, "$3")
     );
     let rows: Vec<crate::deliveries::WalkRow> = sqlx::query_as(sql(q))
         .bind(walk.now.pg())
@@ -168,17 +178,7 @@ pub(crate) async fn deliveries_lease_quick(
     let busy_tenants: Vec<Uuid> = quick.busy.iter().map(|l| l.tenant).collect();
     let busy_destinations: Vec<&str> = quick.busy.iter().map(|l| l.destination.as_str()).collect();
     let q = format!(
-        "WITH RECURSIVE lanes (tenant_id, destination, n) AS (
-             (SELECT tenant_id, destination, 1 FROM deliveries
-              WHERE state = 'pending' ORDER BY tenant_id, destination LIMIT 1)
-           UNION ALL
-             SELECT nx.tenant_id, nx.destination, l.n + 1 FROM lanes l
-             CROSS JOIN LATERAL (
-                 SELECT tenant_id, destination FROM deliveries
-                 WHERE state = 'pending'
-                   AND (tenant_id, destination) > (l.tenant_id, l.destination)
-                 ORDER BY tenant_id, destination LIMIT 1) nx
-             WHERE l.n < $5),
+        "{},
          open AS (
              SELECT l.tenant_id, l.destination, l.n FROM lanes l
              LEFT JOIN herald_lanes p
@@ -201,6 +201,7 @@ pub(crate) async fn deliveries_lease_quick(
                  FOR UPDATE SKIP LOCKED) x
              LIMIT $10),
          {}",
+        lanes_cte("", "$5"),
         mark_and_read("$3", "$4")
     );
     let rows = sqlx::query(sql(q))

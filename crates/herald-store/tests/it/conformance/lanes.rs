@@ -44,7 +44,7 @@ fn to<'a>(channel: &'a str, recipient: &'a str, tenant: Uuid, key: &'a str) -> N
 
 /// Claims `n` deliveries of `tenant` to `recipient` (on [`CHANNEL`] unless a URL, then on
 /// `webhook`), due at `T0 + i`.
-async fn lane_rows(db: &Db, tenant: Uuid, recipient: &'static str, n: usize) -> Vec<Uuid> {
+async fn lane_rows(db: &Db, tenant: Uuid, recipient: &str, n: usize) -> Vec<Uuid> {
     let channel = if recipient.contains("://") { "webhook" } else { CHANNEL };
     let mut ids = Vec::new();
     for i in 0..n {
@@ -367,8 +367,7 @@ async fn concurrent_quick_leases_never_take_one_row_twice(db: &Db) {
     let mut claimed = HashSet::new();
     for (i, host) in ["a", "b", "c", "d", "e", "f"].iter().enumerate() {
         let t = tenant(db, &format!("t{i}")).await;
-        let url: &'static str = Box::leak(format!("https://{host}.test/h").into_boxed_str());
-        claimed.extend(lane_rows(db, t, url, 3).await);
+        claimed.extend(lane_rows(db, t, &format!("https://{host}.test/h"), 3).await);
     }
     let start = Arc::new(tokio::sync::Barrier::new(LEASERS));
     let mut leasers = Vec::new();
