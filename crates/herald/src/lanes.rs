@@ -228,15 +228,22 @@ impl Lanes {
         if taken.served.is_some() && !ask.quick {
             state.last_tenant = taken.served;
         }
-        Ok(taken
-            .rows
-            .into_iter()
+        Ok(self.slotted(&mut state, taken.rows))
+    }
+
+    /// Each leased row with its [`Slot`], counted in flight in its lane.
+    fn slotted(
+        self: &Arc<Self>,
+        state: &mut State,
+        rows: Vec<LeasedRow>,
+    ) -> Vec<(LeasedRow, Slot)> {
+        rows.into_iter()
             .map(|row| {
                 let lane = lane_of(&row);
                 state.busy.add(&lane);
                 (row, Slot { lanes: self.clone(), lane })
             })
-            .collect())
+            .collect()
     }
 }
 
@@ -274,14 +281,7 @@ impl Lanes {
             .await?
             .ok_or_else(|| Error::app("this backend has no one-statement quick lease"))?;
         let mut state = self.state.lock().map_err(|_| Error::app("worker lane state poisoned"))?;
-        Ok(rows
-            .into_iter()
-            .map(|row| {
-                let lane = lane_of(&row);
-                state.busy.add(&lane);
-                (row, Slot { lanes: self.clone(), lane })
-            })
-            .collect())
+        Ok(self.slotted(&mut state, rows))
     }
 }
 
