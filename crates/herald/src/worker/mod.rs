@@ -61,8 +61,9 @@ pub struct WorkerStats {
     pub record_transactions: u64,
     /// Deliveries leased.
     pub leased: u64,
-    /// Of the lease transactions, the quick ones a wake-up started while another was in
-    /// flight (one row of each lane with nothing in flight; not on SQLite).
+    /// Of the lease transactions, the quick ones a wake-up started (one row of each lane
+    /// with nothing in flight; not on SQLite): beside a lease in flight, and on PostgreSQL
+    /// also while none is (one statement there).
     pub quick_leases: u64,
 }
 
